@@ -1,0 +1,5 @@
+import sys
+
+from scalestudy.cli import main
+
+sys.exit(main())

@@ -1,0 +1,85 @@
+"""The `scalestudy` command."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import MISSING, fields
+
+from scalestudy.spec import RunSpec, SpecError, load_spec
+
+
+def add_spec_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--spec", help="a JSON or YAML file of RunSpec fields; options below override it")
+    g = p.add_argument_group("run specification (RunSpec fields)")
+    for f in fields(RunSpec):
+        flag = "--" + f.name.replace("_", "-")
+        kind = {"int": int, "float": float, "str": str, "bool": bool}[str(f.type)]
+        if kind is bool:
+            g.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+                           help=f"default {f.default}")
+        else:
+            g.add_argument(flag, dest=f.name, type=kind, default=None, help=f"default {f.default}")
+
+
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    base = load_spec(args.spec).to_dict() if args.spec else {}
+    for f in fields(RunSpec):
+        v = getattr(args, f.name)
+        if v is not None:
+            base[f.name] = v
+    return RunSpec.from_dict(base)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from scalestudy.harness.train import train
+
+    spec = spec_from_args(args)
+    run_dir = Path(args.run_dir) if args.run_dir else Path(args.out_root) / spec.run_id
+    train(spec, run_dir, time_limit_s=args.time_limit_s, quiet=args.quiet)
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from scalestudy.memory_estimate import GIB, estimate_memory
+
+    spec = spec_from_args(args)
+    est = estimate_memory(spec)
+    out = {"run_id": spec.run_id, "layout": spec.layout, "world_size": spec.world_size,
+           "grad_accum": spec.grad_accum, "memory_estimate": est.as_dict()}
+    if args.device_memory_gib:
+        out["fits"] = est.fits(int(args.device_memory_gib * GIB))
+    print(json.dumps(out, indent=1))
+    return 0 if out.get("fits", True) else 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scalestudy", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("train", help="run one spec (under torchrun for several processes) and write its raw log")
+    add_spec_options(p)
+    p.add_argument("--run-dir", help="the run's raw-log directory (default OUT_ROOT/RUN_ID)")
+    p.add_argument("--out-root", default="runs", help="where run directories go (default ./runs)")
+    p.add_argument("--time-limit-s", type=float, default=None, help="stop with status timeout after this long")
+    p.add_argument("--quiet", action="store_true", help="no per-iteration progress lines")
+    p.set_defaults(func=cmd_train)
+
+    p = sub.add_parser("plan", help="validate a spec and print its run id and memory estimate")
+    add_spec_options(p)
+    p.add_argument("--device-memory-gib", type=float, help="exit 3 if the estimate exceeds this")
+    p.set_defaults(func=cmd_plan)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except SpecError as e:
+        print(f"scalestudy: {e}", file=sys.stderr)
+        return 2

@@ -1,0 +1,157 @@
+"""A Llama-2 decoder in plain PyTorch, shaped for torchtitan-style parallelisation.
+
+Layers live in a ModuleDict keyed by their global index, so that a pipeline stage that keeps a
+subset of them keeps the parameter names of the full model; weights are initialised from the
+parameter's name and the seed, so that every layout starts from the same weights.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from scalestudy.llama_configs import ModelConfig
+
+
+def precompute_freqs_cis(head_dim: int, seq_len: int, theta: float, device=None) -> torch.Tensor:
+    freqs = 1.0 / (theta ** (torch.arange(0, head_dim, 2, device=device)[: head_dim // 2].float() / head_dim))
+    t = torch.arange(seq_len, device=device, dtype=torch.float32)
+    return torch.polar(torch.ones(seq_len, head_dim // 2, device=device), torch.outer(t, freqs))
+
+
+def apply_rotary_emb(xq: torch.Tensor, xk: torch.Tensor, freqs_cis: torch.Tensor):
+    xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
+    xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
+    f = freqs_cis[: xq.shape[1]].view(1, xq.shape[1], 1, xq_.shape[-1])
+    xq_out = torch.view_as_real(xq_ * f).flatten(3)
+    xk_out = torch.view_as_real(xk_ * f).flatten(3)
+    return xq_out.type_as(xq), xk_out.type_as(xk)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return out.type_as(x) * self.weight
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.head_dim = cfg.head_dim
+        self.n_rep = cfg.n_heads // cfg.n_kv_heads
+        self.wq = nn.Linear(cfg.dim, cfg.n_heads * cfg.head_dim, bias=False)
+        self.wk = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
+        self.wv = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
+        self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
+
+    def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
+        bs, seqlen, _ = x.shape
+        # -1: the heads held locally (all of them, or n_heads / tp under tensor parallelism)
+        xq = self.wq(x).view(bs, seqlen, -1, self.head_dim)
+        xk = self.wk(x).view(bs, seqlen, -1, self.head_dim)
+        xv = self.wv(x).view(bs, seqlen, -1, self.head_dim)
+        xq, xk = apply_rotary_emb(xq, xk, freqs_cis)
+        if self.n_rep > 1:
+            xk = xk.repeat_interleave(self.n_rep, dim=2)
+            xv = xv.repeat_interleave(self.n_rep, dim=2)
+        out = F.scaled_dot_product_attention(xq.transpose(1, 2), xk.transpose(1, 2), xv.transpose(1, 2),
+                                             is_causal=True)
+        return self.wo(out.transpose(1, 2).reshape(bs, seqlen, -1))
+
+
+class FeedForward(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.w1 = nn.Linear(cfg.dim, cfg.ffn_dim, bias=False)
+        self.w2 = nn.Linear(cfg.ffn_dim, cfg.dim, bias=False)
+        self.w3 = nn.Linear(cfg.dim, cfg.ffn_dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class TransformerBlock(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.attention_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.attention = Attention(cfg)
+        self.ffn_norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.feed_forward = FeedForward(cfg)
+
+    def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
+        h = x + self.attention(self.attention_norm(x), freqs_cis)
+        return h + self.feed_forward(self.ffn_norm(h))
+
+
+class Transformer(nn.Module):
+    """The whole model, or one pipeline stage of it (embedding, norm or output set to None)."""
+
+    def __init__(self, cfg: ModelConfig, seq_len: int):
+        super().__init__()
+        self.cfg = cfg
+        self.seq_len = seq_len
+        self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim)
+        self.layers = nn.ModuleDict({str(i): TransformerBlock(cfg) for i in range(cfg.n_layers)})
+        self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
+        self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
+        self.register_buffer("freqs_cis", precompute_freqs_cis(cfg.head_dim, seq_len, cfg.rope_theta),
+                             persistent=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens
+        for layer in self.layers.values():
+            h = layer(h, self.freqs_cis)
+        h = self.norm(h) if self.norm is not None else h
+        return self.output(h).float() if self.output is not None else h
+
+
+def canonical_name(name: str) -> str:
+    """A parameter's name in the unwrapped full model (strips checkpoint and compile wrappers)."""
+    for wrapper in ("_checkpoint_wrapped_module.", "_orig_mod.", "_fsdp_wrapped_module."):
+        name = name.replace(wrapper, "")
+    return name
+
+
+def _init_values(name: str, shape: torch.Size, cfg: ModelConfig, seed: int, device) -> torch.Tensor:
+    if name.endswith("norm.weight"):
+        return torch.ones(shape, device=device)
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+    if name.startswith("tok_embeddings"):
+        std = 1.0
+    elif name.endswith(("wo.weight", "w2.weight")):
+        std = 0.02 / math.sqrt(2 * cfg.n_layers)  # scaled residual projections (GPT-2/Megatron)
+    elif name.startswith("output"):
+        std = cfg.dim ** -0.5
+    else:
+        std = 0.02
+    return torch.randn(shape, generator=gen, device=device) * std
+
+
+@torch.no_grad()
+def init_weights(model: nn.Module, cfg: ModelConfig, seed: int, device: torch.device) -> None:
+    """Fill every parameter (plain, TP- or FSDP-sharded DTensor) with the values that the same
+    parameter of the unsharded model gets from this seed, and rebuild the RoPE table."""
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    for name, p in model.named_parameters():
+        cname = canonical_name(name)
+        full = _init_values(cname, p.shape, cfg, seed, device)
+        if isinstance(p, DTensor):
+            local = distribute_tensor(full, p.device_mesh, p.placements, src_data_rank=None).to_local()
+            p.to_local().copy_(local)
+        else:
+            p.copy_(full)
+    for mod in model.modules():
+        if isinstance(mod, Transformer):
+            mod.freqs_cis = precompute_freqs_cis(cfg.head_dim, mod.seq_len, cfg.rope_theta, device=device)

@@ -1,0 +1,82 @@
+"""What produced a run: code, environment, hosts, devices, scheduler."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+import scalestudy
+
+ENV_PREFIXES = ("NCCL_", "TORCH_", "GLOO_", "CUDA_", "OMP_", "SLURM_", "PYTORCH_", "MASTER_", "NVIDIA_")
+LIBRARIES = ("torch", "numpy", "megatron-core", "nvidia-ml-py", "pandas", "seaborn", "snakemake")
+
+
+def git_state(path: Path | None = None) -> dict:
+    """Commit and dirty flag of the checkout holding the package, or why there is none."""
+    path = path or Path(scalestudy.__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=10)
+        if commit.returncode != 0:
+            return {"commit": None, "dirty": None, "reason": commit.stderr.strip() or "not a git checkout"}
+        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10)
+        return {"commit": commit.stdout.strip(), "dirty": bool(dirty.stdout.strip()), "reason": None}
+    except (OSError, subprocess.SubprocessError) as e:
+        return {"commit": None, "dirty": None, "reason": f"git unavailable: {e}"}
+
+
+def library_versions() -> dict:
+    out = {}
+    for name in LIBRARIES:
+        try:
+            out[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def local_facts(device: torch.device) -> dict:
+    """Facts of this process's host and device, gathered from every rank."""
+    facts = {"host": socket.gethostname(), "pid": os.getpid(), "device": str(device)}
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        facts.update(device_name=props.name, device_memory_bytes=props.total_memory,
+                     device_uuid=str(getattr(props, "uuid", "")))
+    else:
+        facts.update(device_name=platform.processor() or platform.machine(), cpu_count=os.cpu_count())
+    return facts
+
+
+def collect(rank_facts: list[dict]) -> dict:
+    cuda = torch.version.cuda
+    nccl = None
+    if torch.cuda.is_available():
+        try:
+            v = torch.cuda.nccl.version()
+            nccl = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+        except Exception as e:  # noqa: BLE001 - recorded, not fatal
+            nccl = f"unavailable: {e}"
+    return {
+        "package": {"name": "scalestudy", "version": scalestudy.__version__, "git": git_state()},
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "cuda": cuda,
+        "nccl": nccl,
+        "libraries": library_versions(),
+        "command": sys.argv,
+        "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
+        "slurm": {"job_id": os.environ.get("SLURM_JOB_ID"), "nodelist": os.environ.get("SLURM_JOB_NODELIST"),
+                  "nnodes": os.environ.get("SLURM_NNODES")},
+        "hosts": sorted({f["host"] for f in rank_facts}),
+        "devices": {"count": len(rank_facts), "names": sorted({f["device_name"] for f in rank_facts})},
+        "ranks": rank_facts,
+    }

@@ -1,0 +1,215 @@
+"""The training loop of one run: warm-up then measured iterations, writing the raw log."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import resource
+import shutil
+import socket
+import time
+import traceback
+from contextlib import closing
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from scalestudy import rawlog
+from scalestudy.harness import faults, provenance
+from scalestudy.harness.data import local_batch
+from scalestudy.harness.llama import Transformer, init_weights
+from scalestudy.harness.parallel_dims import ParallelDims
+from scalestudy.harness.parallelize import parallelize
+from scalestudy.harness.pipeline import build_schedule, split_model, stage_ids
+from scalestudy.llama_configs import get_model_config
+from scalestudy.memory_estimate import estimate_memory
+from scalestudy.spec import RunSpec
+
+COMM_TIMEOUT_ENV = "SCALESTUDY_COMM_TIMEOUT_S"
+
+
+def _free_port() -> int:
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_distributed(spec: RunSpec) -> tuple[int, int, torch.device]:
+    """Join the process group that torchrun (or srun + torchrun) set up; a one-process spec may
+    also run without a launcher."""
+    if "RANK" not in os.environ:
+        if spec.world_size != 1:
+            raise faults.InvalidConfig(f"the spec needs {spec.world_size} processes: start it with "
+                                       f"torchrun --nproc_per_node {spec.procs_per_node}")
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(_free_port()))
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if spec.device == "cuda":
+        if not torch.cuda.is_available():
+            raise faults.InvalidConfig("device 'cuda' was asked for but torch sees no CUDA device")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    timeout = datetime.timedelta(seconds=float(os.environ.get(COMM_TIMEOUT_ENV, 300)))
+    kwargs = {"device_id": device} if device.type == "cuda" else {}
+    dist.init_process_group(spec.comm_backend, timeout=timeout, **kwargs)
+    return rank, world, device
+
+
+def prepare_run_dir(run_dir: Path) -> None:
+    """Refuse a directory that holds a finished run; move an unfinished one aside (kept, not lost)."""
+    if (run_dir / rawlog.STATUS_FILE).exists():
+        raise FileExistsError(f"{run_dir} already holds a finished run; remove it to run again")
+    if run_dir.exists() and any(run_dir.iterdir()):
+        aside = run_dir.with_name(f"{run_dir.name}.incomplete-{time.strftime('%Y%m%dT%H%M%S')}")
+        shutil.move(str(run_dir), aside)
+        print(f"[scalestudy] moved the unfinished run directory aside to {aside}", flush=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+
+
+def memory_now(device: torch.device) -> dict:
+    if device.type == "cuda":
+        stats = torch.cuda.memory_stats(device)
+        return {"peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
+                "peak_reserved_bytes": torch.cuda.max_memory_reserved(device),
+                "alloc_retries": stats.get("num_alloc_retries", 0), "kind": "cuda_caching_allocator"}
+    return {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "kind": "cpu_peak_rss"}
+
+
+class Trainer:
+    def __init__(self, spec: RunSpec, dims: ParallelDims, device: torch.device):
+        self.spec, self.dims, self.device = spec, dims, device
+        self.cfg = get_model_config(spec.model)
+        with torch.device("meta"):
+            model = Transformer(self.cfg, spec.seq_len)
+        if dims.pp_enabled:
+            n_stages = spec.pp * spec.pp_stages_per_rank
+            self.stage_ids = stage_ids(dims.pp_rank(), spec)
+            self.parts = [split_model(model, sid, n_stages) for sid in self.stage_ids]
+            self.has_first = 0 in self.stage_ids
+            self.has_last = n_stages - 1 in self.stage_ids
+        else:
+            self.stage_ids, self.parts = [0], [model]
+            self.has_first = self.has_last = True
+        for part in self.parts:
+            parallelize(part, dims, spec)
+            part.to_empty(device=device)
+            init_weights(part, self.cfg, spec.seed, device)
+            part.train()
+        params = [p for part in self.parts for p in part.parameters()]
+        self.optimizer = torch.optim.AdamW(params, lr=spec.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
+                                           foreach=True)
+        self.schedule = None
+        if dims.pp_enabled:
+            self.schedule = build_schedule(self.parts, self.stage_ids, spec, dims.pp_mesh.get_group(), device,
+                                           self._pp_loss)
+
+    def _pp_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits.flatten(0, 1), labels.flatten(0, 1)) / self.spec.grad_accum
+
+    def step(self, step: int) -> torch.Tensor:
+        """One optimizer step over this rank's share of the global batch; returns the local loss."""
+        spec = self.spec
+        inputs, labels = local_batch(spec.seed, step, self.dims.dp_rank(), spec.local_batch, spec.seq_len,
+                                     self.cfg.vocab_size, self.device)
+        chunk = spec.micro_batch * spec.pp_microbatches
+        total = torch.zeros((), device=self.device)
+        for a in range(spec.grad_accum):
+            x, y = inputs[a * chunk:(a + 1) * chunk], labels[a * chunk:(a + 1) * chunk]
+            if self.schedule is not None:
+                losses: list[torch.Tensor] = []
+                args = (x,) if self.has_first else ()
+                self.schedule.step(*args, target=y if self.has_last else None, losses=losses)
+                if self.has_last:
+                    total += torch.stack(losses).mean().detach()
+            else:
+                model = self.parts[0]
+                if spec.grad_accum > 1:
+                    model.set_requires_gradient_sync(a == spec.grad_accum - 1)
+                logits = model(x)
+                loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(0, 1)) / spec.grad_accum
+                loss.backward()
+                total += loss.detach()
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return total
+
+    def global_loss(self, local: torch.Tensor) -> float:
+        holder = self.has_last and self.dims.tp_rank() == 0
+        t = (local if holder else torch.zeros_like(local)).float().clone()
+        dist.all_reduce(t)
+        return t.item() / self.spec.dp
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, quiet: bool = False) -> str:
+    """Run `spec` in this process (one rank of it) and write its raw log; returns the run's status
+    as this rank saw it. Classified failures return; unclassified ones re-raise after logging."""
+    started = time.monotonic()
+    faults.install_sigterm_handler()
+    rank, world, device = init_distributed(spec)
+    run_dir = Path(run_dir)
+    if rank == 0:
+        prepare_run_dir(run_dir)
+    dist.barrier()
+    log = rawlog.RankLog(run_dir, rank, spec.run_id)
+    injector = faults.FaultInjector(rank)
+    facts = [None] * world
+    dist.all_gather_object(facts, provenance.local_facts(device))
+    if rank == 0:
+        rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
+            "schema": rawlog.SCHEMA, "kind": "train", "run_id": spec.run_id, "config_id": spec.config_id, "spec": spec.to_dict(),
+            "layout": spec.layout, "memory_estimate": estimate_memory(spec).as_dict(),
+            "launch": {"time_limit_s": time_limit_s, "world_size": world, "comm_backend": spec.comm_backend},
+            "provenance": provenance.collect(facts), "start_time_unix": round(time.time(), 3),
+        })
+    status = "ok"
+    try:
+        if world != spec.world_size:
+            raise faults.InvalidConfig(f"the launcher started {world} processes but the spec needs "
+                                       f"nodes*procs_per_node = {spec.world_size}")
+        if spec.backend != "torch":
+            raise faults.InvalidConfig(f"backend {spec.backend!r} is not available in this version")
+        torch.manual_seed(spec.seed)
+        dims = ParallelDims.from_spec(spec, world)
+        trainer = Trainer(spec, dims, device)
+        total_iters = spec.warmup_iters + spec.measured_iters
+        for step in range(total_iters):
+            if time_limit_s is not None and time.monotonic() - started > time_limit_s:
+                raise faults.RunTimeout(f"time limit of {time_limit_s} s reached before step {step}")
+            injector.maybe_fire(step)
+            phase = "warmup" if step < spec.warmup_iters else "measured"
+            _sync(device)
+            t0 = time.perf_counter()
+            local = trainer.step(step)
+            _sync(device)
+            dt = time.perf_counter() - t0
+            loss = trainer.global_loss(local)
+            log.log("iteration", {"step": step, "phase": phase, "step_time_s": dt, "tokens": spec.tokens_per_step,
+                                  "loss": loss, "memory": memory_now(device)})
+            if rank == 0 and not quiet:
+                print(f"step {step + 1:>4}/{total_iters} [{phase:>8}] {dt:8.4f} s "
+                      f"{spec.tokens_per_step / dt:12,.0f} tok/s  loss {loss:.4f}", flush=True)
+        dist.barrier()
+    except BaseException as e:  # noqa: BLE001 - every failure is recorded, then classified or re-raised
+        status = faults.classify(e)
+        log.log("error", {"type": type(e).__name__, "message": str(e)}, traceback=traceback.format_exc())
+        log.write_status(status, error=f"{type(e).__name__}: {e}")
+        rawlog.try_finalize(run_dir, world)
+        if status == "crashed":
+            raise
+        if rank == 0 or not quiet:
+            print(f"[scalestudy] rank {rank}: run ended with status {status}: {type(e).__name__}: {e}", flush=True)
+        return status
+    log.write_status("ok")
+    rawlog.try_finalize(run_dir, world)
+    dist.destroy_process_group()
+    return status

@@ -1,0 +1,275 @@
+"""The raw-log format of one run, written by the harness and read by the analysis side.
+
+A run directory holds:
+  run.json        the spec and its provenance (written at start, end time added at the end)
+  metrics.jsonl   one JSON record a line: {"key", "value", "metadata"} (MLPerf-logging style)
+  status.json     the final status, written last: a directory without it is incomplete
+  rank-NNNNN.jsonl / rank-NNNNN.status.json   per-rank files while the run is in flight;
+                  merged into metrics.jsonl and status.json when the last rank finishes
+and optionally traces/ (profiler traces) and other artefacts listed with checksums in status.json.
+
+Pure Python: no torch import, so that a laptop can read and audit raw logs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+SCHEMA = "scalestudy.rawlog/1"
+RUN_FILE = "run.json"
+METRICS_FILE = "metrics.jsonl"
+STATUS_FILE = "status.json"
+LOCK_FILE = ".finalize.lock"
+
+STATUSES = ("ok", "oom", "timeout", "preempted", "crashed", "comm_error", "invalid_config")
+# When ranks disagree, the run's status is the most telling one: a peer's comm_error is
+# usually the echo of another rank's oom or crash.
+STATUS_PRIORITY = ("invalid_config", "oom", "timeout", "preempted", "crashed", "comm_error", "ok")
+
+
+class RawLogError(Exception):
+    """A raw-log problem, naming the file."""
+
+    def __init__(self, path: os.PathLike | str, reason: str):
+        self.path = str(path)
+        self.reason = reason
+        super().__init__(f"{self.path}: {reason}")
+
+
+class IncompleteRunError(RawLogError):
+    pass
+
+
+class CorruptLogError(RawLogError):
+    pass
+
+
+# ---- writing -----------------------------------------------------------------------
+def atomic_write_text(path: os.PathLike | str, text: str) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def atomic_write_json(path: os.PathLike | str, obj: Any) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True) + "\n")
+
+
+def sha256_file(path: os.PathLike | str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def rank_metrics_file(rank: int) -> str:
+    return f"rank-{rank:05d}.jsonl"
+
+
+def rank_status_file(rank: int) -> str:
+    return f"rank-{rank:05d}.status.json"
+
+
+def record(key: str, value: Any, **metadata: Any) -> dict:
+    return {"key": key, "value": value, "metadata": metadata}
+
+
+class RankLog:
+    """One rank's stream of records. Lines are flushed as written, so a crash keeps them."""
+
+    def __init__(self, run_dir: os.PathLike | str, rank: int, run_id: str):
+        self.run_dir = Path(run_dir)
+        self.rank = rank
+        self.run_id = run_id
+        self.path = self.run_dir / rank_metrics_file(rank)
+        self._f = open(self.path, "a", buffering=1)
+
+    def log(self, key: str, value: Any, **metadata: Any) -> None:
+        meta = {"rank": self.rank, "run_id": self.run_id, "time_unix": round(time.time(), 6), **metadata}
+        self._f.write(json.dumps(record(key, value, **meta), sort_keys=True) + "\n")
+
+    def close(self) -> None:
+        if not self._f.closed:
+            self._f.close()
+
+    def write_status(self, status: str, error: str | None = None, **extra: Any) -> None:
+        if status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}")
+        self.close()
+        atomic_write_json(self.run_dir / rank_status_file(self.rank),
+                          {"rank": self.rank, "status": status, "error": error, **extra})
+
+
+def combine_statuses(statuses: Iterable[str]) -> str:
+    statuses = list(statuses)
+    for s in STATUS_PRIORITY:
+        if s in statuses:
+            return s
+    raise ValueError("no rank statuses")
+
+
+def try_finalize(run_dir: os.PathLike | str, world_size: int, *, force: bool = False,
+                 missing_status: str = "crashed", missing_reason: str | None = None) -> bool:
+    """Merge the per-rank files into metrics.jsonl and write status.json.
+
+    Called by every rank after it has written its status; the last one (all statuses present)
+    does the work, under an exclusive lock file. With force=True (the launcher, after the
+    processes have ended) ranks without a status count as `missing_status`.
+    Returns True if this call wrote status.json.
+    """
+    run_dir = Path(run_dir)
+    if (run_dir / STATUS_FILE).exists():
+        return False
+    ranks: dict[int, dict] = {}
+    for r in range(world_size):
+        p = run_dir / rank_status_file(r)
+        if p.exists():
+            ranks[r] = json.loads(p.read_text())
+    if len(ranks) < world_size and not force:
+        return False
+    try:
+        fd = os.open(run_dir / LOCK_FILE, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    os.close(fd)
+    missing = [r for r in range(world_size) if r not in ranks]
+    for r in missing:
+        ranks[r] = {"rank": r, "status": missing_status,
+                    "error": missing_reason or "the process ended without writing its status"}
+    # A rank that died without a word is the culprit: the others' statuses (a SIGTERM from the
+    # launcher, a lost peer) are consequences of it.
+    status = missing_status if missing else combine_statuses(s["status"] for s in ranks.values())
+    culprits = missing or sorted(r for r, s in ranks.items() if s["status"] == status)
+    error = ranks[culprits[0]].get("error") if status != "ok" else None
+
+    lines: list[tuple[tuple, str]] = []
+    for r in range(world_size):
+        p = run_dir / rank_metrics_file(r)
+        if not p.exists():
+            continue
+        for i, line in enumerate(p.read_text().splitlines()):
+            if not line.strip():
+                continue
+            rec = json.loads(line)
+            step = rec["value"].get("step", -1) if isinstance(rec["value"], dict) else -1
+            lines.append(((rec["metadata"].get("time_unix", 0.0) if step == -1 else 0.0, step, r, i), line))
+    lines.sort(key=lambda t: t[0])
+    atomic_write_text(run_dir / METRICS_FILE, "".join(line + "\n" for _, line in lines))
+
+    run_json = run_dir / RUN_FILE
+    if run_json.exists():
+        run = json.loads(run_json.read_text())
+        run["end_time_unix"] = round(time.time(), 3)
+        atomic_write_json(run_json, run)
+
+    files = {}
+    for p in sorted(run_dir.rglob("*")):
+        rel = p.relative_to(run_dir).as_posix()
+        if p.is_file() and rel not in (STATUS_FILE, LOCK_FILE) and not rel.startswith("rank-") \
+                and not p.name.startswith("."):
+            files[rel] = sha256_file(p)
+    atomic_write_json(run_dir / STATUS_FILE, {
+        "schema": SCHEMA, "status": status, "error": error, "culprit_ranks": culprits,
+        "ranks": [ranks[r] for r in range(world_size)], "files_sha256": files,
+    })
+    for r in range(world_size):
+        for name in (rank_metrics_file(r), rank_status_file(r)):
+            (run_dir / name).unlink(missing_ok=True)
+    (run_dir / LOCK_FILE).unlink(missing_ok=True)
+    return True
+
+
+# ---- reading -----------------------------------------------------------------------
+@dataclass
+class RunLog:
+    path: Path
+    run: dict
+    status: dict
+    records: list[dict] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return self.run["run_id"]
+
+    @property
+    def spec(self) -> dict:
+        return self.run["spec"]
+
+    def iterations(self, phase: str | None = None) -> Iterator[dict]:
+        for r in self.records:
+            if r["key"] == "iteration" and (phase is None or r["value"]["phase"] == phase):
+                yield r
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as e:
+        raise CorruptLogError(path, f"not valid JSON ({e})") from None
+
+
+def read_run(run_dir: os.PathLike | str, *, verify_checksums: bool = True) -> RunLog:
+    """Read one complete run directory; raise naming the file if it is incomplete or corrupt."""
+    run_dir = Path(run_dir)
+    status_path = run_dir / STATUS_FILE
+    if not status_path.exists():
+        raise IncompleteRunError(run_dir, "no status.json: the run did not finish")
+    status = _read_json(status_path)
+    if status.get("status") not in STATUSES:
+        raise CorruptLogError(status_path, f"unknown status {status.get('status')!r}")
+    run_path = run_dir / RUN_FILE
+    if not run_path.exists():
+        raise IncompleteRunError(run_path, "missing")
+    run = _read_json(run_path)
+    for key in ("run_id", "spec", "provenance"):
+        if key not in run:
+            raise CorruptLogError(run_path, f"no {key!r}")
+    if verify_checksums:
+        for rel, digest in status.get("files_sha256", {}).items():
+            p = run_dir / rel
+            if not p.exists():
+                raise CorruptLogError(p, "listed in status.json but missing")
+            if sha256_file(p) != digest:
+                raise CorruptLogError(p, "sha256 differs from the one recorded in status.json")
+    records = []
+    metrics_path = run_dir / METRICS_FILE
+    if metrics_path.exists():
+        for lineno, line in enumerate(metrics_path.read_text().splitlines(), 1):
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise CorruptLogError(metrics_path, f"line {lineno} is not valid JSON ({e})") from None
+            if not isinstance(rec, dict) or not {"key", "value", "metadata"} <= rec.keys():
+                raise CorruptLogError(metrics_path, f"line {lineno} lacks key, value or metadata")
+            records.append(rec)
+    elif status["status"] == "ok":
+        raise IncompleteRunError(metrics_path, "missing from a run with status ok")
+    return RunLog(path=run_dir, run=run, status=status, records=records)
+
+
+def find_runs(raw_root: os.PathLike | str) -> list[Path]:
+    """Every run directory under raw_root (complete or not): those holding run.json or rank files."""
+    root = Path(raw_root)
+    out = set()
+    for p in root.rglob(RUN_FILE):
+        out.add(p.parent)
+    for p in root.rglob("rank-*.jsonl"):
+        out.add(p.parent)
+    return sorted(out)

@@ -1,0 +1,259 @@
+"""The run specification: one frozen dataclass that every part of the package reads.
+
+Pure data (no torch import): the workflow plans with it, the harness runs it, the raw log
+stores it, and the analysis side reads it back from the raw log.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, fields
+from typing import Any
+
+from scalestudy.llama_configs import MODELS, get_model_config
+
+DEVICES = ("cpu", "cuda")
+BACKENDS = ("torch", "megatron")
+PRECISIONS = ("fp32", "bf16")
+PP_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
+AC_MODES = ("none", "full")
+MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "tp")
+
+
+class SpecError(ValueError):
+    """A RunSpec that cannot work. `problems` lists (field, reason) pairs."""
+
+    def __init__(self, problems: list[tuple[str, str]]):
+        self.problems = problems
+        super().__init__("invalid run spec: " + "; ".join(f"{f}: {r}" for f, r in problems))
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    model: str = "tiny"
+    seq_len: int = 128
+    micro_batch: int = 1  # sequences per data-parallel rank per forward/backward
+    global_batch: int = 0  # sequences per optimizer step; 0: one micro batch per dp rank
+    nodes: int = 1
+    procs_per_node: int = 1
+    device: str = "cpu"
+    dp_replicate: int = 1
+    dp_shard: int = -1  # -1: the processes left after dp_replicate, tp and pp
+    tp: int = 1
+    pp: int = 1
+    pp_schedule: str = "1f1b"
+    pp_microbatches: int = 0  # 0: pp (1 without pipeline parallelism)
+    pp_stages_per_rank: int = 1  # >1 only with interleaved_1f1b
+    sequence_parallel: bool = False
+    reshard_after_forward: bool = False  # the paper's setting
+    fsdp_forward_prefetch: int = 1  # blocks prefetched explicitly; 0: FSDP2's implicit default
+    fsdp_backward_prefetch: int = 1
+    activation_checkpointing: str = "none"
+    compile: bool = False
+    precision: str = "bf16"  # bf16: bf16 compute, fp32 master weights and gradient reduction
+    backend: str = "torch"
+    lr: float = 3e-4
+    seed: int = 0
+    warmup_iters: int = 10
+    measured_iters: int = 50
+    profile_iters: int = 0  # measured iterations traced by torch.profiler; 0: no trace
+    profile_start: int = 2  # first traced iteration, counted within the measured ones
+
+    def __post_init__(self) -> None:
+        problems = _validate(self)
+        if problems:
+            raise SpecError(problems)
+        if self.dp_shard == -1:
+            object.__setattr__(self, "dp_shard", self.world_size // (self.dp_replicate * self.tp * self.pp))
+        if self.pp_microbatches == 0:
+            object.__setattr__(self, "pp_microbatches", self.pp * self.pp_stages_per_rank if self.pp > 1 else 1)
+        if self.global_batch == 0:
+            object.__setattr__(self, "global_batch", self.micro_batch * self.dp * self.pp_microbatches)
+        problems = _validate_resolved(self)
+        if problems:
+            raise SpecError(problems)
+
+    # ---- derived quantities -------------------------------------------------------
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.procs_per_node
+
+    @property
+    def dp(self) -> int:
+        return self.dp_replicate * self.dp_shard
+
+    @property
+    def grad_accum(self) -> int:
+        return self.global_batch // (self.micro_batch * self.dp * self.pp_microbatches)
+
+    @property
+    def local_batch(self) -> int:
+        """Sequences each data-parallel rank processes per optimizer step."""
+        return self.global_batch // self.dp
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.seq_len
+
+    @property
+    def comm_backend(self) -> str:
+        return "nccl" if self.device == "cuda" else "gloo"
+
+    @property
+    def mesh_shape(self) -> dict[str, int]:
+        return {"pp": self.pp, "dp_replicate": self.dp_replicate, "dp_shard": self.dp_shard, "tp": self.tp}
+
+    @property
+    def layout(self) -> str:
+        """Short name of the parallel layout, e.g. 'fsdp', 'hsdp+tp', 'fsdp+tp+pp'."""
+        parts = []
+        if self.dp_replicate > 1 and self.dp_shard > 1:
+            parts.append("hsdp")
+        elif self.dp_replicate > 1:
+            parts.append("ddp")
+        elif self.dp_shard > 1 or (self.tp == 1 and self.pp == 1):
+            parts.append("fsdp")
+        if self.tp > 1:
+            parts.append("tp")
+        if self.pp > 1:
+            parts.append("pp")
+        return "+".join(parts)
+
+    @property
+    def config_id(self) -> str:
+        """Stable id of the configuration: every field but the seed."""
+        d = self.to_dict()
+        d.pop("seed")
+        digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
+        degrees = f"r{self.dp_replicate}s{self.dp_shard}t{self.tp}p{self.pp}"
+        return f"{self.model}-n{self.nodes}x{self.procs_per_node}-{degrees}-gb{self.global_batch}-{digest}"
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.config_id}-seed{self.seed}"
+
+    # ---- (de)serialisation --------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "RunSpec":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise SpecError([(k, "unknown field") for k in unknown])
+        problems = []
+        for f in fields(cls):
+            if f.name in d:
+                want = _field_type(f)
+                v = d[f.name]
+                if want is float and isinstance(v, int) and not isinstance(v, bool):
+                    continue
+                if not isinstance(v, want) or (want is int and isinstance(v, bool)):
+                    problems.append((f.name, f"expected {want.__name__}, got {v!r}"))
+        if problems:
+            raise SpecError(problems)
+        return cls(**d)
+
+    def replace(self, **changes: Any) -> "RunSpec":
+        d = self.to_dict()
+        d.update(changes)
+        return RunSpec.from_dict(d)
+
+
+def _field_type(f: dataclasses.Field) -> type:
+    return {"int": int, "float": float, "bool": bool, "str": str}[str(f.type)]
+
+
+def _validate(s: RunSpec) -> list[tuple[str, str]]:
+    p: list[tuple[str, str]] = []
+    choices = {
+        "device": DEVICES, "backend": BACKENDS, "precision": PRECISIONS,
+        "pp_schedule": PP_SCHEDULES, "activation_checkpointing": AC_MODES,
+    }
+    for name, allowed in choices.items():
+        if getattr(s, name) not in allowed:
+            p.append((name, f"{getattr(s, name)!r} is not one of {', '.join(allowed)}"))
+    if s.model not in MODELS:
+        p.append(("model", f"unknown model {s.model!r}; known: {', '.join(sorted(MODELS))}"))
+    for name in ("seq_len", "micro_batch", "nodes", "procs_per_node", "dp_replicate", "tp", "pp",
+                 "pp_stages_per_rank", "measured_iters"):
+        if getattr(s, name) < 1:
+            p.append((name, f"must be at least 1, got {getattr(s, name)}"))
+    for name in ("global_batch", "pp_microbatches", "warmup_iters", "profile_iters", "profile_start",
+                 "fsdp_forward_prefetch", "fsdp_backward_prefetch", "seed"):
+        if getattr(s, name) < 0:
+            p.append((name, f"must not be negative, got {getattr(s, name)}"))
+    if s.dp_shard == 0 or s.dp_shard < -1:
+        p.append(("dp_shard", f"must be at least 1, or -1 for the rest, got {s.dp_shard}"))
+    if s.lr <= 0:
+        p.append(("lr", f"must be positive, got {s.lr}"))
+    if p:
+        return p
+    world = s.world_size
+    fixed = s.dp_replicate * s.tp * s.pp * (s.dp_shard if s.dp_shard > 0 else 1)
+    if s.dp_shard == -1:
+        if world % fixed:
+            p.append(("dp_shard", f"world size {world} (nodes {s.nodes} x procs_per_node {s.procs_per_node}) "
+                                  f"is not divisible by dp_replicate*tp*pp = {fixed}"))
+    elif fixed != world:
+        p.append(("world_size", f"nodes*procs_per_node = {world} but dp_replicate*dp_shard*tp*pp = {fixed}"))
+    cfg = get_model_config(s.model)
+    if cfg.n_heads % s.tp:
+        p.append(("tp", f"{cfg.n_heads} attention heads of {s.model} are not divisible by tp={s.tp}"))
+    if cfg.n_kv_heads % s.tp:
+        p.append(("tp", f"{cfg.n_kv_heads} key/value heads of {s.model} are not divisible by tp={s.tp}"))
+    if cfg.ffn_dim % s.tp:
+        p.append(("tp", f"FFN width {cfg.ffn_dim} of {s.model} is not divisible by tp={s.tp}"))
+    if cfg.vocab_size % s.tp:
+        p.append(("tp", f"vocabulary {cfg.vocab_size} of {s.model} is not divisible by tp={s.tp}"))
+    if s.sequence_parallel and s.tp == 1:
+        p.append(("sequence_parallel", "needs tp > 1"))
+    if s.sequence_parallel and s.seq_len % s.tp:
+        p.append(("sequence_parallel", f"seq_len {s.seq_len} is not divisible by tp={s.tp}"))
+    stages = s.pp * s.pp_stages_per_rank
+    if cfg.n_layers % stages:
+        p.append(("pp", f"{cfg.n_layers} layers of {s.model} do not split into pp*pp_stages_per_rank = {stages} "
+                        "equal stages"))
+    if s.pp_schedule == "interleaved_1f1b":
+        if s.pp > 1 and s.pp_stages_per_rank < 2:
+            p.append(("pp_stages_per_rank", "interleaved_1f1b needs at least 2 stages per rank"))
+    elif s.pp_stages_per_rank != 1:
+        p.append(("pp_stages_per_rank", f"{s.pp_schedule} runs one stage per rank; use interleaved_1f1b"))
+    if s.pp == 1 and s.pp_microbatches not in (0, 1):
+        p.append(("pp_microbatches", "pipeline microbatches need pp > 1"))
+    if s.pp > 1 and 0 < s.pp_microbatches < s.pp:
+        p.append(("pp_microbatches", f"{s.pp_microbatches} microbatches cannot fill {s.pp} pipeline ranks"))
+    if s.pp > 1 and s.pp_schedule == "interleaved_1f1b" and s.pp_microbatches % s.pp:
+        p.append(("pp_microbatches", f"interleaved_1f1b needs a multiple of pp={s.pp} microbatches"))
+    if s.precision == "bf16" and s.device == "cpu":
+        pass  # allowed (slow); the smoke study uses fp32 on CPU
+    if s.profile_iters and s.profile_start + s.profile_iters > s.measured_iters:
+        p.append(("profile_iters", f"profile window {s.profile_start}+{s.profile_iters} exceeds "
+                                   f"measured_iters={s.measured_iters}"))
+    return p
+
+
+def _validate_resolved(s: RunSpec) -> list[tuple[str, str]]:
+    per_step = s.micro_batch * s.dp * s.pp_microbatches
+    if s.global_batch % per_step:
+        return [("global_batch", f"{s.global_batch} is not divisible by micro_batch*dp*pp_microbatches = "
+                                 f"{s.micro_batch}*{s.dp}*{s.pp_microbatches} = {per_step}")]
+    return []
+
+
+def load_spec(path: str) -> RunSpec:
+    """A spec from a JSON or YAML file (a mapping of RunSpec fields)."""
+    with open(path) as f:
+        text = f.read()
+    if path.endswith((".yaml", ".yml")):
+        import yaml
+
+        data = yaml.safe_load(text)
+    else:
+        data = json.loads(text)
+    if not isinstance(data, dict):
+        raise SpecError([("spec", f"{path} does not hold a mapping of RunSpec fields")])
+    return RunSpec.from_dict(data)
