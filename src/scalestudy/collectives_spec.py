@@ -1,0 +1,97 @@
+"""The specification of one collectives-benchmark run (the study's Figure 2). Pure data."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, fields
+from typing import Any
+
+from scalestudy.spec import DEVICES, SpecError
+
+OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+@dataclass(frozen=True)
+class CollectivesSpec:
+    ops: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter")
+    min_bytes: int = 1024  # message size as nccl-tests counts it (see scalestudy.bandwidth)
+    max_bytes: int = 1 << 20
+    step_factor: int = 2  # sizes min_bytes, min_bytes*f, ... up to max_bytes
+    dtype: str = "float32"
+    warmup_iters: int = 5
+    iters: int = 20
+    nodes: int = 1
+    procs_per_node: int = 2
+    device: str = "cpu"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ops", tuple(self.ops))
+        p: list[tuple[str, str]] = []
+        for op in self.ops:
+            if op not in OPS:
+                p.append(("ops", f"{op!r} is not one of {', '.join(OPS)}"))
+        if not self.ops:
+            p.append(("ops", "at least one collective is needed"))
+        if self.dtype not in DTYPES:
+            p.append(("dtype", f"{self.dtype!r} is not one of {', '.join(DTYPES)}"))
+        if self.device not in DEVICES:
+            p.append(("device", f"{self.device!r} is not one of {', '.join(DEVICES)}"))
+        for name in ("min_bytes", "max_bytes", "iters", "nodes", "procs_per_node"):
+            if getattr(self, name) < 1:
+                p.append((name, f"must be at least 1, got {getattr(self, name)}"))
+        if self.step_factor < 2:
+            p.append(("step_factor", f"must be at least 2, got {self.step_factor}"))
+        if self.warmup_iters < 0:
+            p.append(("warmup_iters", f"must not be negative, got {self.warmup_iters}"))
+        if self.max_bytes < self.min_bytes:
+            p.append(("max_bytes", f"{self.max_bytes} is below min_bytes {self.min_bytes}"))
+        if self.world_size < 2:
+            p.append(("procs_per_node", "a collective needs at least 2 processes (nodes*procs_per_node)"))
+        if p:
+            raise SpecError(p)
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.procs_per_node
+
+    @property
+    def comm_backend(self) -> str:
+        return "nccl" if self.device == "cuda" else "gloo"
+
+    def sizes(self) -> list[int]:
+        out, s = [], self.min_bytes
+        while s <= self.max_bytes:
+            out.append(s)
+            s *= self.step_factor
+        return out
+
+    @property
+    def config_id(self) -> str:
+        d = self.to_dict()
+        d.pop("seed")
+        digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
+        return f"collectives-n{self.nodes}x{self.procs_per_node}-{self.device}-{digest}"
+
+    @property
+    def run_id(self) -> str:
+        return f"{self.config_id}-seed{self.seed}"
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["ops"] = list(self.ops)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "CollectivesSpec":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise SpecError([(k, "unknown field") for k in unknown])
+        d = dict(d)
+        if "ops" in d:
+            d["ops"] = tuple(d["ops"])
+        return cls(**d)
