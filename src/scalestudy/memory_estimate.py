@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from scalestudy.llama_configs import get_model_config, parameter_counts
+from scalestudy.llama_configs import parameter_counts
 from scalestudy.spec import RunSpec
 
 GIB = 1024**3
@@ -52,7 +52,7 @@ def in_flight_microbatches(spec: RunSpec) -> int:
 
 
 def estimate_memory(spec: RunSpec) -> MemoryEstimate:
-    cfg = get_model_config(spec.model)
+    cfg = spec.model_config()
     counts = parameter_counts(cfg)
     n_stages = spec.pp * spec.pp_stages_per_rank
     layers_per_rank = cfg.n_layers // n_stages * spec.pp_stages_per_rank

@@ -31,7 +31,7 @@ LOCK_FILE = ".finalize.lock"
 STATUSES = ("ok", "oom", "timeout", "preempted", "crashed", "comm_error", "invalid_config")
 # When ranks disagree, the run's status is the most telling one: a peer's comm_error is
 # usually the echo of another rank's oom or crash.
-STATUS_PRIORITY = ("invalid_config", "oom", "timeout", "preempted", "crashed", "comm_error", "ok")
+STATUS_PRIORITY = ("invalid_config", "oom", "crashed", "timeout", "preempted", "comm_error", "ok")
 
 
 class RawLogError(Exception):

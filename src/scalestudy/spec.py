@@ -12,13 +12,14 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any
 
-from scalestudy.llama_configs import MODELS, get_model_config
+from scalestudy.llama_configs import MODELS, ModelConfig, get_model_config
 
 DEVICES = ("cpu", "cuda")
 BACKENDS = ("torch", "megatron")
 PRECISIONS = ("fp32", "bf16")
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
 AC_MODES = ("none", "full")
+OPTIMIZERS = ("adamw", "sgd")
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "tp")
 
 
@@ -33,6 +34,7 @@ class SpecError(ValueError):
 @dataclass(frozen=True)
 class RunSpec:
     model: str = "tiny"
+    n_layers: int = 0  # 0: the model's own depth; otherwise a slice of the model with this many layers
     seq_len: int = 128
     micro_batch: int = 1  # sequences per data-parallel rank per forward/backward
     global_batch: int = 0  # sequences per optimizer step; 0: one micro batch per dp rank
@@ -54,6 +56,7 @@ class RunSpec:
     compile: bool = False
     precision: str = "bf16"  # bf16: bf16 compute, fp32 master weights and gradient reduction
     backend: str = "torch"
+    optimizer: str = "adamw"  # AdamW [assumed]; sgd makes gradient errors visible in tests
     lr: float = 3e-4
     seed: int = 0
     warmup_iters: int = 10
@@ -76,6 +79,10 @@ class RunSpec:
             raise SpecError(problems)
 
     # ---- derived quantities -------------------------------------------------------
+    def model_config(self) -> ModelConfig:
+        cfg = get_model_config(self.model)
+        return dataclasses.replace(cfg, n_layers=self.n_layers) if self.n_layers else cfg
+
     @property
     def world_size(self) -> int:
         return self.nodes * self.procs_per_node
@@ -171,7 +178,7 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
     p: list[tuple[str, str]] = []
     choices = {
         "device": DEVICES, "backend": BACKENDS, "precision": PRECISIONS,
-        "pp_schedule": PP_SCHEDULES, "activation_checkpointing": AC_MODES,
+        "pp_schedule": PP_SCHEDULES, "activation_checkpointing": AC_MODES, "optimizer": OPTIMIZERS,
     }
     for name, allowed in choices.items():
         if getattr(s, name) not in allowed:
@@ -182,7 +189,7 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
                  "pp_stages_per_rank", "measured_iters"):
         if getattr(s, name) < 1:
             p.append((name, f"must be at least 1, got {getattr(s, name)}"))
-    for name in ("global_batch", "pp_microbatches", "warmup_iters", "profile_iters", "profile_start",
+    for name in ("n_layers", "global_batch", "pp_microbatches", "warmup_iters", "profile_iters", "profile_start",
                  "fsdp_forward_prefetch", "fsdp_backward_prefetch", "seed"):
         if getattr(s, name) < 0:
             p.append((name, f"must not be negative, got {getattr(s, name)}"))
@@ -200,7 +207,7 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
                                   f"is not divisible by dp_replicate*tp*pp = {fixed}"))
     elif fixed != world:
         p.append(("world_size", f"nodes*procs_per_node = {world} but dp_replicate*dp_shard*tp*pp = {fixed}"))
-    cfg = get_model_config(s.model)
+    cfg = s.model_config()
     if cfg.n_heads % s.tp:
         p.append(("tp", f"{cfg.n_heads} attention heads of {s.model} are not divisible by tp={s.tp}"))
     if cfg.n_kv_heads % s.tp:

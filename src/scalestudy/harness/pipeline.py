@@ -48,6 +48,8 @@ def build_schedule(parts: list[nn.Module], ids: list[int], spec: RunSpec, pp_gro
     n_stages = spec.pp * spec.pp_stages_per_rank
     stages = [PipelineStage(part, sid, n_stages, device, group=pp_group) for part, sid in zip(parts, ids)]
     cls = SCHEDULES[spec.pp_schedule]
+    # scale_grads=False: the schedule would divide every gradient held, including those
+    # accumulated by earlier steps of a gradient-accumulation loop; loss_fn scales instead.
     if spec.pp_schedule == "interleaved_1f1b":
-        return cls(stages, n_microbatches=spec.pp_microbatches, loss_fn=loss_fn, scale_grads=True)
-    return cls(stages[0], n_microbatches=spec.pp_microbatches, loss_fn=loss_fn, scale_grads=True)
+        return cls(stages, n_microbatches=spec.pp_microbatches, loss_fn=loss_fn, scale_grads=False)
+    return cls(stages[0], n_microbatches=spec.pp_microbatches, loss_fn=loss_fn, scale_grads=False)

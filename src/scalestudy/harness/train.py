@@ -2,14 +2,9 @@
 
 from __future__ import annotations
 
-import datetime
-import os
 import resource
-import shutil
-import socket
 import time
 import traceback
-from contextlib import closing
 from pathlib import Path
 
 import torch
@@ -18,57 +13,15 @@ import torch.nn.functional as F
 
 from scalestudy import rawlog
 from scalestudy.harness import faults, provenance
+from scalestudy.harness.run_start import init_distributed, prepare_run_dir
 from scalestudy.harness.data import local_batch
 from scalestudy.harness.llama import Transformer, init_weights
 from scalestudy.harness.parallel_dims import ParallelDims
 from scalestudy.harness.parallelize import parallelize
 from scalestudy.harness.pipeline import build_schedule, split_model, stage_ids
-from scalestudy.llama_configs import get_model_config
 from scalestudy.memory_estimate import estimate_memory
 from scalestudy.spec import RunSpec
 
-COMM_TIMEOUT_ENV = "SCALESTUDY_COMM_TIMEOUT_S"
-
-
-def _free_port() -> int:
-    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def init_distributed(spec: RunSpec) -> tuple[int, int, torch.device]:
-    """Join the process group that torchrun (or srun + torchrun) set up; a one-process spec may
-    also run without a launcher."""
-    if "RANK" not in os.environ:
-        if spec.world_size != 1:
-            raise faults.InvalidConfig(f"the spec needs {spec.world_size} processes: start it with "
-                                       f"torchrun --nproc_per_node {spec.procs_per_node}")
-        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                          MASTER_PORT=str(_free_port()))
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local_rank = int(os.environ.get("LOCAL_RANK", 0))
-    if spec.device == "cuda":
-        if not torch.cuda.is_available():
-            raise faults.InvalidConfig("device 'cuda' was asked for but torch sees no CUDA device")
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-    else:
-        device = torch.device("cpu")
-    timeout = datetime.timedelta(seconds=float(os.environ.get(COMM_TIMEOUT_ENV, 300)))
-    kwargs = {"device_id": device} if device.type == "cuda" else {}
-    dist.init_process_group(spec.comm_backend, timeout=timeout, **kwargs)
-    return rank, world, device
-
-
-def prepare_run_dir(run_dir: Path) -> None:
-    """Refuse a directory that holds a finished run; move an unfinished one aside (kept, not lost)."""
-    if (run_dir / rawlog.STATUS_FILE).exists():
-        raise FileExistsError(f"{run_dir} already holds a finished run; remove it to run again")
-    if run_dir.exists() and any(run_dir.iterdir()):
-        aside = run_dir.with_name(f"{run_dir.name}.incomplete-{time.strftime('%Y%m%dT%H%M%S')}")
-        shutil.move(str(run_dir), aside)
-        print(f"[scalestudy] moved the unfinished run directory aside to {aside}", flush=True)
-    run_dir.mkdir(parents=True, exist_ok=True)
 
 
 def memory_now(device: torch.device) -> dict:
@@ -83,7 +36,7 @@ def memory_now(device: torch.device) -> dict:
 class Trainer:
     def __init__(self, spec: RunSpec, dims: ParallelDims, device: torch.device):
         self.spec, self.dims, self.device = spec, dims, device
-        self.cfg = get_model_config(spec.model)
+        self.cfg = spec.model_config()
         with torch.device("meta"):
             model = Transformer(self.cfg, spec.seq_len)
         if dims.pp_enabled:
@@ -101,15 +54,20 @@ class Trainer:
             init_weights(part, self.cfg, spec.seed, device)
             part.train()
         params = [p for part in self.parts for p in part.parameters()]
-        self.optimizer = torch.optim.AdamW(params, lr=spec.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
-                                           foreach=True)
+        fast = {"fused": True} if device.type == "cuda" else {"foreach": True}
+        if spec.optimizer == "adamw":
+            self.optimizer = torch.optim.AdamW(params, lr=spec.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
+                                               **fast)
+        else:
+            self.optimizer = torch.optim.SGD(params, lr=spec.lr, **fast)
         self.schedule = None
         if dims.pp_enabled:
             self.schedule = build_schedule(self.parts, self.stage_ids, spec, dims.pp_mesh.get_group(), device,
                                            self._pp_loss)
 
     def _pp_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(logits.flatten(0, 1), labels.flatten(0, 1)) / self.spec.grad_accum
+        return F.cross_entropy(logits.flatten(0, 1), labels.flatten(0, 1)) / (
+            self.spec.grad_accum * self.spec.pp_microbatches)
 
     def step(self, step: int) -> torch.Tensor:
         """One optimizer step over this rank's share of the global batch; returns the local loss."""
@@ -125,7 +83,7 @@ class Trainer:
                 args = (x,) if self.has_first else ()
                 self.schedule.step(*args, target=y if self.has_last else None, losses=losses)
                 if self.has_last:
-                    total += torch.stack(losses).mean().detach()
+                    total += torch.stack(losses).sum().detach()
             else:
                 model = self.parts[0]
                 if spec.grad_accum > 1:

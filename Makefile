@@ -1,0 +1,39 @@
+# The two commands of the README. Each creates .venv on first use.
+#   make figures   the whole workflow on the embedded default study (CPU, gloo, tiny Llama)
+#   make test      the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+# The torch build installed before the package. Here: the pinned CPU wheel. On a GPU cluster
+# pass your CUDA build, e.g. make TORCH_SPEC="torch==2.13.0 --index-url <your CUDA wheel index>",
+# or install torch yourself first (conda: see environment.yml).
+TORCH_SPEC ?= torch==2.13.0
+CORES ?= 2
+STUDY ?= smoke
+PYTEST_ARGS ?=
+
+BIN := $(abspath $(VENV))/bin
+export PATH := $(BIN):$(PATH)
+
+.PHONY: figures smoke test venv clean
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet $(TORCH_SPEC)
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@
+
+figures: venv
+	snakemake --cores $(CORES) --config study=$(STUDY)
+
+# one 4-process FSDP training run of the tiny Llama on gloo
+smoke: venv
+	OMP_NUM_THREADS=1 torchrun --standalone --nproc_per_node 4 -m scalestudy train \
+		--procs-per-node 4 --precision fp32 --warmup-iters 2 --measured-iters 5 --out-root runs
+
+test: venv
+	OMP_NUM_THREADS=1 python -m pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) .snakemake runs

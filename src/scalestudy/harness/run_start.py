@@ -1,0 +1,63 @@
+"""The start of a run, training or benchmark: joining the process group that torchrun (or srun +
+torchrun) set up, and preparing the run directory. Light on imports, so that a benchmark process
+need not load the model code."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import shutil
+import socket
+import time
+from contextlib import closing
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from scalestudy import rawlog
+from scalestudy.harness import faults
+
+COMM_TIMEOUT_ENV = "SCALESTUDY_COMM_TIMEOUT_S"
+
+
+def _free_port() -> int:
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_distributed(spec) -> tuple[int, int, torch.device]:
+    """Join the process group for `spec` (any spec with world_size, procs_per_node, device and
+    comm_backend): gloo on CPU, NCCL bound to the local GPU on cuda. A one-process spec may
+    also run without a launcher."""
+    if "RANK" not in os.environ:
+        if spec.world_size != 1:
+            raise faults.InvalidConfig(f"the spec needs {spec.world_size} processes: start it with "
+                                       f"torchrun --nproc_per_node {spec.procs_per_node}")
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                          MASTER_PORT=str(_free_port()))
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    if spec.device == "cuda":
+        if not torch.cuda.is_available():
+            raise faults.InvalidConfig("device 'cuda' was asked for but torch sees no CUDA device")
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+    timeout = datetime.timedelta(seconds=float(os.environ.get(COMM_TIMEOUT_ENV, 300)))
+    kwargs = {"device_id": device} if device.type == "cuda" else {}
+    dist.init_process_group(spec.comm_backend, timeout=timeout, **kwargs)
+    return rank, world, device
+
+
+def prepare_run_dir(run_dir: Path) -> None:
+    """Refuse a directory that holds a finished run; move an unfinished one aside (kept, not lost)."""
+    if (run_dir / rawlog.STATUS_FILE).exists():
+        raise FileExistsError(f"{run_dir} already holds a finished run; remove it to run again")
+    if run_dir.exists() and any(run_dir.iterdir()):
+        aside = run_dir.with_name(f"{run_dir.name}.incomplete-{time.strftime('%Y%m%dT%H%M%S')}")
+        shutil.move(str(run_dir), aside)
+        print(f"[scalestudy] moved the unfinished run directory aside to {aside}", flush=True)
+    run_dir.mkdir(parents=True, exist_ok=True)

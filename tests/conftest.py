@@ -1,0 +1,41 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def child_env(**extra: str) -> dict:
+    env = dict(os.environ)
+    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYTHONWARNINGS="ignore")
+    env.pop("SCALESTUDY_INJECT_FAULT", None)
+    env.update(extra)
+    return env
+
+
+def torchrun(nproc: int, args: list[str], *, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    """`torchrun --standalone --nproc_per_node N -m scalestudy ARGS` in a subprocess."""
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
+           "-m", "scalestudy", *args]
+    return subprocess.run(cmd, env=env or child_env(), capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def run_torchrun():
+    return torchrun
+
+
+def losses_by_step(run_dir: Path) -> list[float]:
+    from scalestudy.rawlog import read_run
+
+    run = read_run(run_dir)
+    recs = [r for r in run.iterations() if r["metadata"]["rank"] == 0]
+    return [r["value"]["loss"] for r in sorted(recs, key=lambda r: r["value"]["step"])]
+
+
+def status_of(run_dir: Path) -> dict:
+    return json.loads((run_dir / "status.json").read_text())
