@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from dataclasses import MISSING, fields
 
 from scalestudy.spec import RunSpec, SpecError, load_spec
+
+# modules adding subcommands through register(subparsers)
+COMMAND_MODULES = (
+    "scalestudy.commands_measure",
+    "scalestudy.commands_collectives",
+)
 
 
 def add_spec_options(p: argparse.ArgumentParser) -> None:
@@ -39,7 +46,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     spec = spec_from_args(args)
     run_dir = Path(args.run_dir) if args.run_dir else Path(args.out_root) / spec.run_id
-    train(spec, run_dir, time_limit_s=args.time_limit_s, quiet=args.quiet)
+    train(spec, run_dir, time_limit_s=args.time_limit_s, quiet=args.quiet, peak_tflops=args.peak_tflops,
+          power=args.power, power_period_s=args.power_period_s)
     return 0
 
 
@@ -66,12 +74,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-root", default="runs", help="where run directories go (default ./runs)")
     p.add_argument("--time-limit-s", type=float, default=None, help="stop with status timeout after this long")
     p.add_argument("--quiet", action="store_true", help="no per-iteration progress lines")
+    p.add_argument("--peak-tflops", type=float, default=None,
+                   help="the device's peak for MFU, for a GPU missing from the peak table (or to override it)")
+    p.add_argument("--power", action=argparse.BooleanOptionalAction, default=True,
+                   help="GPU power and energy through NVML (default on)")
+    p.add_argument("--power-period-s", type=float, default=0.1, help="power sampling period")
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("plan", help="validate a spec and print its run id and memory estimate")
     add_spec_options(p)
     p.add_argument("--device-memory-gib", type=float, help="exit 3 if the estimate exceeds this")
     p.set_defaults(func=cmd_plan)
+
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(sub)
     return parser
 
 

@@ -60,6 +60,12 @@ def install_sigterm_handler() -> None:
     signal.signal(signal.SIGTERM, _handler)
 
 
+def ignore_sigterm() -> None:
+    """While a rank writes its status: a late SIGTERM (torchrun stopping the survivors of a
+    crash) must not interrupt the record of what happened."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 class FaultInjector:
     def __init__(self, rank: int, spec_text: str | None = None):
         spec_text = os.environ.get(INJECT_ENV, "") if spec_text is None else spec_text

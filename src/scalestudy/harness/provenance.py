@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import os
 import platform
@@ -31,6 +32,15 @@ def git_state(path: Path | None = None) -> dict:
         return {"commit": commit.stdout.strip(), "dirty": bool(dirty.stdout.strip()), "reason": None}
     except (OSError, subprocess.SubprocessError) as e:
         return {"commit": None, "dirty": None, "reason": f"git unavailable: {e}"}
+
+
+def source_digest() -> str:
+    """sha256 over the package's Python sources: names the code exactly, even without git."""
+    root = Path(scalestudy.__file__).resolve().parent
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*.py")):
+        h.update(p.relative_to(root).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def library_versions() -> dict:
@@ -65,7 +75,8 @@ def collect(rank_facts: list[dict]) -> dict:
         except Exception as e:  # noqa: BLE001 - recorded, not fatal
             nccl = f"unavailable: {e}"
     return {
-        "package": {"name": "scalestudy", "version": scalestudy.__version__, "git": git_state()},
+        "package": {"name": "scalestudy", "version": scalestudy.__version__, "git": git_state(),
+                    "source_sha256": source_digest()},
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "torch": torch.__version__,

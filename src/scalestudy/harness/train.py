@@ -19,7 +19,12 @@ from scalestudy.harness.llama import Transformer, init_weights
 from scalestudy.harness.parallel_dims import ParallelDims
 from scalestudy.harness.parallelize import parallelize
 from scalestudy.harness.pipeline import build_schedule, split_model, stage_ids
+from scalestudy.harness.cpu_peak import calibrate_cpu_peak
+from scalestudy.harness.power import PowerMonitor
+from scalestudy.harness.profiling import ProfilerWindow
+from scalestudy.hardware import UnknownDeviceError, peak_flops
 from scalestudy.memory_estimate import estimate_memory
+from scalestudy.metrics import device_peak_record, flops_per_token
 from scalestudy.spec import RunSpec
 
 
@@ -103,12 +108,30 @@ class Trainer:
         return t.item() / self.spec.dp
 
 
+def device_peak(spec: RunSpec, device: torch.device, user_peak_tflops: float | None) -> dict:
+    """The `device_peak` record: the datasheet peak of this GPU, the user's, or on CPU a
+    matrix-product calibration made now. An unknown GPU gets no peak (and so no MFU), never a guess."""
+    dtype = spec.precision
+    user = user_peak_tflops * 1e12 if user_peak_tflops else None
+    if device.type == "cuda":
+        name = torch.cuda.get_device_name(device)
+        try:
+            return device_peak_record(peak_flops(name, dtype, user))
+        except UnknownDeviceError as e:
+            return {"device_name": name, "dtype": dtype, "peak_flops_per_s": None, "source": None,
+                    "reason": str(e)}
+    if user:
+        return device_peak_record(peak_flops("cpu", dtype, user))
+    return calibrate_cpu_peak(torch.float32 if dtype == "fp32" else torch.bfloat16)
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
 
 
-def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, quiet: bool = False) -> str:
+def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, quiet: bool = False,
+          peak_tflops: float | None = None, power: bool = True, power_period_s: float = 0.1) -> str:
     """Run `spec` in this process (one rank of it) and write its raw log; returns the run's status
     as this rank saw it. Classified failures return; unclassified ones re-raise after logging."""
     started = time.monotonic()
@@ -126,10 +149,17 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
             "schema": rawlog.SCHEMA, "kind": "train", "run_id": spec.run_id, "config_id": spec.config_id, "spec": spec.to_dict(),
             "layout": spec.layout, "memory_estimate": estimate_memory(spec).as_dict(),
-            "launch": {"time_limit_s": time_limit_s, "world_size": world, "comm_backend": spec.comm_backend},
+            "launch": {"time_limit_s": time_limit_s, "world_size": world, "comm_backend": spec.comm_backend,
+                       "peak_tflops": peak_tflops, "power": power, "power_period_s": power_period_s},
             "provenance": provenance.collect(facts), "start_time_unix": round(time.time(), 3),
         })
     status = "ok"
+    monitor = PowerMonitor(device.index if device.type == "cuda" and power else None, period_s=power_period_s)
+    if power and device.type == "cuda":
+        monitor.idle_power(1.0)
+    elif not power:
+        monitor.reason = "power measurement switched off for this run (--no-power)"
+    profiler = ProfilerWindow(spec, run_dir, rank, device)
     try:
         if world != spec.world_size:
             raise faults.InvalidConfig(f"the launcher started {world} processes but the spec needs "
@@ -139,8 +169,15 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         torch.manual_seed(spec.seed)
         dims = ParallelDims.from_spec(spec, world)
         trainer = Trainer(spec, dims, device)
+        log.log("device_peak", device_peak(spec, device, peak_tflops))
+        if rank == 0:
+            log.log("flops", flops_per_token(trainer.cfg, spec.seq_len))
         total_iters = spec.warmup_iters + spec.measured_iters
+        profiler.start()
         for step in range(total_iters):
+            if step == spec.warmup_iters:
+                _sync(device)
+                monitor.start()
             if time_limit_s is not None and time.monotonic() - started > time_limit_s:
                 raise faults.RunTimeout(f"time limit of {time_limit_s} s reached before step {step}")
             injector.maybe_fire(step)
@@ -156,9 +193,20 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             if rank == 0 and not quiet:
                 print(f"step {step + 1:>4}/{total_iters} [{phase:>8}] {dt:8.4f} s "
                       f"{spec.tokens_per_step / dt:12,.0f} tok/s  loss {loss:.4f}", flush=True)
+            profiler.step()
+        _sync(device)
+        log.log("energy", monitor.stop())
+        for sample in monitor.samples():
+            log.log("power_sample", sample)
+        profiler.stop()
+        if (rec := profiler.record()) is not None:
+            log.log("profile", rec)
         dist.barrier()
     except BaseException as e:  # noqa: BLE001 - every failure is recorded, then classified or re-raised
+        faults.ignore_sigterm()
         status = faults.classify(e)
+        profiler.stop()
+        monitor.stop()
         log.log("error", {"type": type(e).__name__, "message": str(e)}, traceback=traceback.format_exc())
         log.write_status(status, error=f"{type(e).__name__}: {e}")
         rawlog.try_finalize(run_dir, world)
@@ -167,6 +215,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         if rank == 0 or not quiet:
             print(f"[scalestudy] rank {rank}: run ended with status {status}: {type(e).__name__}: {e}", flush=True)
         return status
+    faults.ignore_sigterm()
     log.write_status("ok")
     rawlog.try_finalize(run_dir, world)
     dist.destroy_process_group()
