@@ -1,0 +1,113 @@
+"""The `scalestudy collectives` command: the collectives benchmark of the study's Figure 2.
+
+    torchrun --nproc_per_node 8 -m scalestudy collectives --procs-per-node 8 \\
+        --ops all_reduce,all_gather,reduce_scatter --min-bytes 512 --max-bytes 16G --device cuda
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import fields
+from pathlib import Path
+
+from scalestudy.bandwidth import format_size, parse_size
+from scalestudy.collectives_spec import OPS, CollectivesSpec
+from scalestudy.spec import SpecError
+
+_SIZE_FIELDS = ("min_bytes", "max_bytes")
+
+
+def _ops(text: str) -> tuple[str, ...]:
+    ops = tuple(o.strip() for o in text.split(",") if o.strip())
+    if ops == ("all",):
+        return OPS
+    return ops
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def add_collectives_spec_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--spec", help="a JSON or YAML file of CollectivesSpec fields; options below override it")
+    g = p.add_argument_group("benchmark specification (CollectivesSpec fields)")
+    for f in fields(CollectivesSpec):
+        flag = "--" + f.name.replace("_", "-")
+        if f.name == "ops":
+            g.add_argument(flag, dest=f.name, type=_ops, default=None,
+                           help=f"comma-separated, or 'all' ({','.join(OPS)}); default {','.join(f.default)}")
+        elif f.name in _SIZE_FIELDS:
+            g.add_argument(flag, dest=f.name, type=_size, default=None,
+                           help=f"bytes as nccl-tests counts them, K/M/G suffixes allowed; default {format_size(f.default)}")
+        else:
+            kind = {"int": int, "str": str}[str(f.type)]
+            g.add_argument(flag, dest=f.name, type=kind, default=None, help=f"default {f.default}")
+
+
+def load_collectives_spec(path: str) -> CollectivesSpec:
+    with open(path) as f:
+        text = f.read()
+    if path.endswith((".yaml", ".yml")):
+        import yaml
+
+        data = yaml.safe_load(text)
+    else:
+        data = json.loads(text)
+    if not isinstance(data, dict):
+        raise SpecError([("spec", f"{path} does not hold a mapping of CollectivesSpec fields")])
+    return CollectivesSpec.from_dict(data)
+
+
+def collectives_spec_from_args(args: argparse.Namespace) -> CollectivesSpec:
+    base = load_collectives_spec(args.spec).to_dict() if args.spec else {}
+    for f in fields(CollectivesSpec):
+        v = getattr(args, f.name)
+        if v is not None:
+            base[f.name] = v
+    return CollectivesSpec.from_dict(base)
+
+
+def cmd_collectives(args: argparse.Namespace) -> int:
+    from scalestudy.harness.collectives.bench import run_collectives
+    from scalestudy.harness.faults import InvalidConfig
+
+    spec = collectives_spec_from_args(args)
+    run_dir = Path(args.run_dir) if args.run_dir else Path(args.out_root) / spec.run_id
+    try:
+        run_collectives(spec, run_dir, quiet=args.quiet)
+    except InvalidConfig as e:  # raised before a raw log exists (e.g. started without torchrun)
+        print(f"scalestudy: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    p = subparsers.add_parser("collectives", help="benchmark collectives (nccl-tests style) and write their raw log",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_collectives_spec_options(p)
+    p.add_argument("--run-dir", help="the run's raw-log directory (default OUT_ROOT/RUN_ID)")
+    p.add_argument("--out-root", default="runs", help="where run directories go (default ./runs)")
+    p.add_argument("--quiet", action="store_true", help="no progress table")
+    p.set_defaults(func=cmd_collectives)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m scalestudy.commands_collectives ARGS` is `scalestudy collectives ARGS`."""
+    parser = argparse.ArgumentParser(prog="scalestudy")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["collectives", *(sys.argv[1:] if argv is None else argv)])
+    try:
+        return args.func(args)
+    except SpecError as e:
+        print(f"scalestudy: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
