@@ -95,3 +95,18 @@ def test_unknown_status_rejected(tmp_path):
 def test_atomic_write_leaves_no_temp(tmp_path):
     rawlog.atomic_write_json(tmp_path / "x.json", {"a": 1})
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_compressed_metrics_keep_their_checksum(tmp_path):
+    d = make_run(tmp_path, ["ok"])
+    rawlog.try_finalize(d, 1)
+    before = rawlog.read_run(d).records
+    rawlog.compress_run(d)
+    assert not (d / "metrics.jsonl").exists() and (d / "metrics.jsonl.gz").exists()
+    assert rawlog.read_run(d).records == before
+    gz = d / "metrics.jsonl.gz"
+    import gzip
+
+    gz.write_bytes(gzip.compress(gzip.decompress(gz.read_bytes()).replace(b"1.0", b"2.0")))
+    with pytest.raises(rawlog.CorruptLogError, match="sha256"):
+        rawlog.read_run(d)

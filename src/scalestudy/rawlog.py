@@ -13,6 +13,7 @@ Pure Python: no torch import, so that a laptop can read and audit raw logs.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -67,6 +68,21 @@ def atomic_write_text(path: os.PathLike | str, text: str) -> None:
         raise
 
 
+def atomic_write_bytes(path: os.PathLike | str, data: bytes) -> None:
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def atomic_write_json(path: os.PathLike | str, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True) + "\n")
 
@@ -77,6 +93,37 @@ def sha256_file(path: os.PathLike | str) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def member_path(run_dir: os.PathLike | str, rel: str) -> Path:
+    """A run's file, or its gzipped form (committed datasets keep metrics.jsonl compressed)."""
+    p = Path(run_dir) / rel
+    gz = p.with_name(p.name + ".gz")
+    return gz if not p.exists() and gz.exists() else p
+
+
+def read_member_bytes(run_dir: os.PathLike | str, rel: str) -> bytes:
+    p = member_path(run_dir, rel)
+    data = p.read_bytes()
+    return gzip.decompress(data) if p.name.endswith(".gz") and not rel.endswith(".gz") else data
+
+
+def member_sha256(run_dir: os.PathLike | str, rel: str) -> str | None:
+    """sha256 of a listed file's content (decompressed if it is stored gzipped); None if missing."""
+    p = member_path(run_dir, rel)
+    if not p.exists():
+        return None
+    return hashlib.sha256(read_member_bytes(run_dir, rel)).hexdigest()
+
+
+def compress_run(run_dir: os.PathLike | str, names: Iterable[str] = (METRICS_FILE,)) -> None:
+    """Gzip a finished run's large text files in place (deterministic: no name, mtime 0);
+    status.json's checksums still hold, for the decompressed content."""
+    for name in names:
+        p = Path(run_dir) / name
+        if p.exists():
+            atomic_write_bytes(p.with_name(p.name + ".gz"), gzip.compress(p.read_bytes(), 9, mtime=0))
+            p.unlink()
 
 
 def rank_metrics_file(rank: int) -> str:
@@ -243,15 +290,20 @@ def read_run(run_dir: os.PathLike | str, *, verify_checksums: bool = True) -> Ru
             raise CorruptLogError(run_path, f"no {key!r}")
     if verify_checksums:
         for rel, digest in status.get("files_sha256", {}).items():
-            p = run_dir / rel
-            if not p.exists():
+            p = member_path(run_dir, rel)
+            now = member_sha256(run_dir, rel)
+            if now is None:
                 raise CorruptLogError(p, "listed in status.json but missing")
-            if sha256_file(p) != digest:
+            if now != digest:
                 raise CorruptLogError(p, "sha256 differs from the one recorded in status.json")
     records = []
-    metrics_path = run_dir / METRICS_FILE
+    metrics_path = member_path(run_dir, METRICS_FILE)
     if metrics_path.exists():
-        for lineno, line in enumerate(metrics_path.read_text().splitlines(), 1):
+        try:
+            text = read_member_bytes(run_dir, METRICS_FILE).decode()
+        except (OSError, EOFError, UnicodeDecodeError) as e:
+            raise CorruptLogError(metrics_path, f"unreadable ({e})") from None
+        for lineno, line in enumerate(text.splitlines(), 1):
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as e:
