@@ -14,6 +14,7 @@ from scalestudy.spec import RunSpec, SpecError, load_spec
 COMMAND_MODULES = (
     "scalestudy.commands_measure",
     "scalestudy.commands_collectives",
+    "scalestudy.commands_analysis",
 )
 
 

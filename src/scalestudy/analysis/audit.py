@@ -1,0 +1,104 @@
+"""Audit a study: do its tables, figure CSVs and claims follow from its raw logs, byte for byte?
+
+`audit(study)` returns a list of problems, each naming a file (empty: all is well):
+1. every checksum in every run's status.json is recomputed (a missing or changed raw-log file);
+2. run directories under raw/ that the study did not plan (an unfinished attempt of a planned
+   run that the harness moved aside is not a problem);
+3. the tables, claims and every figure's CSV are rebuilt from the raw logs into a temporary
+   directory and compared byte for byte with the ones in data/<study>/tables (tables) and
+   figures/<study> (figure CSVs, claims.csv, claims.md); a missing file, a different one, and a figure without its pdf or png are
+   problems. (PDF and PNG bytes depend on the matplotlib build, so only their presence is checked.)
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from scalestudy.rawlog import STATUS_FILE, RawLogError, find_runs, member_path, member_sha256
+
+
+def _first_difference(a: bytes, b: bytes) -> str:
+    la, lb = a.splitlines(), b.splitlines()
+    for i, (x, y) in enumerate(zip(la, lb), start=1):
+        if x != y:
+            return f"first difference at line {i}"
+    return f"{len(la)} lines against {len(lb)} expected"
+
+
+def compare(expected: Path, actual: Path) -> str | None:
+    """A problem naming `actual` if it is missing or its bytes differ from `expected`."""
+    if not actual.exists():
+        return f"{actual}: missing (the raw logs give {expected.name})"
+    a, e = actual.read_bytes(), expected.read_bytes()
+    if a != e:
+        return f"{actual}: differs from what the raw logs give ({_first_difference(a, e)})"
+    return None
+
+
+def verify_checksums(raw_dir: Path) -> list[str]:
+    problems = []
+    for d in find_runs(raw_dir) if raw_dir.is_dir() else []:
+        status_path = d / STATUS_FILE
+        if not status_path.exists():
+            continue  # an incomplete directory: reported by the rebuild (planned) or as unplanned
+        try:
+            status = json.loads(status_path.read_text())
+        except json.JSONDecodeError as e:
+            problems.append(f"{status_path}: not valid JSON ({e})")
+            continue
+        files = status.get("files_sha256")
+        if not isinstance(files, dict) or not files:
+            problems.append(f"{status_path}: lists no files with their sha256")
+            continue
+        for rel, digest in sorted(files.items()):
+            p = member_path(d, rel)
+            now = member_sha256(d, rel)
+            if now is None:
+                problems.append(f"{p}: listed in status.json but missing")
+            elif now != digest:
+                problems.append(f"{p}: sha256 differs from the one recorded in {status_path}")
+    return problems
+
+
+def audit(study, *, figures: bool = True, claims: bool = True) -> list[str]:
+    from scalestudy.analysis import aggregate as agg
+    from scalestudy.analysis import claims as claims_mod
+    from scalestudy.analysis.figures import FIGURES, render
+
+    raw = Path(study.raw_dir)
+    problems = verify_checksums(raw)
+    for u in agg.unplanned_runs(study):
+        if "moved aside" not in u["reason"]:
+            problems.append(f"{raw / u['raw_dir']}: unplanned run directory ({u['reason']})")
+    try:
+        tables = agg.build_tables(study, verify_checksums=False)
+    except agg.StudyDataError as e:
+        return problems + [str(x) for x in e.errors]
+    except RawLogError as e:
+        return problems + [str(e)]
+    with tempfile.TemporaryDirectory(prefix="scalestudy-audit-") as tmp:
+        t_dir, f_dir = Path(tmp) / "tables", Path(tmp) / "figures"
+        produced = agg.write_tables(tables, t_dir)
+        loaded = agg.load_tables(t_dir)
+        for p in produced:
+            problem = compare(p, Path(study.tables_dir) / p.name)
+            if problem:
+                problems.append(problem)
+        if claims:
+            for p in claims_mod.write_claims(loaded, study, f_dir):
+                problem = compare(p, Path(study.figures_dir) / p.name)
+                if problem:
+                    problems.append(problem)
+        if figures:
+            for name in FIGURES:
+                for p in render(name, study, loaded, f_dir, formats=("csv",)):
+                    problem = compare(p, Path(study.figures_dir) / p.name)
+                    if problem:
+                        problems.append(problem)
+                for ext in ("pdf", "png"):
+                    drawn = Path(study.figures_dir) / f"{name}.{ext}"
+                    if not drawn.exists():
+                        problems.append(f"{drawn}: missing (figure {name} was not drawn)")
+    return problems

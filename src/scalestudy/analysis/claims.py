@@ -1,0 +1,492 @@
+"""The paper's claims C1-C7 (STUDY.md) and the critics' HSDP question, recomputed from a
+study's tables, each with the paper's number, ours with its 95% interval, and a verdict:
+
+consistent       the comparison rule of the claim holds (see RULES and each row's `rule`)
+not consistent   it fails
+not comparable   the study lacks the runs (the reason names which), they failed, the data are
+                 CPU smoke data, there is one seed where an interval is needed, or our
+                 95% interval cannot tell the direction
+
+Two kinds of rule:
+NUMERIC      (C1-C4) ours is a relative change (or a difference) between two configurations of
+             the summary table, with a 95% CI (stats.relative_change: delta method on the log
+             ratio of seed means, Welch-Satterthwaite df; stats.difference: Welch). Consistent:
+             the same sign as the paper's value and the paper's value inside our CI.
+QUALITATIVE  (C5-C7) the direction the paper states. Consistent: the direction holds with our 95%
+             intervals separated from no change; not consistent: the opposite direction, equally
+             resolved; with one seed the direction is read from the means and the reason says so.
+The HSDP question has no paper number: its rows report ours and are always `not comparable`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from scalestudy.analysis.csv_format import split_list, write_csv
+from scalestudy.analysis.stats import Comparison, Summary, difference, from_columns, relative_change
+
+CLAIMS_CSV = "claims.csv"
+CLAIMS_MD = "claims.md"
+CONSISTENT, NOT_CONSISTENT, NOT_COMPARABLE = "consistent", "not consistent", "not comparable"
+CLAIM_COLUMNS = ["id", "claim", "where", "paper", "paper_value", "unit", "ours", "ours_ci95_low", "ours_ci95_high",
+                 "n_seeds", "ours_text", "verdict", "reason", "rule", "config_ids", "run_ids"]
+MODEL_7B = "llama2-7b"
+
+RULES = {
+    "numeric": ("consistent if our value has the paper's sign and the paper's value lies inside our 95% CI "
+                "(relative change: delta method on the log ratio of the two configurations' seed means, Welch df); "
+                "not comparable without both configurations, on CPU data, or with one seed on a side (no CI)"),
+    "difference": ("consistent if our difference (A100 minus H100 MFU, percentage points) has the paper's sign "
+                   "and the paper's difference lies inside our Welch 95% CI; H200 stands in for H100 (same "
+                   "compute peak) and says so; not comparable without both device kinds, on CPU data, or with "
+                   "one seed on a side"),
+    "qualitative": ("direction only: consistent if every stated direction holds with our 95% interval excluding "
+                    "no change (one seed: the means decide, said in the reason); not consistent if one is "
+                    "reversed; not comparable without the runs, on CPU data, or when our interval includes no change"),
+    "question": "no paper number (the paper defers HSDP to its Appendix A): ours is reported, the verdict is "
+                "always not comparable",
+}
+
+
+# ---- selection -------------------------------------------------------------------
+def _configs(tables) -> list[dict]:
+    from scalestudy.analysis.figures.common import records
+
+    return records(tables.summary)
+
+
+def _in(c: dict, experiment: str) -> bool:
+    return experiment in split_list(c.get("experiments"))
+
+
+def _pick(cands: list[dict], prefer: str | None = None) -> dict | None:
+    if not cands:
+        return None
+    return sorted(cands, key=lambda c: (not (prefer and _in(c, prefer)), -(c.get("n_ok") or 0), c["config_id"]))[0]
+
+
+def _worlds(cands: list[dict]) -> str:
+    ws = sorted({int(c["world_size"]) for c in cands})
+    return ", ".join(map(str, ws)) if ws else "none"
+
+
+def _fsdp_7b(cfgs, local_batch=2):
+    return [c for c in cfgs if c["model"] == MODEL_7B and c["layout"] == "fsdp"
+            and (local_batch is None or c.get("local_batch") == local_batch)]
+
+
+def _ids(*cfgs) -> dict:
+    cfgs = [c for c in cfgs if c]
+    return {"config_ids": [c["config_id"] for c in cfgs],
+            "run_ids": [r for c in cfgs for r in split_list(c.get("run_ids"))]}
+
+
+def _cpu(*cfgs) -> bool:
+    return any(c and c.get("device") == "cpu" for c in cfgs)
+
+
+def _pct(x):
+    return None if x is None else 100.0 * x
+
+
+def _fmt(v, unit="%"):
+    if v is None:
+        return "n/a"
+    return f"{v:+.2f}{unit}" if unit in ("%", " pp") else f"{v:.4g}{unit}"
+
+
+def _fmt_ci(lo, hi, unit="%"):
+    if lo is None:
+        return "no CI"
+    return f"95% CI [{_fmt(lo, unit)}, {_fmt(hi, unit)}]"
+
+
+def _stat(c: dict | None, metric: str) -> Summary:
+    return from_columns(c, metric) if c else Summary(0, None, None, None, None)
+
+
+def _base(cid: str, claim: str, where: str, paper: str, paper_value, unit: str, rule: str) -> dict:
+    return {"id": cid, "claim": claim, "where": where, "paper": paper, "paper_value": paper_value, "unit": unit,
+            "rule": RULES[rule], "verdict": NOT_COMPARABLE}
+
+
+def _why_missing(c: dict | None, metric: str, what: str) -> str | None:
+    if c is None:
+        return None
+    if c.get(f"{metric}_mean") is None:
+        if c.get("status") not in ("ok", "partial"):
+            return f"the {what} configuration failed ({c.get('status')})"
+        return f"the {what} configuration has no {metric} value"
+    return None
+
+
+def _numeric(row: dict, comp: Comparison, paper_value: float, cpu: bool, scale: float = 100.0) -> dict:
+    ours = None if comp.value is None else comp.value * scale
+    lo = None if comp.ci95_low is None else comp.ci95_low * scale
+    hi = None if comp.ci95_high is None else comp.ci95_high * scale
+    unit = row["unit"]
+    row.update(ours=ours, ours_ci95_low=lo, ours_ci95_high=hi, n_seeds=f"{comp.n_a}/{comp.n_b}",
+               ours_text=f"{_fmt(ours, unit)} ({_fmt_ci(lo, hi, unit)})")
+    if ours is None:
+        row["reason"] = comp.note or "no value"
+        return row
+    same_sign = (ours > 0) == (paper_value > 0) and ours != 0
+    reasons = []
+    if cpu:
+        reasons.append("CPU smoke data")
+    if lo is None:
+        reasons.append(f"one seed on a side (n={comp.n_a}/{comp.n_b}): no interval to hold the paper's value; "
+                       f"ours has the {'same' if same_sign else 'opposite'} sign")
+    if reasons:
+        row["reason"] = "; ".join(reasons)
+        return row
+    inside = lo <= paper_value <= hi
+    if same_sign and inside:
+        row["verdict"] = CONSISTENT
+        row["reason"] = f"same sign, paper's {_fmt(paper_value, unit)} inside our 95% CI"
+    else:
+        row["verdict"] = NOT_CONSISTENT
+        row["reason"] = ("opposite sign" if not same_sign else "same sign") + \
+            (f"; paper's {_fmt(paper_value, unit)} outside our 95% CI" if not inside else "")
+    return row
+
+
+def _direction(comp: Comparison, positive: bool, what: str) -> tuple[str, str]:
+    """('holds' | 'reversed' | 'unresolved' | 'missing', text)."""
+    if comp.value is None:
+        return "missing", f"{what}: {comp.note or 'no value'}"
+    want = (lambda v: v > 0) if positive else (lambda v: v < 0)
+    if comp.ci95_low is None:
+        state = "holds" if want(comp.value) else "reversed"
+        return state, f"{what}: {_fmt(_pct(comp.value))} (one seed: from the means)"
+    text = f"{what}: {_fmt(_pct(comp.value))} ({_fmt_ci(_pct(comp.ci95_low), _pct(comp.ci95_high))})"
+    if comp.ci95_low > 0 or comp.ci95_high < 0:
+        return ("holds" if want(comp.value) else "reversed"), text
+    return "unresolved", text
+
+
+def _qualitative(row: dict, parts: list[tuple[str, str]], cpu: bool) -> dict:
+    row["ours_text"] = "; ".join(t for s, t in parts if s != "missing") or None
+    states = [s for s, _ in parts]
+    if "missing" in states:
+        row["reason"] = "; ".join(t for s, t in parts if s == "missing")
+    elif cpu:
+        row["reason"] = "CPU smoke data"
+    elif "reversed" in states:
+        row["verdict"] = NOT_CONSISTENT
+        row["reason"] = "reversed: " + "; ".join(t for s, t in parts if s == "reversed")
+    elif "unresolved" in states:
+        row["reason"] = "our 95% interval includes no change: " + "; ".join(t for s, t in parts if s == "unresolved")
+    else:
+        row["verdict"] = CONSISTENT
+        one_seed = "one seed" in (row["ours_text"] or "")
+        row["reason"] = "the stated direction holds" + (" (one seed: from the means)" if one_seed
+                                                         else " with our 95% intervals excluding no change")
+    return row
+
+
+# ---- the claims --------------------------------------------------------------------
+def c1_c2(cfgs: list[dict]) -> list[dict]:
+    out = []
+    cands = _fsdp_7b(cfgs)
+    a = _pick([c for c in cands if c["world_size"] == 128], "weak_scaling")
+    b = _pick([c for c in cands if c["world_size"] == 2048], "weak_scaling")
+    for cid, claim, metric, paper in (
+            ("C1", "per-device throughput falls from 128 to 2048 GPUs (Llama-7B FSDP, local batch 2)",
+             "tokens_per_s_per_device", -37.22),
+            ("C2", "per-GPU power falls from 128 to 2048 GPUs (Llama-7B FSDP, local batch 2)",
+             "power_w_per_gpu", -5.87)):
+        row = _base(cid, claim, "§4.1", f"{paper:+.2f}%", paper, "%", "numeric")
+        row.update(_ids(a, b))
+        if a is None or b is None:
+            missing = [str(w) for w, c in ((128, a), (2048, b)) if c is None]
+            row["reason"] = (f"no Llama-7B FSDP local-batch-2 runs at {' and '.join(missing)} GPUs "
+                             f"(the study has them at: {_worlds(cands)})")
+            out.append(row)
+            continue
+        why = _why_missing(a, metric, "128-GPU") or _why_missing(b, metric, "2048-GPU")
+        if why:
+            row["reason"] = why
+            out.append(row)
+            continue
+        out.append(_numeric(row, relative_change(_stat(a, metric), _stat(b, metric)), paper, _cpu(a, b)))
+    return out
+
+
+def c3(cfgs: list[dict]) -> dict:
+    paper = 52.60
+    row = _base("C3", "tensor parallelism raises global WPS over the FSDP baseline at 2048 GPUs (Llama-7B)", "§5",
+                f"{paper:+.2f}%", paper, "%", "numeric")
+    base = _pick([c for c in _fsdp_7b(cfgs) if c["world_size"] == 2048], "weak_scaling") or \
+        _pick([c for c in _fsdp_7b(cfgs, None) if c["world_size"] == 2048])
+    tps = [c for c in cfgs if c["model"] == MODEL_7B and c["world_size"] == 2048 and c["tp"] > 1 and c["pp"] == 1]
+    ok = [c for c in tps if c.get("tokens_per_s_mean") is not None]
+    best = max(ok, key=lambda c: (c["tokens_per_s_mean"], c["config_id"])) if ok else None
+    row.update(_ids(base, best or (tps[0] if tps else None)))
+    if base is None or not tps:
+        missing = ([] if base else ["no FSDP baseline"]) + ([] if tps else ["no tensor-parallel configuration"])
+        row["reason"] = f"{' and '.join(missing)} of Llama-7B at 2048 GPUs"
+        return row
+    why = _why_missing(base, "tokens_per_s", "FSDP")
+    if why or best is None:
+        row["reason"] = why or f"every tensor-parallel configuration failed ({', '.join(c['status'] for c in tps)})"
+        return row
+    row = _numeric(row, relative_change(_stat(base, "tokens_per_s"), _stat(best, "tokens_per_s")), paper,
+                   _cpu(base, best))
+    row["ours_text"] += f"; best TP configuration: {best.get('label')}"
+    return row
+
+
+def _kind(c: dict) -> str | None:
+    names = " ".join(split_list(c.get("device_names")))
+    if "A100" in names:
+        return "A100"
+    if "H100" in names:
+        return "H100"
+    if "H200" in names:
+        return "H200"
+    return None
+
+
+def c4(cfgs: list[dict]) -> dict:
+    a100_paper, h100_paper = 59.67, 40.77
+    paper = a100_paper - h100_paper
+    row = _base("C4", "MFU is higher on A100 than on H100", "§4.4",
+                f"{a100_paper}% vs {h100_paper}% ({paper:+.2f} pp)", paper, " pp", "difference")
+    pool = [c for c in cfgs if _in(c, "hardware_generations")] or cfgs
+    by_kind: dict[str, list[dict]] = {}
+    for c in pool:
+        if _kind(c):
+            by_kind.setdefault(_kind(c), []).append(c)
+    hopper = "H100" if "H100" in by_kind else ("H200" if "H200" in by_kind else None)
+    if "A100" not in by_kind or hopper is None:
+        kinds = sorted({" ".join(split_list(c.get("device_names"))) or str(c.get("device")) for c in pool})
+        row["reason"] = f"the study needs runs on A100 and H100; it has: {', '.join(kinds) or 'none'}"
+        return row
+
+    def best(cs):
+        ok = [c for c in cs if c.get("mfu_mean") is not None]
+        return max(ok, key=lambda c: (c["mfu_mean"], c["config_id"])) if ok else None
+
+    a, h = best(by_kind["A100"]), best(by_kind[hopper])
+    row.update(_ids(a, h))
+    if a is None or h is None:
+        row["reason"] = f"no MFU value on {'A100' if a is None else hopper}"
+        return row
+    row = _numeric(row, difference(_stat(h, "mfu"), _stat(a, "mfu")), paper, _cpu(a, h))
+    row["ours_text"] = (f"A100 {100 * a['mfu_mean']:.2f}% ({a.get('label')}) vs {hopper} {100 * h['mfu_mean']:.2f}% "
+                        f"({h.get('label')}): " + row["ours_text"])
+    if hopper == "H200":
+        row["reason"] += "; H200 stands in for H100 (same compute peak, more memory bandwidth)"
+    return row
+
+
+def c5(cfgs: list[dict]) -> dict:
+    row = _base("C5", "beyond about 128 GPUs FSDP is communication-bound; TP or PP of degree 2 to 4 recovers "
+                "throughput", "§4.3", "qualitative", None, "", "qualitative")
+    fsdp = [c for c in _fsdp_7b(cfgs, None) if c.get("exposed_comm_share_mean") is not None]
+    small = [c for c in fsdp if c["world_size"] <= 128]
+    large = [c for c in fsdp if c["world_size"] > 128]
+    parts = []
+    used = []
+    if not small or not large:
+        parts.append(("missing", f"exposed communication of Llama-7B FSDP needs traced runs at and below 128 GPUs "
+                                  f"and above (traced at: {_worlds(fsdp)})"))
+    else:
+        a = max(small, key=lambda c: (c["world_size"], c["config_id"]))
+        b = max(large, key=lambda c: (c["world_size"], c["config_id"]))
+        used += [a, b]
+        parts.append(_direction(difference(_stat(a, "exposed_comm_share"), _stat(b, "exposed_comm_share")), True,
+                                f"FSDP exposed-communication share {a['world_size']} -> {b['world_size']} GPUs "
+                                "(change in share)"))
+    recovered = None
+    for w in sorted({c["world_size"] for c in cfgs if c["world_size"] > 128 and c["model"] == MODEL_7B}, reverse=True):
+        base = _pick([c for c in _fsdp_7b(cfgs, None) if c["world_size"] == w and c.get("tokens_per_s_mean")])
+        mp = [c for c in cfgs if c["model"] == MODEL_7B and c["world_size"] == w and c.get("tokens_per_s_mean")
+              and (2 <= c["tp"] <= 4 or 2 <= c["pp"] <= 4)]
+        if base and mp:
+            best = max(mp, key=lambda c: (c["tokens_per_s_mean"], c["config_id"]))
+            used += [base, best]
+            recovered = _direction(relative_change(_stat(base, "tokens_per_s"), _stat(best, "tokens_per_s")), True,
+                                   f"best TP/PP of degree 2-4 ({best.get('label')}) over FSDP at {w} GPUs")
+            break
+    parts.append(recovered or ("missing", "no Llama-7B FSDP and TP/PP (degree 2-4) pair with values above 128 GPUs"))
+    row.update(_ids(*used))
+    return _qualitative(row, parts, _cpu(*used))
+
+
+def c6(tables) -> dict:
+    from scalestudy.analysis.figures.common import records
+
+    row = _base("C6", "AllReduce bandwidth holds up with node count better than AllGather/ReduceScatter", "§2.2",
+                "qualitative", None, "", "qualitative")
+    rows = records(tables.collectives_summary)
+    nodes = sorted({int(r["nodes"]) for r in rows})
+    ops = {r["op"] for r in rows}
+    ring = [o for o in ("all_gather", "reduce_scatter") if o in ops]
+    if len(nodes) < 2 or "all_reduce" not in ops or not ring:
+        row["reason"] = (f"needs all_reduce and all_gather/reduce_scatter at two or more node counts "
+                         f"(the study has ops: {', '.join(sorted(ops)) or 'none'}; nodes: "
+                         f"{', '.join(map(str, nodes)) or 'none'})")
+        return row
+    lo_n, hi_n = nodes[0], nodes[-1]
+    retention: dict[str, Comparison] = {}
+    used_runs: list[str] = []
+    texts = []
+    for op in ["all_reduce"] + ring:
+        at = {n: {int(r["size_bytes"]): r for r in rows if r["op"] == op and int(r["nodes"]) == n}
+              for n in (lo_n, hi_n)}
+        common_sizes = sorted(set(at[lo_n]) & set(at[hi_n]))
+        if not common_sizes:
+            continue
+        size = common_sizes[-1]
+        a, b = at[lo_n][size], at[hi_n][size]
+        retention[op] = relative_change(from_columns(a, "busbw_GBps"), from_columns(b, "busbw_GBps"))
+        used_runs += split_list(a.get("run_ids")) + split_list(b.get("run_ids"))
+        r = retention[op]
+        texts.append(f"{op} keeps {100 * (1 + r.value):.1f}% of its {lo_n}-node busbw at {hi_n} nodes "
+                     f"({size} B" + (f", 95% CI {100 * (1 + r.ci95_low):.1f}-{100 * (1 + r.ci95_high):.1f}%)"
+                                     if r.ci95_low is not None else ", one seed)"))
+    row["run_ids"] = sorted(set(used_runs))
+    ring = [o for o in ring if o in retention]
+    if "all_reduce" not in retention or not ring:
+        row["reason"] = "no message size common to both node counts"
+        return row
+    ar = retention["all_reduce"]
+    parts = []
+    for op in ring:
+        rg = retention[op]
+        diff = ar.value - rg.value
+        if ar.ci95_low is None or rg.ci95_low is None:
+            state, how = ("holds" if diff > 0 else "reversed"), " (one seed: from the means)"
+        elif ar.ci95_low > rg.ci95_high or ar.ci95_high < rg.ci95_low:
+            state, how = ("holds" if diff > 0 else "reversed"), " (95% intervals separated)"
+        else:
+            state, how = "unresolved", " (95% intervals overlap)"
+        parts.append((state, f"all_reduce minus {op} retention: {100 * diff:+.1f} pp{how}"))
+    row["ours"] = 100 * min(ar.value - retention[o].value for o in ring)
+    row["unit"] = " pp"
+    cpu = any(r.get("device") == "cpu" for r in rows)
+    row = _qualitative(row, parts, cpu)
+    row["ours_text"] = "; ".join(texts) + " | " + row["ours_text"]
+    return row
+
+
+def c7(cfgs: list[dict]) -> dict:
+    row = _base("C7", "tokens per watt fall as GPUs are added (FSDP)", "§4, Fig 10", "qualitative", None, "",
+                "qualitative")
+    pool = [c for c in cfgs if c["layout"] == "fsdp" and _in(c, "power")] or \
+        [c for c in cfgs if c["layout"] == "fsdp" and c.get("tokens_per_joule_mean") is not None]
+    models = sorted({c["model"] for c in pool}, key=lambda m: (m != MODEL_7B, m))
+    pool = [c for c in pool if models and c["model"] == models[0]]
+    worlds = sorted({c["world_size"] for c in pool})
+    if len(worlds) < 2:
+        row["reason"] = f"FSDP power runs at two or more GPU counts are needed (the study has: {_worlds(pool)})"
+        return row
+    a = _pick([c for c in pool if c["world_size"] == worlds[0]], "power")
+    b = _pick([c for c in pool if c["world_size"] == worlds[-1]], "power")
+    row.update(_ids(a, b))
+    why = _why_missing(a, "tokens_per_joule", f"{worlds[0]}-GPU") or \
+        _why_missing(b, "tokens_per_joule", f"{worlds[-1]}-GPU")
+    if why:
+        row["reason"] = why + ("; no GPU power data (CPU run)" if _cpu(a, b) else "")
+        return row
+    comp = relative_change(_stat(a, "tokens_per_joule"), _stat(b, "tokens_per_joule"))
+    row.update(ours=_pct(comp.value), ours_ci95_low=_pct(comp.ci95_low), ours_ci95_high=_pct(comp.ci95_high))
+    row["unit"] = "%"
+    row["n_seeds"] = f"{comp.n_a}/{comp.n_b}"
+    return _qualitative(row, [_direction(comp, False, f"{a['model']} FSDP tokens per joule {worlds[0]} -> "
+                                                      f"{worlds[-1]} GPUs")], _cpu(a, b))
+
+
+def hsdp(cfgs: list[dict]) -> list[dict]:
+    out = []
+    for w in (256, 2048):
+        row = _base(f"HSDP-{w}", f"HSDP (shard in a node, replicate across) against the best TP/PP at {w} GPUs "
+                    "(Llama-7B, local batch 2)", "critics; App. A", "not reported", None, "%", "question")
+        h = _pick([c for c in cfgs if c["model"] == MODEL_7B and c["world_size"] == w
+                   and c["layout"].startswith("hsdp") and c["tp"] == 1 and c["pp"] == 1])
+        mp = [c for c in cfgs if c["model"] == MODEL_7B and c["world_size"] == w and (c["tp"] > 1 or c["pp"] > 1)
+              and c.get("tokens_per_s_mean") is not None]
+        best = max(mp, key=lambda c: (c["tokens_per_s_mean"], c["config_id"])) if mp else None
+        fsdp = _pick([c for c in _fsdp_7b(cfgs) if c["world_size"] == w])
+        row.update(_ids(h, best, fsdp))
+        if h is None:
+            row["reason"] = f"no Llama-7B HSDP run at {w} GPUs; the paper reports no HSDP number either"
+            out.append(row)
+            continue
+        texts = []
+        if best is not None:
+            comp = relative_change(_stat(best, "tokens_per_s"), _stat(h, "tokens_per_s"))
+            row.update(ours=_pct(comp.value), ours_ci95_low=_pct(comp.ci95_low), ours_ci95_high=_pct(comp.ci95_high),
+                       n_seeds=f"{comp.n_a}/{comp.n_b}")
+            texts.append(f"HSDP vs best TP/PP ({best.get('label')}): {_fmt(_pct(comp.value))} "
+                         f"({_fmt_ci(_pct(comp.ci95_low), _pct(comp.ci95_high))})")
+        else:
+            texts.append("no TP/PP configuration with a value to compare with")
+        if fsdp is not None:
+            comp = relative_change(_stat(fsdp, "tokens_per_s"), _stat(h, "tokens_per_s"))
+            texts.append(f"HSDP vs FSDP: {_fmt(_pct(comp.value))} "
+                         f"({_fmt_ci(_pct(comp.ci95_low), _pct(comp.ci95_high))})")
+        row["ours_text"] = "; ".join(texts)
+        row["reason"] = "the paper reports no HSDP number (deferred to App. A)" + \
+            ("; CPU smoke data" if _cpu(h, best, fsdp) else "")
+        out.append(row)
+    return out
+
+
+def evaluate(tables) -> list[dict]:
+    """Every claim's row, in the order C1..C7, HSDP-256, HSDP-2048."""
+    cfgs = _configs(tables)
+    rows = c1_c2(cfgs) + [c3(cfgs), c4(cfgs), c5(cfgs), c6(tables), c7(cfgs)] + hsdp(cfgs)
+    for r in rows:
+        for k in CLAIM_COLUMNS:
+            r.setdefault(k, None)
+        for k in ("ours", "ours_ci95_low", "ours_ci95_high"):
+            if isinstance(r[k], float) and math.isnan(r[k]):
+                r[k] = None
+    return rows
+
+
+def markdown(rows: list[dict], study) -> str:
+    def cell(v):
+        from scalestudy.analysis.csv_format import format_value
+
+        return format_value(v).replace("|", "\\|").replace("\n", " ")
+
+    lines = [f"# Claims of arXiv 2411.13055 against study `{study.name}`", "",
+             f"Hardware: {study.hardware}. Recomputed from the study's tables by `scalestudy claims`; "
+             "ours: the value with its 95% confidence interval over seeds.", ""]
+    if any("CPU smoke data" in (r.get("reason") or "") for r in rows):
+        lines += ["**CPU smoke data — not comparable to the paper.**", ""]
+    lines += ["| id | claim | paper | ours | verdict | reason |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['id']} | {cell(r['claim'])} ({cell(r['where'])}) | {cell(r['paper'])} | "
+                     f"{cell(r['ours_text'] or 'n/a')} | **{r['verdict']}** | {cell(r['reason'])} |")
+    lines += ["", "## Comparison rules", ""]
+    for r in rows:
+        lines.append(f"- **{r['id']}**: {r['rule']}.")
+    lines += ["", "## Runs behind each claim", ""]
+    for r in rows:
+        ids = r.get("run_ids") or []
+        lines.append(f"- **{r['id']}**: {', '.join(f'`{i}`' for i in ids) if ids else 'none'}")
+    return "\n".join(lines) + "\n"
+
+
+def write_claims(tables, study, out_dir: Path | str | None = None) -> list[Path]:
+    out = Path(out_dir) if out_dir is not None else Path(study.figures_dir)
+    rows = evaluate(tables)
+    csv_path = write_csv(out / CLAIMS_CSV, CLAIM_COLUMNS, rows)
+    md_path = out / CLAIMS_MD
+    md_path.write_text(markdown(rows, study), encoding="utf-8")
+    return [csv_path, md_path]
+
+
+def claims(study, tables=None, out_dir: Path | str | None = None) -> list[Path]:
+    """Write claims.csv and claims.md (default: in study.figures_dir, next to the figures, from the
+    tables in study.tables_dir)."""
+    from scalestudy.analysis.aggregate import load_tables
+
+    tables = tables if tables is not None else load_tables(study.tables_dir)
+    return write_claims(tables, study, out_dir)

@@ -1,0 +1,88 @@
+"""How the analysis writes and reads its CSV files, so that the same raw logs give the same bytes.
+
+- Rows are written in the order given (callers sort them); columns in a fixed order.
+- Numbers: integers as integers, floats with '%.10g' (ten significant digits: stable across
+  platforms and summation orders, far below any measurement's precision); -0 is written 0.
+- Null (None, NaN) is the empty field; booleans are `true` / `false`; lists are ';'-joined.
+- UTF-8, '\n' line ends, minimal quoting. No timestamps anywhere.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+FLOAT_FORMAT = "%.10g"
+LIST_SEPARATOR = ";"
+
+
+def format_value(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return ""
+        if v == 0:
+            return "0"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return FLOAT_FORMAT % v
+    if isinstance(v, (list, tuple)):
+        return LIST_SEPARATOR.join(format_value(x) for x in v)
+    try:  # numpy scalars, without importing numpy here
+        import numbers
+
+        if isinstance(v, numbers.Integral):
+            return str(int(v))
+        if isinstance(v, numbers.Real):
+            return format_value(float(v))
+    except ImportError:  # pragma: no cover
+        pass
+    return str(v)
+
+
+def csv_text(columns: Sequence[str], rows: Iterable[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for row in rows:
+        w.writerow([format_value(row.get(c)) for c in columns])
+    return buf.getvalue()
+
+
+def write_csv(path: os.PathLike | str, columns: Sequence[str], rows: Iterable[dict]) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(csv_text(columns, rows), encoding="utf-8")
+    return path
+
+
+def read_csv_rows(path: os.PathLike | str) -> list[dict[str, str]]:
+    """The rows of a CSV as strings (no type guessing): what provenance and audit read."""
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def read_table(path: os.PathLike | str):
+    """A CSV written here as a pandas DataFrame: empty fields are NaN, nothing else is."""
+    import pandas as pd
+
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: missing")
+    return pd.read_csv(path, keep_default_na=False, na_values=[""], true_values=["true"],
+                       false_values=["false"])
+
+
+def split_list(v: Any) -> list[str]:
+    if v is None or (isinstance(v, float) and math.isnan(v)) or v == "":
+        return []
+    return [x for x in str(v).split(LIST_SEPARATOR) if x]

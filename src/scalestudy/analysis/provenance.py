@@ -1,0 +1,157 @@
+"""Where every number of a figure, table or claims file comes from.
+
+`provenance(file)` takes a figure (its .pdf, .png or .csv), a table (data/<study>/tables/*.csv)
+or the claims file (claims.csv or claims.md) and returns, for every row of the CSV behind it, the
+run ids named in its `run_ids` (';'-joined) or `run_id` column, and for every such run: its
+raw-log directory, status, each raw-log file with the sha256 recorded in status.json and the one
+recomputed now, the spec, the git commit of the package that ran it (provenance.package.git) and
+the environment (python, torch, CUDA, NCCL, library versions, hosts, devices, SLURM job).
+
+The raw logs are found from the file's place in the project layout (figures/<study>/... or
+data/<study>/tables/... next to data/<study>/raw), or from `raw_dir`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from scalestudy.analysis.csv_format import read_csv_rows, split_list
+from scalestudy.rawlog import RUN_FILE, STATUS_FILE, member_path, member_sha256, sha256_file
+
+RUN_ID_COLUMNS = ("run_ids", "run_id")
+
+
+class ProvenanceError(Exception):
+    """A file whose provenance cannot be traced, naming it."""
+
+    def __init__(self, path, reason: str):
+        self.path = str(path)
+        super().__init__(f"{path}: {reason}")
+
+
+def table_of(file: Path) -> Path:
+    """The CSV behind a figure's pdf/png or the claims markdown."""
+    if file.suffix in (".pdf", ".png", ".md", ".svg"):
+        return file.with_suffix(".csv")
+    return file
+
+
+def infer_raw_dir(file: Path) -> Path:
+    f = file.resolve()
+    parts = f.parts
+    # <root>/figures/<study>/<name>.<ext>
+    if len(parts) >= 3 and parts[-3] == "figures":
+        return f.parent.parent.parent / "data" / f.parent.name / "raw"
+    # <root>/data/<study>/tables/<name>.csv
+    if len(parts) >= 4 and parts[-2] == "tables" and parts[-4] == "data":
+        return f.parent.parent / "raw"
+    raise ProvenanceError(file, "not under figures/<study>/ or data/<study>/tables/: pass the raw-log directory")
+
+
+def _environment(prov: dict) -> dict:
+    devices = prov.get("devices") or {}
+    return {"python": prov.get("python"), "platform": prov.get("platform"), "torch": prov.get("torch"),
+            "cuda": prov.get("cuda"), "nccl": prov.get("nccl"), "libraries": prov.get("libraries"),
+            "hosts": prov.get("hosts"), "devices": {"count": devices.get("count"), "names": devices.get("names")},
+            "slurm": prov.get("slurm"), "command": prov.get("command")}
+
+
+def run_provenance(run_dir: Path) -> dict:
+    """One run's files, checksums, spec, commit and environment (read directly, so that a broken
+    run still shows what is there)."""
+    out: dict = {"raw_dir": str(run_dir), "problems": []}
+    status_path, run_path = run_dir / STATUS_FILE, run_dir / RUN_FILE
+    if not run_dir.is_dir():
+        out["problems"].append(f"{run_dir}: no such run directory")
+        return out
+    status, run = {}, {}
+    for path, target in ((status_path, "status"), (run_path, "run")):
+        try:
+            data = json.loads(path.read_text())
+        except FileNotFoundError:
+            out["problems"].append(f"{path}: missing")
+            continue
+        except json.JSONDecodeError as e:
+            out["problems"].append(f"{path}: not valid JSON ({e})")
+            continue
+        (status if target == "status" else run).update(data)
+    files = []
+    for rel, digest in sorted((status.get("files_sha256") or {}).items()):
+        p = member_path(run_dir, rel)
+        now = member_sha256(run_dir, rel)
+        ok = now == digest
+        files.append({"path": rel, "sha256_recorded": digest, "sha256_now": now, "ok": ok})
+        if not ok:
+            out["problems"].append(f"{p}: " + ("missing" if now is None else "sha256 differs from status.json"))
+    if status_path.exists():
+        files.append({"path": STATUS_FILE, "sha256_recorded": None, "sha256_now": sha256_file(status_path),
+                      "ok": None})
+    prov = run.get("provenance") or {}
+    git = (prov.get("package") or {}).get("git") or {}
+    out.update(status=status.get("status"), error=status.get("error"), kind=run.get("kind"),
+               config_id=run.get("config_id"), files=files, spec=run.get("spec"),
+               git={"commit": git.get("commit"), "dirty": git.get("dirty"), "reason": git.get("reason")},
+               package_version=(prov.get("package") or {}).get("version"), environment=_environment(prov))
+    return out
+
+
+def provenance(file, raw_dir=None) -> dict:
+    """The provenance of every row of `file` (see the module docstring)."""
+    file = Path(file)
+    table = table_of(file)
+    if not table.exists():
+        raise ProvenanceError(table, "missing (the CSV behind the file)")
+    raw = Path(raw_dir) if raw_dir is not None else infer_raw_dir(file)
+    rows = read_csv_rows(table)
+    column = next((c for c in RUN_ID_COLUMNS if rows and c in rows[0]), None)
+    if column is None:
+        with open(table, encoding="utf-8") as f:
+            head = f.readline()
+        column = next((c for c in RUN_ID_COLUMNS if c in head.strip().split(",")), None)
+    if column is None:
+        raise ProvenanceError(table, "has no run_ids or run_id column: its rows cannot be traced to runs")
+    dirs: dict[str, Path] = {}
+    if raw.is_dir():
+        from scalestudy.rawlog import find_runs
+
+        for d in find_runs(raw):
+            dirs.setdefault(d.name, d)
+    out_rows, runs = [], {}
+    for i, row in enumerate(rows, start=1):
+        ids = split_list(row.get(column))
+        out_rows.append({"row": i, "values": row, "run_ids": ids})
+        for rid in ids:
+            if rid not in runs:
+                runs[rid] = run_provenance(dirs.get(rid, raw / rid))
+    problems = [p for r in runs.values() for p in r["problems"]]
+    return {"file": str(file), "table": str(table), "raw_dir": str(raw), "run_id_column": column,
+            "rows": out_rows, "runs": runs, "problems": problems}
+
+
+def format_text(prov: dict) -> str:
+    """A readable account of provenance()'s result."""
+    lines = [f"{prov['file']}: {len(prov['rows'])} rows from {prov['table']}, raw logs in {prov['raw_dir']}"]
+    for r in prov["rows"]:
+        v = r["values"]
+        key = ", ".join(f"{k}={v[k]}" for k in ("id", "panel", "series", "x", "y", "config_id", "op", "size_bytes",
+                                                  "verdict") if v.get(k))
+        lines.append(f"row {r['row']}: {key or '(no key columns)'}")
+        for rid in r["run_ids"]:
+            lines.append(f"  run {rid}")
+    for rid, run in sorted(prov["runs"].items()):
+        lines.append(f"run {rid}: status {run.get('status')}, {run['raw_dir']}")
+        git = run.get("git") or {}
+        lines.append(f"  git {git.get('commit')}{' (dirty)' if git.get('dirty') else ''}")
+        env = run.get("environment") or {}
+        if env:
+            lines.append(f"  python {env.get('python')}, torch {env.get('torch')}, cuda {env.get('cuda')}, "
+                         f"nccl {env.get('nccl')}; hosts {', '.join(env.get('hosts') or [])}; devices "
+                         f"{', '.join((env.get('devices') or {}).get('names') or [])}; slurm job "
+                         f"{(env.get('slurm') or {}).get('job_id')}")
+        for f in run.get("files", []):
+            mark = {True: "ok", False: "MISMATCH", None: ""}[f["ok"]]
+            lines.append(f"  {f['sha256_now']}  {f['path']} {mark}".rstrip())
+    for p in prov["problems"]:
+        lines.append(f"PROBLEM {p}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,305 @@
+"""One row per training run (one configuration and seed) from its raw log.
+
+Every number is computed here from the run's records (docs/raw-log-format.md) and its spec;
+nothing is taken from a harness-side summary. A metric that cannot be computed is null and its
+`*_reason` column says why; it is never filled in. Failed runs get a row with their status and
+error and null metrics.
+
+Columns (RUN_COLUMNS, then one `spec.<field>` column per RunSpec field in the dataclass order;
+spec fields are prefixed `spec.` so that they never clash with derived columns such as
+`world_size` or `seed`):
+
+identity      run_id, config_id, seed, label, experiments (';'-joined), kind, status, error,
+              culprit_ranks, raw_dir (the run directory, relative to the study's raw directory)
+layout        layout, model, world_size, nodes, procs_per_node, dp_replicate, dp_shard, tp, pp,
+              global_batch, local_batch, seq_len, tokens_per_step, device, device_names, n_hosts
+throughput    n_measured_steps, tokens_per_s (global), tokens_per_s_per_device, step_time_mean_s,
+              step_time_rule, throughput_reason            (scalestudy.metrics.throughput)
+MFU           flops_per_token, flops_formula (the run's `flops` record), mfu, mfu_peak_flops (mean
+              over ranks of the `device_peak` records, i.e. the aggregate peak per device),
+              mfu_peak_source, mfu_peak_dtype, mfu_reason  (scalestudy.metrics.mfu)
+memory        peak_memory_bytes (max over ranks and steps of peak_allocated_bytes or peak_rss_bytes),
+              peak_reserved_bytes, peak_memory_kind, alloc_retries
+energy        energy_j (summed over the GPUs of every rank), power_w_total (sum of the GPUs' mean
+              power), power_w_per_gpu, idle_power_w_total, idle_power_w_per_gpu, tokens_per_joule
+              (measured tokens / energy_j), energy_method, energy_scope, energy_reason
+exposed comm  compute_s, comm_s, exposed_comm_s (per iteration: each trace's totals over its traced
+              steps divided by its steps, then the mean over the traced ranks), overlap_fraction
+              (1 - exposed/comm of those means), exposed_comm_share (exposed_comm_s / step_time_mean_s),
+              exposed_comm_kind, n_traces, exposed_comm_reason (scalestudy.exposed_comm.analyse_trace)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from scalestudy.rawlog import CorruptLogError, RunLog
+from scalestudy.spec import RunSpec, SpecError
+
+SPEC_PREFIX = "spec."
+
+IDENTITY_COLUMNS = ["run_id", "config_id", "seed", "label", "experiments", "kind", "status", "error",
+                    "culprit_ranks", "raw_dir"]
+LAYOUT_COLUMNS = ["layout", "model", "world_size", "nodes", "procs_per_node", "dp_replicate", "dp_shard", "tp",
+                  "pp", "global_batch", "local_batch", "seq_len", "tokens_per_step", "device", "device_names",
+                  "n_hosts"]
+THROUGHPUT_COLUMNS = ["n_measured_steps", "tokens_per_s", "tokens_per_s_per_device", "step_time_mean_s",
+                      "step_time_rule", "throughput_reason"]
+MFU_COLUMNS = ["flops_per_token", "flops_formula", "mfu", "mfu_peak_flops", "mfu_peak_source", "mfu_peak_dtype",
+               "mfu_reason"]
+MEMORY_COLUMNS = ["peak_memory_bytes", "peak_reserved_bytes", "peak_memory_kind", "alloc_retries"]
+ENERGY_COLUMNS = ["energy_j", "power_w_total", "power_w_per_gpu", "idle_power_w_total", "idle_power_w_per_gpu",
+                  "tokens_per_joule", "energy_method", "energy_scope", "energy_reason"]
+EXPOSED_COLUMNS = ["compute_s", "comm_s", "exposed_comm_s", "overlap_fraction", "exposed_comm_share",
+                   "exposed_comm_kind", "n_traces", "exposed_comm_reason"]
+SPEC_COLUMNS = [SPEC_PREFIX + f.name for f in fields(RunSpec)]
+RUN_COLUMNS = (IDENTITY_COLUMNS + LAYOUT_COLUMNS + THROUGHPUT_COLUMNS + MFU_COLUMNS + MEMORY_COLUMNS
+               + ENERGY_COLUMNS + EXPOSED_COLUMNS + SPEC_COLUMNS)
+
+# The numeric per-run metrics that the summary table summarises over seeds.
+METRICS = ("tokens_per_s", "tokens_per_s_per_device", "step_time_mean_s", "mfu", "peak_memory_bytes",
+           "energy_j", "power_w_total", "power_w_per_gpu", "idle_power_w_per_gpu", "tokens_per_joule",
+           "compute_s", "comm_s", "exposed_comm_s", "overlap_fraction", "exposed_comm_share")
+REASON_COLUMNS = ("throughput_reason", "mfu_reason", "energy_reason", "exposed_comm_reason")
+
+
+def spec_columns(spec: RunSpec) -> dict:
+    return {SPEC_PREFIX + k: v for k, v in spec.to_dict().items()}
+
+
+def layout_columns(spec: RunSpec) -> dict:
+    return {
+        "layout": spec.layout, "model": spec.model, "world_size": spec.world_size, "nodes": spec.nodes,
+        "procs_per_node": spec.procs_per_node, "dp_replicate": spec.dp_replicate, "dp_shard": spec.dp_shard,
+        "tp": spec.tp, "pp": spec.pp, "global_batch": spec.global_batch, "local_batch": spec.local_batch,
+        "seq_len": spec.seq_len, "tokens_per_step": spec.tokens_per_step, "device": spec.device,
+    }
+
+
+def planned_columns(planned) -> dict:
+    return {"label": planned.label if planned is not None else None,
+            "experiments": list(planned.experiments) if planned is not None else []}
+
+
+def spec_of(log: RunLog) -> RunSpec:
+    try:
+        return RunSpec.from_dict(log.spec)
+    except (SpecError, TypeError) as e:
+        raise CorruptLogError(log.path / "run.json", f"its spec is not a valid RunSpec ({e})") from None
+
+
+def _null_metrics(reason: str) -> dict:
+    row = {c: None for c in THROUGHPUT_COLUMNS + MFU_COLUMNS + MEMORY_COLUMNS + ENERGY_COLUMNS + EXPOSED_COLUMNS}
+    for c in REASON_COLUMNS:
+        row[c] = reason
+    return row
+
+
+def unread_row(planned, status: str, error: str, raw_dir: str | None) -> dict:
+    """The row of a planned run whose directory is missing or unreadable (only with allow_missing)."""
+    spec = planned.spec
+    row = {"run_id": spec.run_id, "config_id": spec.config_id, "seed": spec.seed, "kind": "train",
+           "status": status, "error": error, "culprit_ranks": None, "raw_dir": raw_dir,
+           **planned_columns(planned), **layout_columns(spec), "device_names": None, "n_hosts": None,
+           **_null_metrics(f"run {status}"), **spec_columns(spec)}
+    return row
+
+
+def run_row(log: RunLog, planned=None, raw_dir: str | None = None) -> dict:
+    """The row of one training run."""
+    spec = spec_of(log)
+    prov = log.run.get("provenance") or {}
+    devices = (prov.get("devices") or {}).get("names") or []
+    status = log.status["status"]
+    row: dict[str, Any] = {
+        "run_id": log.run_id, "config_id": log.run.get("config_id", spec.config_id), "seed": spec.seed,
+        **planned_columns(planned), "kind": log.run.get("kind", "train"), "status": status,
+        "error": log.status.get("error"), "culprit_ranks": log.status.get("culprit_ranks") or [],
+        "raw_dir": raw_dir, **layout_columns(spec), "device_names": sorted(devices),
+        "n_hosts": len(prov.get("hosts") or []) or None,
+    }
+    row.update(spec_columns(spec))
+    if status != "ok":
+        row.update(_null_metrics(f"run status {status}"))
+        return row
+    row.update(_throughput(log, spec))
+    row.update(_mfu(log, row))
+    row.update(_memory(log))
+    row.update(_energy(log, spec, row))
+    row.update(_exposed_comm(log, row))
+    return row
+
+
+# ---- throughput ------------------------------------------------------------------------
+def _throughput(log: RunLog, spec: RunSpec) -> dict:
+    from scalestudy import metrics
+
+    out = {c: None for c in THROUGHPUT_COLUMNS}
+    measured = list(log.iterations("measured"))
+    if not measured:
+        out["throughput_reason"] = "no measured iteration records"
+        return out
+    try:
+        t = metrics.throughput(measured, spec.world_size)
+    except ValueError as e:
+        out["throughput_reason"] = f"{log.path / 'metrics.jsonl'}: {e}"
+        return out
+    out.update(n_measured_steps=t["n_steps"], tokens_per_s=t["tokens_per_s"],
+               tokens_per_s_per_device=t["tokens_per_s_per_device"], step_time_mean_s=t["step_time_mean_s"],
+               step_time_rule=t.get("step_time_rule"))
+    out["_measured_tokens"] = t.get("tokens")
+    return out
+
+
+# ---- MFU -------------------------------------------------------------------------------
+def _records(log: RunLog, key: str) -> list[dict]:
+    return [r for r in log.records if r["key"] == key]
+
+
+def _mfu(log: RunLog, row: dict) -> dict:
+    from scalestudy import metrics
+
+    out = {c: None for c in MFU_COLUMNS}
+    flops = _records(log, "flops")
+    if flops:
+        v = flops[0]["value"]
+        out["flops_per_token"] = v.get("flops_per_token")
+        out["flops_formula"] = v.get("formula")
+    peaks = _records(log, "device_peak")
+    if peaks:
+        values = [float(r["value"]["peak_flops_per_s"]) for r in peaks if r["value"].get("peak_flops_per_s")]
+        if values:
+            out["mfu_peak_flops"] = math.fsum(values) / len(values)
+        out["mfu_peak_source"] = sorted({str(r["value"].get("source")) for r in peaks})
+        out["mfu_peak_dtype"] = sorted({str(r["value"].get("dtype")) for r in peaks})
+    if row.get("tokens_per_s_per_device") is None:
+        out["mfu_reason"] = "no throughput: " + (row.get("throughput_reason") or "")
+    elif not flops or out["flops_per_token"] is None:
+        out["mfu_reason"] = "the run logged no flops record"
+    elif out["mfu_peak_flops"] is None:
+        out["mfu_reason"] = "the run logged no device_peak record"
+    else:
+        try:
+            out["mfu"] = metrics.mfu(row["tokens_per_s_per_device"], out["flops_per_token"], out["mfu_peak_flops"])
+        except ValueError as e:  # MFUError is a ValueError
+            out["mfu_reason"] = str(e)
+    return out
+
+
+# ---- memory ----------------------------------------------------------------------------
+def _memory(log: RunLog) -> dict:
+    out = {c: None for c in MEMORY_COLUMNS}
+    kinds, peak, reserved, retries = set(), None, None, None
+    for r in log.iterations():
+        m = r["value"].get("memory") or {}
+        kinds.add(m.get("kind"))
+        p = m.get("peak_allocated_bytes", m.get("peak_rss_bytes"))
+        if p is not None:
+            peak = p if peak is None else max(peak, p)
+        if m.get("peak_reserved_bytes") is not None:
+            reserved = m["peak_reserved_bytes"] if reserved is None else max(reserved, m["peak_reserved_bytes"])
+        if m.get("alloc_retries") is not None:
+            retries = m["alloc_retries"] if retries is None else max(retries, m["alloc_retries"])
+    kinds.discard(None)
+    out.update(peak_memory_bytes=peak, peak_reserved_bytes=reserved, peak_memory_kind=sorted(kinds) or None,
+               alloc_retries=retries)
+    return out
+
+
+# ---- energy ----------------------------------------------------------------------------
+def _energy(log: RunLog, spec: RunSpec, row: dict) -> dict:
+    out = {c: None for c in ENERGY_COLUMNS}
+    recs = _records(log, "energy")
+    by_rank: dict[int, dict] = {}
+    for r in recs:
+        by_rank[r["metadata"].get("rank", 0)] = r["value"]
+    world = spec.world_size
+    if not by_rank:
+        out["energy_reason"] = "the run logged no energy record"
+        return out
+    unavailable = {k: v for k, v in by_rank.items() if not v.get("available")}
+    if unavailable:
+        reasons = sorted({str(v.get("reason")) for v in unavailable.values()})
+        out["energy_reason"] = f"{len(unavailable)} of {world} ranks could not measure: " + "; ".join(reasons)
+        return out
+    if len(by_rank) < world:
+        out["energy_reason"] = f"only {len(by_rank)} of {world} ranks logged an energy record"
+        return out
+    energies, powers, idles, methods = [], [], [], set()
+    for rank in sorted(by_rank):
+        v = by_rank[rank]
+        e = v.get("energy_j")
+        if e is None:
+            e = v.get("sampled_energy_j")
+        if e is None:
+            out["energy_reason"] = f"rank {rank} has neither a counter nor a sampled energy"
+            return out
+        energies.append(float(e))
+        p = v.get("mean_power_w")
+        if p is None and v.get("window_s"):
+            p = float(e) / float(v["window_s"])
+        powers.append(p)
+        idles.append(v.get("idle_power_w"))
+        methods.add(str(v.get("method")))
+    out["energy_j"] = math.fsum(energies)
+    if all(p is not None for p in powers):
+        out["power_w_total"] = math.fsum(powers)
+        out["power_w_per_gpu"] = out["power_w_total"] / len(powers)
+    if all(i is not None for i in idles):
+        out["idle_power_w_total"] = math.fsum(idles)
+        out["idle_power_w_per_gpu"] = out["idle_power_w_total"] / len(idles)
+    tokens = row.get("_measured_tokens")
+    if tokens is not None and out["energy_j"] > 0:
+        out["tokens_per_joule"] = tokens / out["energy_j"]
+    out["energy_method"] = sorted(methods)
+    out["energy_scope"] = sorted({str(v.get("scope")) for v in by_rank.values()})
+    notes = sorted({str(v["reason"]) for v in by_rank.values() if v.get("reason")})
+    out["energy_reason"] = "; ".join(notes) or None
+    return out
+
+
+# ---- exposed communication -------------------------------------------------------------
+def _exposed_comm(log: RunLog, row: dict) -> dict:
+    out = {c: None for c in EXPOSED_COLUMNS}
+    profiles = _records(log, "profile")
+    if not profiles:
+        out["exposed_comm_reason"] = "no profiler trace (profile_iters = 0)" \
+            if not log.spec.get("profile_iters") else "the run logged no profile record"
+        return out
+    from scalestudy import exposed_comm
+
+    per_rank = []
+    for rec in sorted(profiles, key=lambda r: (r["metadata"].get("rank", 0), r["value"].get("trace_file", ""))):
+        rel = rec["value"].get("trace_file")
+        path = Path(log.path) / rel if rel else None
+        if path is None or not path.exists():
+            out["exposed_comm_reason"] = f"{path or log.path}: trace named in a profile record is missing"
+            return out
+        try:
+            res = exposed_comm.analyse_trace(path)
+        except ValueError as e:  # TraceError names the file
+            out["exposed_comm_reason"] = str(e)
+            return out
+        n = len(res.per_step) or 1
+        per_rank.append((res.compute_s / n, res.comm_s / n, res.exposed_comm_s / n, res.kind))
+    kinds = sorted({k for *_, k in per_rank})
+    k = len(per_rank)
+    compute = math.fsum(p[0] for p in per_rank) / k
+    comm = math.fsum(p[1] for p in per_rank) / k
+    exposed = math.fsum(p[2] for p in per_rank) / k
+    out.update(compute_s=compute, comm_s=comm, exposed_comm_s=exposed,
+               overlap_fraction=(1.0 - exposed / comm) if comm > 0 else None,
+               exposed_comm_kind=kinds, n_traces=k)
+    if row.get("step_time_mean_s"):
+        out["exposed_comm_share"] = exposed / row["step_time_mean_s"]
+    if comm <= 0:
+        out["exposed_comm_reason"] = "the traces hold no communication"
+    return out
+
+
+def finish(row: dict) -> dict:
+    """Drop helper keys before the row is written."""
+    return {k: v for k, v in row.items() if not k.startswith("_")}

@@ -1,0 +1,131 @@
+import pytest
+
+from analysis_fixtures import build_rich_study, rich_specs
+from scalestudy.analysis import aggregate as agg
+from scalestudy.analysis.csv_format import read_csv_rows, split_list
+from scalestudy.analysis.figures import FIGURES, common, figure_data, render, render_all
+
+EXPECTED = ["collectives_bandwidth", "weak_scaling", "kernel_breakdown", "strong_scaling", "tp_pp_grid",
+            "model_sizes", "hardware_generations", "power"]
+
+
+@pytest.fixture(scope="module")
+def drawn(tmp_path_factory):
+    root = tmp_path_factory.mktemp("figs")
+    study = build_rich_study(root)
+    agg.aggregate(study)
+    tables = agg.load_tables(study.tables_dir)
+    paths = render_all(study, tables)
+    return study, tables, paths
+
+
+def _rows(study, name):
+    return read_csv_rows(study.figures_dir / f"{name}.csv")
+
+
+def test_registry_names():
+    assert list(FIGURES) == EXPECTED
+
+
+def test_every_figure_writes_pdf_png_csv(drawn):
+    study, _, paths = drawn
+    names = {p.name for p in paths}
+    for name in EXPECTED:
+        for ext in ("pdf", "png", "csv"):
+            assert f"{name}.{ext}" in names
+        assert (study.figures_dir / f"{name}.pdf").read_bytes().startswith(b"%PDF")
+        assert (study.figures_dir / f"{name}.png").read_bytes().startswith(b"\x89PNG")
+        header = (study.figures_dir / f"{name}.csv").read_text().splitlines()[0]
+        assert header == ",".join(common.FIGURE_COLUMNS)
+
+
+def test_rows_name_their_runs(drawn):
+    study, _, _ = drawn
+    planned = {p.spec.run_id for p in study.runs} | {c.run_id for c in study.collectives}
+    for name in EXPECTED:
+        for r in _rows(study, name):
+            ids = split_list(r["run_ids"])
+            assert ids and set(ids) <= planned, (name, r)
+
+
+def test_empty_experiment_gives_header_only_csv(drawn):
+    study, tables, _ = drawn
+    assert _rows(study, "model_sizes") == []
+    fd = figure_data("model_sizes", tables, study)
+    assert "no runs of experiment 'model_sizes'" in fd.empty_reason
+
+
+def test_failed_configurations_are_marked(drawn):
+    study, _, _ = drawn
+    weak = _rows(study, "weak_scaling")
+    oom = [r for r in weak if r["status"] == "oom"]
+    assert {r["x"] for r in oom} == {"8"} and all(r["y"] == "" for r in oom)
+    assert rich_specs()["fsdp8"].run_id in oom[0]["run_ids"]
+    grid = _rows(study, "tp_pp_grid")
+    failed = [r for r in grid if r["status"] == "oom"]
+    assert failed and all(r["series"] == "TP=2" and r["x"] == "2" and r["y"] == "" for r in failed)
+    coll = _rows(study, "collectives_bandwidth")
+    assert any(r["status"] == "comm_error" and r["panel"] == "all collectives" for r in coll)
+
+
+def test_strong_scaling_names_the_best_strategy(drawn):
+    study, _, _ = drawn
+    best = [r for r in _rows(study, "strong_scaling") if r["series"] == "best strategy"]
+    assert {r["x"]: r["label"] for r in best} == {"2": "FSDP", "4": "TP=2, FSDP over 2"}
+    assert float(next(r for r in best if r["x"] == "4")["y"]) == pytest.approx(8 * 128 / 0.45)
+
+
+def test_weak_scaling_plots_mfu_in_percent_with_ci(drawn):
+    study, tables, _ = drawn
+    spec = rich_specs()["fsdp2"]
+    row = next(r for r in _rows(study, "weak_scaling") if r["panel"] == "MFU (%)" and r["x"] == "2")
+    summ = next(r for r in common.records(tables.summary) if r["config_id"] == spec.config_id)
+    assert float(row["y"]) == pytest.approx(100 * summ["mfu_mean"])
+    assert float(row["ci95_low"]) == pytest.approx(100 * summ["mfu_ci95_low"]) and row["n_seeds"] == "2"
+
+
+def test_power_says_gpu_board_power_only(drawn):
+    study, tables, _ = drawn
+    fd = figure_data("power", tables, study)
+    assert "GPU board power only (NVML)" in fd.title
+    series = {r["series"] for r in fd.rows}
+    assert {"FSDP", "best TP/PP"} <= series
+
+
+def test_rerender_is_byte_identical(drawn, tmp_path):
+    study, tables, _ = drawn
+    for p in render("weak_scaling", study, tables, tmp_path):
+        assert p.read_bytes() == (study.figures_dir / p.name).read_bytes(), p.name
+
+
+def test_cpu_study_labels_and_power_panel(tmp_path):
+    study = build_rich_study(tmp_path, device="cpu", name="cpu")
+    agg.aggregate(study)
+    tables = agg.load_tables(study.tables_dir)
+    fd = figure_data("power", tables, study)
+    assert fd.cpu and fd.empty_reason == "no GPU power data (CPU run)"
+    assert fd.rows and all(r["y"] is None and r["note"] == "no GPU power data (CPU run)" for r in fd.rows)
+    paths = render("power", study, tables)
+    assert {p.suffix for p in paths} == {".pdf", ".png", ".csv"}
+    import matplotlib
+
+    with matplotlib.rc_context(common.style()):
+        wfd = figure_data("weak_scaling", tables, study)
+        fig = FIGURES["weak_scaling"].draw(wfd, study)
+        common.header(fig, wfd, study)
+    texts = [t.get_text() for t in fig.texts]
+    assert common.CPU_WARNING in texts and any(study.hardware in t for t in texts)
+
+
+def test_a_study_without_runs_draws_every_figure(tmp_path):
+    from analysis_fixtures import make_study
+    from scalestudy.analysis.claims import claims
+
+    study = make_study(tmp_path, [], name="empty")
+    agg.aggregate(study)
+    paths = render_all(study, formats=("csv", "png"))
+    assert len(paths) == 2 * len(FIGURES)
+    for name in FIGURES:
+        assert (study.figures_dir / f"{name}.csv").read_text() == ",".join(common.FIGURE_COLUMNS) + "\n"
+    rows = read_csv_rows(claims(study)[0])
+    assert {r["verdict"] for r in rows} == {"not comparable"}
