@@ -3,6 +3,7 @@
 # a 10-minute device call:
 #   bash benchmarks/h200_validation.sh A    harness (instrumented and bare) vs plain loop, 7B with AC
 #   bash benchmarks/h200_validation.sh B    7B without AC, and a 16-layer 7B slice without AC
+#   bash benchmarks/h200_validation.sh C    the same with torch.compile of each block
 # Raw logs go to $OUT/raw-<part>.tar.gz, plain-loop results to $OUT/plain-<part>.jsonl, the console
 # to $OUT/log-<part>.txt. `python benchmarks/h200_summary.py DIR` turns them into the numbers.
 set -uo pipefail
@@ -42,6 +43,11 @@ case $part in
     train fsdp-l16-noac --n-layers 16
     plain plain-l16-noac --n-layers 16
     plain plain-noac
+    ;;
+  C)
+    train fsdp-l16-noac-compile --n-layers 16 --compile
+    plain plain-l16-noac-compile --n-layers 16 --compile
+    train fsdp-ac-compile --activation-checkpointing full --compile
     ;;
 esac
 tar czf "$OUT/raw-$part.tar.gz" -C "$OUT" "raw-$part" && rm -rf "$RAW"

@@ -6,7 +6,7 @@ import argparse
 import importlib
 import json
 import sys
-from dataclasses import MISSING, fields
+from dataclasses import fields
 
 from scalestudy.spec import RunSpec, SpecError, load_spec
 

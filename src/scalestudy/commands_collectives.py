@@ -7,14 +7,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from dataclasses import fields
 from pathlib import Path
 
 from scalestudy.bandwidth import format_size, parse_size
 from scalestudy.collectives_spec import OPS, CollectivesSpec
-from scalestudy.spec import SpecError
+from scalestudy.spec import SpecError, load_mapping
 
 _SIZE_FIELDS = ("min_bytes", "max_bytes")
 
@@ -50,17 +49,7 @@ def add_collectives_spec_options(p: argparse.ArgumentParser) -> None:
 
 
 def load_collectives_spec(path: str) -> CollectivesSpec:
-    with open(path) as f:
-        text = f.read()
-    if path.endswith((".yaml", ".yml")):
-        import yaml
-
-        data = yaml.safe_load(text)
-    else:
-        data = json.loads(text)
-    if not isinstance(data, dict):
-        raise SpecError([("spec", f"{path} does not hold a mapping of CollectivesSpec fields")])
-    return CollectivesSpec.from_dict(data)
+    return CollectivesSpec.from_dict(load_mapping(path, "CollectivesSpec"))
 
 
 def collectives_spec_from_args(args: argparse.Namespace) -> CollectivesSpec:

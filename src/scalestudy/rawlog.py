@@ -53,21 +53,6 @@ class CorruptLogError(RawLogError):
 
 
 # ---- writing -----------------------------------------------------------------------
-def atomic_write_text(path: os.PathLike | str, text: str) -> None:
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def atomic_write_bytes(path: os.PathLike | str, data: bytes) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -81,6 +66,10 @@ def atomic_write_bytes(path: os.PathLike | str, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def atomic_write_text(path: os.PathLike | str, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
 
 
 def atomic_write_json(path: os.PathLike | str, obj: Any) -> None:

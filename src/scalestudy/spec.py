@@ -251,8 +251,8 @@ def _validate_resolved(s: RunSpec) -> list[tuple[str, str]]:
     return []
 
 
-def load_spec(path: str) -> RunSpec:
-    """A spec from a JSON or YAML file (a mapping of RunSpec fields)."""
+def load_mapping(path: str, what: str) -> dict:
+    """The mapping of fields in a JSON or YAML spec file."""
     with open(path) as f:
         text = f.read()
     if path.endswith((".yaml", ".yml")):
@@ -262,5 +262,10 @@ def load_spec(path: str) -> RunSpec:
     else:
         data = json.loads(text)
     if not isinstance(data, dict):
-        raise SpecError([("spec", f"{path} does not hold a mapping of RunSpec fields")])
-    return RunSpec.from_dict(data)
+        raise SpecError([("spec", f"{path} does not hold a mapping of {what} fields")])
+    return data
+
+
+def load_spec(path: str) -> RunSpec:
+    """A spec from a JSON or YAML file (a mapping of RunSpec fields)."""
+    return RunSpec.from_dict(load_mapping(path, "RunSpec"))
