@@ -15,6 +15,7 @@ COMMAND_MODULES = (
     "scalestudy.commands_measure",
     "scalestudy.commands_collectives",
     "scalestudy.commands_analysis",
+    "scalestudy.commands_launch",
 )
 
 

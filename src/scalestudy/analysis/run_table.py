@@ -25,7 +25,7 @@ energy        energy_j (summed over the GPUs of every rank), power_w_total (sum 
               (measured tokens / energy_j), energy_method, energy_scope, energy_reason
 exposed comm  compute_s, comm_s, exposed_comm_s (per iteration: each trace's totals over its traced
               steps divided by its steps, then the mean over the traced ranks), overlap_fraction
-              (1 - exposed/comm of those means), exposed_comm_share (exposed_comm_s / step_time_mean_s),
+              (1 - exposed/comm of those means), exposed_comm_share (exposed_comm_s / mean time of the traced steps),
               exposed_comm_kind, n_traces, exposed_comm_reason (scalestudy.exposed_comm.analyse_trace)
 """
 
@@ -128,9 +128,49 @@ def run_row(log: RunLog, planned=None, raw_dir: str | None = None) -> dict:
     row.update(_throughput(log, spec))
     row.update(_mfu(log, row))
     row.update(_memory(log))
+    if row["kind"] == PREDICTED:
+        row.update(_predicted(log, spec, row))
+        return row
     row.update(_energy(log, spec, row))
     row.update(_exposed_comm(log, row))
     return row
+
+
+# ---- predicted runs (scalestudy.perfmodel) -----------------------------------------------
+PREDICTED = "predicted"
+PREDICTED_BAND = "_band"  # metric -> [low, high], for the summary table
+
+
+def _predicted(log: RunLog, spec: RunSpec, row: dict) -> dict:
+    out = {c: None for c in ENERGY_COLUMNS + EXPOSED_COLUMNS}
+    recs = _records(log, "prediction")
+    if not recs:
+        out["energy_reason"] = out["exposed_comm_reason"] = "the predicted run holds no prediction record"
+        return out
+    p = recs[0]["value"]
+    v = p["values"]
+    step = row.get("step_time_mean_s")
+    if v.get("power_w_per_gpu") is not None and step:
+        total = v["power_w_per_gpu"] * spec.world_size
+        out.update(power_w_total=total, power_w_per_gpu=v["power_w_per_gpu"], energy_j=total * step * row["n_measured_steps"],
+                   energy_method=["predicted: scalestudy.perfmodel power model"],
+                   energy_scope=["GPU board power only (a model of NVML board power)"])
+        if v.get("idle_power_w_per_gpu") is not None:
+            out.update(idle_power_w_per_gpu=v["idle_power_w_per_gpu"],
+                       idle_power_w_total=v["idle_power_w_per_gpu"] * spec.world_size)
+        if row.get("_measured_tokens"):
+            out["tokens_per_joule"] = row["_measured_tokens"] / out["energy_j"]
+    else:
+        out["energy_reason"] = "the model has no power calibration"
+    comm, exposed = v.get("comm_s"), v.get("exposed_comm_s")
+    out.update(compute_s=v.get("compute_s"), comm_s=comm, exposed_comm_s=exposed,
+               overlap_fraction=(1.0 - exposed / comm) if comm else None,
+               exposed_comm_share=(exposed / step) if (exposed is not None and step) else None,
+               exposed_comm_kind=["predicted: scalestudy.perfmodel timeline"], n_traces=0)
+    if not comm:
+        out["exposed_comm_reason"] = "the layout issues no communication"
+    out[PREDICTED_BAND] = {m: b for m, b in (p.get("band") or {}).items()}
+    return out
 
 
 # ---- throughput ------------------------------------------------------------------------
@@ -262,6 +302,19 @@ def _energy(log: RunLog, spec: RunSpec, row: dict) -> dict:
 
 
 # ---- exposed communication -------------------------------------------------------------
+def _traced_step_time(log: RunLog, profiles: list[dict]) -> float | None:
+    """Mean over the traced steps of each step's time (its slowest rank)."""
+    first, last = profiles[0]["value"].get("steps", [None, None])
+    if first is None:
+        return None
+    per_step: dict[int, float] = {}
+    for rec in log.iterations():
+        step = rec["value"]["step"]
+        if first <= step <= last:
+            per_step[step] = max(per_step.get(step, 0.0), rec["value"]["step_time_s"])
+    return math.fsum(per_step.values()) / len(per_step) if per_step else None
+
+
 def _exposed_comm(log: RunLog, row: dict) -> dict:
     out = {c: None for c in EXPOSED_COLUMNS}
     profiles = _records(log, "profile")
@@ -293,8 +346,10 @@ def _exposed_comm(log: RunLog, row: dict) -> dict:
     out.update(compute_s=compute, comm_s=comm, exposed_comm_s=exposed,
                overlap_fraction=(1.0 - exposed / comm) if comm > 0 else None,
                exposed_comm_kind=kinds, n_traces=k)
-    if row.get("step_time_mean_s"):
-        out["exposed_comm_share"] = exposed / row["step_time_mean_s"]
+    traced_time = _traced_step_time(log, profiles)
+    if traced_time:
+        # against the traced iterations themselves: tracing slows them, most of all on CPU
+        out["exposed_comm_share"] = exposed / traced_time
     if comm <= 0:
         out["exposed_comm_reason"] = "the traces hold no communication"
     return out

@@ -1,0 +1,35 @@
+# The study's workflow: runs -> raw logs -> tables -> figures -> claims.
+#
+#   snakemake --cores 2                          # the default study (smoke: CPU, minutes)
+#   snakemake -n --config study=paper            # plan the paper's grid without running it
+#   snakemake figures/smoke/weak_scaling.pdf --force   # rebuild one figure alone
+#   snakemake --report report.html               # figures with their captions
+#
+# Run it from the repository root (this directory). Defaults for the command line are in
+# profiles/default/config.yaml, which Snakemake 9 reads by itself for this Snakefile.
+from snakemake.utils import min_version, validate
+
+min_version("9.0")
+
+
+configfile: "workflow/config.yaml"
+
+
+validate(config, "workflow/schemas/config.schema.yaml")
+
+
+report: "workflow/report/workflow.rst"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/runs.smk"
+include: "workflow/rules/collectives.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/figures.smk"
+include: "workflow/rules/claims.smk"
+
+
+rule all:
+    input:
+        all_targets,
+    default_target: True

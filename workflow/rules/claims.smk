@@ -1,0 +1,23 @@
+# The paper's numbered claims (C1 to C7) against this study's numbers, with their uncertainty.
+
+
+rule claims:
+    input:
+        tables,
+        figure_files,
+    output:
+        csv=report(
+            "figures/{study}/claims.csv",
+            caption="../report/claims.rst",
+            category="Claims",
+            labels={"table": "claims", "format": "CSV"},
+        ),
+        md="figures/{study}/claims.md",
+    log:
+        "data/{study}/logs/claims.log",
+    params:
+        study=study_arg,
+    conda:
+        "../envs/scalestudy.yaml"
+    shell:
+        "scalestudy claims --study {params.study} > {log} 2>&1"

@@ -1,0 +1,138 @@
+# Functions of the workflow (no rules here): the study, its runs, and their job resources.
+# Every planning decision lives in the package (scalestudy.studies, scalestudy.launch).
+import re
+from functools import lru_cache
+from pathlib import Path
+
+import yaml
+
+from snakemake.exceptions import WorkflowError
+
+from scalestudy.launch import job_resources
+from scalestudy.studies import FIGURES, StudyError, load_study, study_path
+
+
+@lru_cache(maxsize=None)
+def get_study(name):
+    """The study whose outputs live under data/NAME and figures/NAME."""
+    source = STUDY_SOURCES.get(name, name)
+    try:
+        return load_study(source)
+    except StudyError as e:
+        raise WorkflowError(f"invalid study: {e}") from None
+
+
+def study_arg(wildcards):
+    """What `scalestudy ... --study` needs to find the study: its name, or its YAML path."""
+    return STUDY_SOURCES.get(wildcards.study, wildcards.study)
+
+
+# The configured study is planned (and so validated) when the workflow is parsed: an invalid
+# study fails at once, naming its field.
+STUDY_SOURCES = {study_path(config["study"]).stem: config["study"]}
+STUDY = get_study(study_path(config["study"]).stem)
+
+
+def launched_studies():
+    """A wildcard pattern of the studies whose runs the workflow may launch: a study marked
+    `launch: false` has no rule that makes its raw logs, which must be committed instead."""
+    names = {STUDY.name} if STUDY.launch else set()
+    for p in Path("workflow/studies").glob("*.yaml"):
+        if p.stem != STUDY.name and (yaml.safe_load(p.read_text()) or {}).get("launch", True):
+            names.add(p.stem)
+    return "|".join(re.escape(n) for n in sorted(names)) or "(?!)"
+
+
+LAUNCHED_STUDIES = launched_studies()
+
+
+def planned_run(wildcards):
+    study = get_study(wildcards.study)
+    if not study.launch:
+        raise WorkflowError(
+            f"study {study.name!r} is not launched by the workflow (launch: false): "
+            f"{study.raw_dir}/{wildcards.run_id} must come from the committed raw logs"
+        )
+    try:
+        return study.run(wildcards.run_id).spec
+    except KeyError:
+        try:
+            return study.collective(wildcards.run_id)
+        except KeyError:
+            raise WorkflowError(f"study {study.name!r} plans no run {wildcards.run_id!r}") from None
+
+
+def run_resource(key):
+    """A job resource of a planned run (scalestudy.launch.job_resources)."""
+
+    def resource(wildcards):
+        study = get_study(wildcards.study)
+        return job_resources(planned_run(wildcards), study.time_limit_s)[key]
+
+    return resource
+
+
+def raw_inputs(wildcards):
+    """Every raw-log directory of the study: made by the run and collectives jobs, or for a
+    study that is never launched, committed under data/NAME/raw."""
+    study = get_study(wildcards.study)
+    dirs = [f"data/{study.name}/raw/{run_id}" for run_id in study.run_ids + study.collectives_ids]
+    if not study.launch and not any(Path(d).is_dir() for d in dirs):
+        raise WorkflowError(
+            f"study {study.name!r} is not launched by the workflow (launch: false) and "
+            f"data/{study.name}/raw holds none of its runs: commit its raw logs first"
+        )
+    return dirs
+
+
+def study_hardware(wildcards):
+    return get_study(wildcards.study).hardware
+
+
+def figure_runs(figure):
+    """In words, the runs a figure of the study draws on (for its caption)."""
+
+    def runs(wildcards):
+        study = get_study(wildcards.study)
+        if figure == "collectives_bandwidth":
+            worlds = ", ".join(str(c.world_size) for c in study.collectives)
+            return f"{len(study.collectives)} collectives benchmarks of study {study.name} (world sizes {worlds})"
+        planned = study.runs_of(figure)
+        seeds = {}
+        for r in planned:
+            seeds[r.spec.config_id] = seeds.get(r.spec.config_id, 0) + 1
+        counts = sorted(set(seeds.values())) or [0]
+        each = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
+        return (
+            f"{len(planned)} runs of study {study.name}, experiment {figure}: "
+            f"{len(seeds)} configurations x {each} seeds"
+        )
+
+    return runs
+
+
+def tables(wildcards):
+    return expand(
+        "data/{study}/tables/{table}.csv",
+        study=wildcards.study,
+        table=("runs", "summary", "collectives", "collectives_summary"),
+    )
+
+
+def study_figures(name):
+    study = get_study(name)
+    return expand(
+        "figures/{study}/{figure}.{ext}",
+        study=study.name,
+        figure=study.figures,
+        ext=("pdf", "png", "csv"),
+    )
+
+
+def figure_files(wildcards):
+    return study_figures(wildcards.study)
+
+
+def all_targets(wildcards):
+    claims = expand("figures/{study}/claims.{ext}", study=STUDY.name, ext=("csv", "md"))
+    return study_figures(STUDY.name) + claims
