@@ -54,7 +54,8 @@ def test_second_invocation_runs_nothing(workdir):
 
 def test_one_figure_reruns_alone(workdir):
     target = "figures/mini/weak_scaling.pdf"
-    res = sh(SNAKEMAKE + ["--cores", "2", "--config", "study=mini", target, "--force", "-n"], workdir)
+    # targets before --config, which takes every word after it
+    res = sh(SNAKEMAKE + [target, "--cores", "2", "--force", "-n", "--config", "study=mini"], workdir)
     assert res.returncode == 0
     out = res.stdout + res.stderr
     assert "figure_weak_scaling" in out and "rule run:" not in out and "aggregate" not in out.split("Job stats")[-1]

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from scalestudy.rawlog import CorruptLogError, RunLog
+from scalestudy.llama_configs import get_model_config
 from scalestudy.spec import RunSpec, SpecError
 
 SPEC_PREFIX = "spec."
@@ -70,9 +71,16 @@ def spec_columns(spec: RunSpec) -> dict:
     return {SPEC_PREFIX + k: v for k, v in spec.to_dict().items()}
 
 
+def model_name(spec: RunSpec) -> str:
+    """The model, naming a slice of it as such: a 16-layer slice of Llama-2 7B is not Llama-2 7B."""
+    if spec.n_layers and spec.n_layers != get_model_config(spec.model).n_layers:
+        return f"{spec.model} ({spec.n_layers} of {get_model_config(spec.model).n_layers} layers)"
+    return spec.model
+
+
 def layout_columns(spec: RunSpec) -> dict:
     return {
-        "layout": spec.layout, "model": spec.model, "world_size": spec.world_size, "nodes": spec.nodes,
+        "layout": spec.layout, "model": model_name(spec), "world_size": spec.world_size, "nodes": spec.nodes,
         "procs_per_node": spec.procs_per_node, "dp_replicate": spec.dp_replicate, "dp_shard": spec.dp_shard,
         "tp": spec.tp, "pp": spec.pp, "global_batch": spec.global_batch, "local_batch": spec.local_batch,
         "seq_len": spec.seq_len, "tokens_per_step": spec.tokens_per_step, "device": spec.device,
@@ -139,6 +147,7 @@ def run_row(log: RunLog, planned=None, raw_dir: str | None = None) -> dict:
 # ---- predicted runs (scalestudy.perfmodel) -----------------------------------------------
 PREDICTED = "predicted"
 PREDICTED_BAND = "_band"  # metric -> [low, high], for the summary table
+PREDICTED_CORNERS = "_corners"  # metric -> values at the corners of the model's uncertainty box
 
 
 def _predicted(log: RunLog, spec: RunSpec, row: dict) -> dict:
@@ -170,6 +179,8 @@ def _predicted(log: RunLog, spec: RunSpec, row: dict) -> dict:
     if not comm:
         out["exposed_comm_reason"] = "the layout issues no communication"
     out[PREDICTED_BAND] = {m: b for m, b in (p.get("band") or {}).items()}
+    out[PREDICTED_CORNERS] = {m: c for m, c in (p.get("corners") or {}).items()}
+    out["_central"] = v
     return out
 
 
