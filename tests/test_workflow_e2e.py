@@ -1,6 +1,7 @@
 """The whole workflow on a reduced smoke study: snakemake runs every rule, a second invocation
 runs nothing, the audit passes, and one changed raw byte makes it fail naming the file."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -65,9 +66,15 @@ def test_audit_passes_then_catches_a_changed_byte(workdir):
     cli = [sys.executable, "-m", "scalestudy"]
     res = sh(cli + ["audit", "--study", "mini", "--root", str(workdir)], workdir)
     assert res.returncode == 0, res.stdout + res.stderr
-    res = sh(cli + ["provenance", "figures/mini/weak_scaling.csv"], workdir)
-    assert res.returncode == 0 and "sha256" in res.stdout
-    metrics = sorted((workdir / "data" / "mini" / "raw").glob("*/metrics.jsonl"))[0]
+    res = sh(cli + ["provenance", "figures/mini/weak_scaling.csv", "--json"], workdir)
+    assert res.returncode == 0, res.stderr
+    prov = json.loads(res.stdout)
+    assert prov["rows"] and not prov["problems"]
+    for run in prov["runs"].values():
+        assert {f["path"] for f in run["files"]} >= {"run.json", "metrics.jsonl", "status.json"}
+        assert all(f["ok"] is not False and len(f["sha256_now"]) == 64 for f in run["files"])
+        assert "torch" in run["environment"]
+    metrics = sorted((workdir / "data" / "mini" / "raw").glob("tiny-*/metrics.jsonl"))[0]
     data = bytearray(metrics.read_bytes())
     i = data.index(b'"loss": ') + 9
     data[i] = ord("7") if data[i] != ord("7") else ord("8")
