@@ -18,6 +18,8 @@ from scalestudy.rawlog import find_runs, read_run
 def label(run) -> str:
     """The validation script's name for a run, from its spec and launch options."""
     spec, launch = run.spec, run.run["launch"]
+    if spec["compile"]:
+        return "fsdp-ac-compile" if spec["activation_checkpointing"] == "full" else "fsdp-l16-noac-compile"
     if spec["activation_checkpointing"] == "full":
         return "fsdp-ac-instrumented" if spec["profile_iters"] and launch["power"] else "fsdp-ac-bare"
     return "fsdp-l16-noac" if spec["n_layers"] == 16 else "fsdp-noac"
@@ -79,6 +81,8 @@ def main(root: str) -> None:
         "harness_over_plain_7b_ac": ratio(runs["fsdp-ac-bare"].get("tokens_per_s"), plain["plain-ac"]["tokens_per_s"]),
         "harness_over_plain_7b_16_layers_no_ac": ratio(runs["fsdp-l16-noac"].get("tokens_per_s"),
                                                        plain["plain-l16-noac"]["tokens_per_s"]),
+        "harness_over_plain_7b_16_layers_no_ac_compiled": ratio(runs["fsdp-l16-noac-compile"].get("tokens_per_s"),
+                                                                plain["plain-l16-noac-compile"]["tokens_per_s"]),
         "instrumented_over_bare_7b_ac": ratio(runs["fsdp-ac-instrumented"].get("tokens_per_s"),
                                               runs["fsdp-ac-bare"].get("tokens_per_s")),
         "energy_counter_vs_sampled_integral": {k: v.get("counter_vs_samples") for k, v in runs.items()

@@ -1,7 +1,9 @@
 """Audit a study: do its tables, figure CSVs and claims follow from its raw logs, byte for byte?
 
 `audit(study)` returns a list of problems, each naming a file (empty: all is well):
-1. every checksum in every run's status.json is recomputed (a missing or changed raw-log file);
+1. every checksum in every run's status.json is recomputed (a missing or changed raw-log file); for a
+   predicted run (scalestudy.perfmodel), also those of the measured runs it was calibrated from, as
+   the prediction recorded them (a changed calibration file makes the prediction stale);
 2. run directories under raw/ that the study did not plan (an unfinished attempt of a planned
    run that the harness moved aside is not a problem);
 3. the tables, claims and every figure's CSV are rebuilt from the raw logs into a temporary
@@ -59,7 +61,26 @@ def verify_checksums(raw_dir: Path) -> list[str]:
                 problems.append(f"{p}: listed in status.json but missing")
             elif now != digest:
                 problems.append(f"{p}: sha256 differs from the one recorded in {status_path}")
+        problems.extend(_calibration_problems(d))
     return problems
+
+
+def _calibration_problems(run_dir: Path) -> list[str]:
+    from scalestudy.analysis.provenance import calibration_provenance
+
+    try:
+        run = json.loads((run_dir / "run.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return []
+    if run.get("kind") != "predicted":
+        return []
+    seen, out = set(), []
+    for c in calibration_provenance(run_dir, run):
+        for p in c["problems"]:
+            if p not in seen:
+                seen.add(p)
+                out.append(p)
+    return out
 
 
 def audit(study, *, figures: bool = True, claims: bool = True) -> list[str]:
@@ -92,7 +113,8 @@ def audit(study, *, figures: bool = True, claims: bool = True) -> list[str]:
                 if problem:
                     problems.append(problem)
         if figures:
-            for name in FIGURES:
+            # the study's own figures (every figure unless its file names a subset)
+            for name in [f for f in FIGURES if f in (getattr(study, "figures", None) or FIGURES)]:
                 for p in render(name, study, loaded, f_dir, formats=("csv",)):
                     problem = compare(p, Path(study.figures_dir) / p.name)
                     if problem:
