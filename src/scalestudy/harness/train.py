@@ -164,11 +164,15 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         if world != spec.world_size:
             raise faults.InvalidConfig(f"the launcher started {world} processes but the spec needs "
                                        f"nodes*procs_per_node = {spec.world_size}")
-        if spec.backend != "torch":
-            raise faults.InvalidConfig(f"backend {spec.backend!r} is not available in this version")
         torch.manual_seed(spec.seed)
         dims = ParallelDims.from_spec(spec, world)
-        trainer = Trainer(spec, dims, device)
+        if spec.backend == "megatron":  # an optional extra: imported only when asked for
+            from scalestudy.harness.megatron_backend.trainer import MegatronTrainer
+
+            trainer = MegatronTrainer(spec, dims, device)
+            log.log("backend", trainer.describe())
+        else:
+            trainer = Trainer(spec, dims, device)
         log.log("device_peak", device_peak(spec, device, peak_tflops))
         if rank == 0:
             log.log("flops", flops_per_token(trainer.cfg, spec.seq_len))
