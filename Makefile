@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 BIN := $(abspath $(VENV))/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: figures smoke test venv clean
+.PHONY: figures smoke test test-slurm venv clean
 
 venv: $(VENV)/.installed
 
@@ -34,6 +34,10 @@ smoke: venv
 
 test: venv
 	OMP_NUM_THREADS=1 python -m pytest $(PYTEST_ARGS)
+
+# the SLURM tests alone; the cluster tests need root and slurm+munge (ci/install-slurm.sh)
+test-slurm: venv
+	OMP_NUM_THREADS=1 python -m pytest tests/test_slurm_launch.py tests/test_slurm_cluster.py $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .snakemake runs

@@ -2,6 +2,7 @@
 #
 #   snakemake --cores 2                          # the default study (smoke: CPU, minutes)
 #   snakemake -n --config study=paper            # plan the paper's grid without running it
+#   snakemake --cores 2 --config study=paper-model   # the paper's figures PREDICTED by the model
 #   snakemake figures/smoke/weak_scaling.pdf --force   # rebuild one figure alone
 #   snakemake --report report.html               # figures with their captions
 #
@@ -27,6 +28,7 @@ include: "workflow/rules/collectives.smk"
 include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/claims.smk"
+include: "workflow/rules/model.smk"
 
 
 rule all:

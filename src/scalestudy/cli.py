@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "scalestudy.commands_collectives",
     "scalestudy.commands_analysis",
     "scalestudy.commands_launch",
+    "scalestudy.commands_model",
 )
 
 

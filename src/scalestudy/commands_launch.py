@@ -5,8 +5,11 @@ collectives jobs), and `scalestudy study`: list what a study plans.
     scalestudy launch --spec-json spec.json --run-dir runs/x --time-limit-s 600
     scalestudy study --study paper            # runs, labels, experiments, dropped points
 
-See scalestudy.launch for the exit codes: 0 for every classified outcome (the run's status is
-data), 1 when the harness itself failed, 2 when the run could not be started.
+Inside a SLURM job a run of N nodes starts with srun on the job's nodes (scalestudy.slurm;
+site settings from slurm/site.yaml). See scalestudy.launch for the exit codes: 0 for every
+classified outcome (the run's status is data), 1 when the harness itself failed, 2 when the run
+could not be started, 3 when a stopped run (timeout, preempted) should run again
+(--attempt below --max-attempts).
 """
 
 from __future__ import annotations
@@ -55,12 +58,14 @@ class _Usage(Exception):
 
 def cmd_launch(args: argparse.Namespace) -> int:
     from scalestudy.launch import EXIT_USAGE, LaunchError, launch
+    from scalestudy.slurm import SiteError, load_site
 
     try:
         spec, run_dir, study_limit = _load_spec(args)
         outcome = launch(spec, run_dir, time_limit_s=args.time_limit_s or study_limit, log_path=args.log,
-                         grace_s=args.grace_s)
-    except (_Usage, LaunchError) as e:
+                         grace_s=args.grace_s, attempt=args.attempt, max_attempts=max(args.max_attempts, args.attempt),
+                         site=load_site(root=args.root))
+    except (_Usage, LaunchError, SiteError) as e:
         print(f"scalestudy launch: {e}", file=sys.stderr)
         return EXIT_USAGE
     stream = sys.stdout if outcome.exit_code == 0 else sys.stderr
@@ -70,14 +75,16 @@ def cmd_launch(args: argparse.Namespace) -> int:
 
 def cmd_study(args: argparse.Namespace) -> int:
     from scalestudy.launch import job_resources
+    from scalestudy.slurm import load_site
     from scalestudy.studies import load_study
 
     study = load_study(args.study, args.root)
+    site = load_site(root=args.root)
     if args.json:
         print(json.dumps({
             "name": study.name, "hardware": study.hardware, "launch": study.launch, "figures": list(study.figures),
             "runs": [{"run_id": r.run_id, "label": r.label, "experiments": list(r.experiments),
-                      "world_size": r.spec.world_size, "resources": job_resources(r.spec, study.time_limit_s)}
+                      "world_size": r.spec.world_size, "resources": job_resources(r.spec, study.time_limit_s, site)}
                      for r in study.runs],
             "collectives": [{"run_id": c.run_id, "world_size": c.world_size} for c in study.collectives],
             "dropped": [{"experiment": d.experiment, "point": d.point, "reason": d.reason} for d in study.dropped],
@@ -113,6 +120,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--time-limit-s", type=float, default=None,
                    help="wall-clock limit (default: the study's time_limit_s, else estimated from the spec)")
     p.add_argument("--grace-s", type=float, default=30.0, help="after SIGTERM at the limit, kill after this long")
+    p.add_argument("--attempt", type=int, default=1, help="this attempt at the run (the workflow's, from 1)")
+    p.add_argument("--max-attempts", type=int, default=1,
+                   help="attempts the workflow makes; before the last, a run stopped by a time limit or a "
+                        "preemption exits 3 so that it runs again (default 1: the status is data at once)")
     p.set_defaults(func=cmd_launch)
 
     p = subparsers.add_parser("study", help="list a study's planned runs, labels, experiments and dropped points")

@@ -4,6 +4,11 @@ raw log that always ends with status.json.
     python -m torch.distributed.run --nproc_per_node P --nnodes 1 --rdzv-backend c10d \\
         --rdzv-endpoint localhost:0 -m scalestudy train --spec SPEC.json --run-dir DIR --quiet
 
+Inside a SLURM job (SLURM_JOB_ID set) a run of N nodes starts as `srun --nodes N
+--ntasks-per-node 1 ... torchrun --nnodes N ... --rdzv-endpoint FIRST_HOST:PORT` (see
+scalestudy.slurm); a one-node run that already runs inside a job step (Snakemake's SLURM job
+step wraps single-node jobs in `srun -n1`) starts torchrun directly, as above.
+
 At the time limit the launcher sends SIGTERM to torchrun, which passes it to its workers; the
 harness records `timeout` on every rank that still runs Python. After `grace_s` whatever is left
 of the process group is killed. When the processes have ended and no status.json exists (a rank
@@ -11,7 +16,21 @@ died without a word, or never got to write one), the launcher finalises the raw 
 `rawlog.try_finalize(force=True)`: ranks without a status count as `timeout` if the launcher
 stopped the run, `crashed` otherwise.
 
-Exit codes (the workflow's job fails only on 1 and 2):
+When SLURM stops the job (its time limit, a preemption, scancel, a failed node), every process
+gets SIGTERM: the ranks record `timeout`, and the launcher asks SLURM why (`scontrol show job`):
+a job stopped from outside before its time limit makes the run `preempted`, and status.json
+says so in `stopped_by`.
+
+The ranks write into a directory of the attempt (data/STUDY/attempts/RUN_ID.attemptN...), which
+the launcher moves to the run directory when the run has ended: the run directory only ever
+appears finished, and a job that fails while the run is stopping (Snakemake removes a failed
+job's output at once) cannot take the record with it. A run that ends `timeout` or `preempted`
+goes to interrupted/ next to raw/ (never read as a result) instead while attempts remain
+(--attempt A --max-attempts M): the launcher exits 3 so that the workflow runs it again; the
+last attempt exits 0 with the status as data. A run directory that holds such an interrupted
+run is moved aside when the run is launched again (SLURM's requeue).
+
+Exit codes (the workflow's job fails only on 1, 2 and 3):
   0  the run has a status.json with a classified status - ok, oom, timeout, preempted,
      comm_error, invalid_config, or crashed because a process died without writing its
      status (segfault, killed by the host, os._exit): the outcome is data, the DAG goes on.
@@ -19,14 +38,16 @@ Exit codes (the workflow's job fails only on 1 and 2):
      crashed with a Python traceback: a bug to fix, not a measurement), or the processes
      ended without ever starting a raw log. The run directory is copied next to raw/ (into
      crashed/) first, since Snakemake deletes the outputs of a failed job.
-  2  the launcher could not start the run: unknown run id, invalid spec, a multi-node spec.
+  2  the launcher could not start the run: unknown run id, invalid spec, a multi-node spec
+     outside a SLURM job, an allocation with fewer nodes than the spec.
+  3  the run was stopped (timeout, preempted) and attempts remain: run it again.
 
-Single node only; multi-node runs (srun + torchrun under SLURM) are a later addition.
 Pure Python at import time (no torch): the workflow imports it to plan resources.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -40,7 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Union
 
-from scalestudy import rawlog
+from scalestudy import rawlog, slurm
 from scalestudy.collectives_spec import CollectivesSpec
 from scalestudy.spec import RunSpec
 
@@ -49,6 +70,9 @@ Spec = Union[RunSpec, CollectivesSpec]
 EXIT_CLASSIFIED = 0
 EXIT_HARNESS_ERROR = 1
 EXIT_USAGE = 2
+EXIT_RETRY = 3
+# statuses of a run stopped from outside or at its limit: rerun while attempts remain
+INTERRUPTED = ("timeout", "preempted")
 
 DEFAULT_GRACE_S = 30.0
 # The dense bf16 peak used only to size time limits (H100/H200 SXM); MFU 20% is a pessimistic floor.
@@ -70,7 +94,8 @@ class LaunchOutcome:
     timed_out: bool  # the launcher stopped the run at its time limit
     returncode: int | None  # torchrun's exit code
     finalized_by_launcher: bool  # the launcher wrote status.json (force)
-    kept_at: Path | None = None  # where a crashed run's directory was copied
+    kept_at: Path | None = None  # where a crashed or interrupted run's directory was copied
+    stopped_by: dict | None = None  # what SLURM said when it stopped the job
 
 
 # ---- planning -------------------------------------------------------------------------
@@ -94,71 +119,185 @@ def default_time_limit_s(spec: Spec) -> float:
     return 300.0 + 5 * spec.nodes + 2 * steps * step_s + trace_s
 
 
-def job_resources(spec: Spec, time_limit_s: float | None = None) -> dict:
+def job_resources(spec: Spec, time_limit_s: float | None = None, site: slurm.Site | None = None) -> dict:
     """Scheduler resources of one run: Snakemake's local scheduler reads threads, gpus and
-    mem_mb; the SLURM executor plugin reads nodes, tasks, runtime (minutes), mem_mb (per node)
-    and slurm_extra. One torchrun agent a node starts procs_per_node processes."""
+    mem_mb; the SLURM executor plugin reads nodes, tasks, cpus_per_task, mpi, runtime (minutes),
+    mem_mb (per node), slurm_partition, slurm_account, qos, constraint and slurm_extra, which
+    scalestudy.slurm.job_resources derives from the spec and the site (slurm/site.yaml; None:
+    not set). One torchrun agent a node starts procs_per_node processes."""
     limit = time_limit_s or default_time_limit_s(spec)
     cuda = spec.device == "cuda"
     per_node = spec.procs_per_node
-    extra = f"--ntasks-per-node=1 --gpus-per-node={per_node}" if cuda else "--ntasks-per-node=1"
-    return {
+    res = {
         "threads": per_node,
-        "nodes": spec.nodes,
-        "tasks": spec.nodes,
         "gpus": spec.world_size if cuda else 0,
-        "mem_mb": (16384 * per_node if cuda else 1024 + 768 * per_node),
-        "runtime": int(math.ceil((limit + 2 * DEFAULT_GRACE_S) / 60)) + 2,
-        "slurm_extra": extra,
         "time_limit_s": int(math.ceil(limit)),
     }
+    res.update(slurm.job_resources(
+        nodes=spec.nodes, procs_per_node=per_node, cuda=cuda, site=site or slurm.Site(), what=f"run {spec.run_id}",
+        runtime_min=int(math.ceil((limit + 2 * DEFAULT_GRACE_S) / 60)) + 2,
+        mem_mb=16384 * per_node if cuda else 1024 + 768 * per_node))
+    return res
+
+
+def _module_args(spec: Spec, spec_file: Path, run_dir: Path) -> list[str]:
+    """What torchrun's -m runs on every process."""
+    if isinstance(spec, CollectivesSpec):
+        module = ["scalestudy.commands_collectives"]  # == `scalestudy collectives`
+    else:
+        module = ["scalestudy", "train"]
+    return [*module, "--spec", str(spec_file), "--run-dir", str(run_dir), "--quiet"]
 
 
 def torchrun_command(spec: Spec, spec_file: Path, run_dir: Path, python: str = sys.executable) -> list[str]:
-    if isinstance(spec, CollectivesSpec):
-        module = ["-m", "scalestudy.commands_collectives"]  # == `scalestudy collectives`
-    else:
-        module = ["-m", "scalestudy", "train"]
     return [python, "-m", "torch.distributed.run", f"--nproc_per_node={spec.procs_per_node}", "--nnodes=1",
-            "--rdzv-backend=c10d", "--rdzv-endpoint=localhost:0", *module,
-            "--spec", str(spec_file), "--run-dir", str(run_dir), "--quiet"]
+            "--rdzv-backend=c10d", "--rdzv-endpoint=localhost:0", "-m", *_module_args(spec, spec_file, run_dir)]
+
+
+def launch_command(spec: Spec, spec_file: Path, run_dir: Path, python: str = sys.executable,
+                   allocation: slurm.Allocation | None = None, site: slurm.Site | None = None) -> list[str]:
+    """torchrun on this host, or inside a SLURM allocation srun + torchrun on its nodes (one-node
+    runs already inside a job step start torchrun directly: the step holds the node)."""
+    if allocation is None or (allocation.in_step and spec.nodes == 1):
+        if spec.nodes != 1:
+            raise LaunchError(f"{spec.run_id} needs {spec.nodes} nodes; outside a SLURM job this launcher starts "
+                              "single-node runs only (run the workflow with --profile slurm)")
+        return torchrun_command(spec, spec_file, run_dir, python)
+    if len(allocation.hosts) < spec.nodes:
+        raise LaunchError(f"{spec.run_id} needs {spec.nodes} nodes; SLURM job {allocation.job_id} has "
+                          f"{len(allocation.hosts)} ({allocation.nodelist})")
+    site = site or slurm.Site()
+    cuda = spec.device == "cuda"
+    res = slurm.job_resources(nodes=spec.nodes, procs_per_node=spec.procs_per_node, cuda=cuda, runtime_min=0,
+                              mem_mb=0, site=site, what=f"run {spec.run_id}")
+    return slurm.srun_torchrun_command(
+        nodes=spec.nodes, procs_per_node=spec.procs_per_node, first_host=allocation.first_host,
+        job_id=allocation.job_id, module_args=_module_args(spec, spec_file, run_dir), python=python,
+        cpus_per_task=res["cpus_per_task"], gpus_per_node=spec.procs_per_node if cuda else None,
+        port=slurm.rdzv_port(allocation.job_id, site.rdzv_port), overlap=allocation.in_step,
+        srun_extra=site.srun_extra)
 
 
 # ---- launching ------------------------------------------------------------------------
 def launch(spec: Spec, run_dir: Path | str, *, time_limit_s: float | None = None, log_path: Path | str | None = None,
            grace_s: float = DEFAULT_GRACE_S, env: dict | None = None, python: str = sys.executable,
-           keep_crashed: bool = True) -> LaunchOutcome:
-    """Run `spec` on this host and leave a finished raw log in run_dir (see the module doc)."""
+           keep_crashed: bool = True, attempt: int = 1, max_attempts: int = 1,
+           site: slurm.Site | None = None) -> LaunchOutcome:
+    """Run `spec` on this host, or on the nodes of the SLURM job it runs in, and leave a
+    finished raw log in run_dir (see the module doc)."""
     run_dir = Path(run_dir)
-    if spec.nodes != 1:
-        raise LaunchError(f"{spec.run_id} needs {spec.nodes} nodes; this launcher starts single-node runs only "
-                          "(multi-node runs need the SLURM launcher)")
+    env = dict(os.environ if env is None else env)
+    allocation = slurm.current_allocation(env) if slurm.job_id_of(env) else None
+    if spec.nodes != 1 and allocation is None:
+        raise LaunchError(f"{spec.run_id} needs {spec.nodes} nodes; outside a SLURM job this launcher starts "
+                          "single-node runs only (run the workflow with --profile slurm)")
     if (run_dir / rawlog.STATUS_FILE).exists():
-        raise LaunchError(f"{run_dir} already holds a finished run; remove it to run again")
+        before = json.loads((run_dir / rawlog.STATUS_FILE).read_text()).get("status")
+        if before not in INTERRUPTED:
+            raise LaunchError(f"{run_dir} already holds a finished run; remove it to run again")
+        # an interrupted attempt (e.g. SLURM requeued the job after a preemption): kept, replaced
+        aside = _keep_copy(run_dir, run_dir, "interrupted", f"replaced.{_stamp()}", move=True)
+        print(f"[scalestudy] the run directory held an interrupted run ({before}); moved to {aside}", flush=True)
     limit = float(time_limit_s or default_time_limit_s(spec))
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ if env is None else env)
     env.setdefault("PYTHONUNBUFFERED", "1")
     if env.get("OMP_NUM_THREADS", "").isdigit():  # Snakemake sets it to the job's threads: share them out
         env["OMP_NUM_THREADS"] = str(max(1, int(env["OMP_NUM_THREADS"]) // spec.procs_per_node))
     if log_path is not None:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     log: IO[str]
+    # The ranks write into a directory of this attempt (data/STUDY/attempts/...), moved to run_dir
+    # when the run has ended: a workflow job that fails while the run is stopping (Snakemake
+    # removes a failed job's output at once) cannot take the record with it, and run_dir only
+    # ever appears finished.
+    stage = _stage_dir(run_dir, attempt, allocation)
     with tempfile.TemporaryDirectory(prefix="scalestudy-launch-") as tmp, \
-            (open(log_path, "w") if log_path is not None else _Stdout()) as log:
-        spec_file = Path(tmp) / "spec.json"
+            (open(log_path, "a" if attempt > 1 else "w") if log_path is not None else _Stdout()) as log:
+        # the spec file must be readable on every node of a multi-node run: on the shared file
+        # system next to the run's directory, not in this host's /tmp
+        spec_dir = Path(tmp) if allocation is None or spec.nodes == 1 else stage.parent
+        spec_file = spec_dir / (f".{stage.name}.spec.json" if spec_dir != Path(tmp) else "spec.json")
+        spec_file.parent.mkdir(parents=True, exist_ok=True)
         spec_file.write_text(json.dumps(spec.to_dict(), indent=1, sort_keys=True) + "\n")
-        cmd = torchrun_command(spec, spec_file, run_dir, python)
-        _note(log, f"run {spec.run_id}: {' '.join(cmd)}")
-        _note(log, f"wall-clock limit {limit:.0f} s, then SIGTERM and {grace_s:.0f} s grace")
-        started = time.monotonic()
-        returncode, timed_out, signalled = _supervise(cmd, env, log, limit, grace_s)
-        _note(log, f"torchrun ended with exit code {returncode} after {time.monotonic() - started:.1f} s"
-                   + (" (stopped at the time limit)" if timed_out else "")
-                   + (f" (stopped: the launcher received {signal.Signals(signalled).name})" if signalled else ""))
-        outcome = _conclude(spec, run_dir, returncode, timed_out, signalled, limit, keep_crashed)
+        try:
+            cmd = launch_command(spec, spec_file, stage, python, allocation, site)
+            stage.mkdir(parents=True)
+            if allocation is not None:
+                _note(log, f"SLURM job {allocation.job_id}, nodes {allocation.nodelist}, attempt {attempt} of "
+                           f"{max_attempts}" + (" (inside a job step)" if allocation.in_step else ""))
+            _note(log, f"run {spec.run_id}: {' '.join(cmd)}")
+            _note(log, f"wall-clock limit {limit:.0f} s, then SIGTERM and {grace_s:.0f} s grace")
+            started = time.monotonic()
+            returncode, timed_out, signalled = _supervise(cmd, env, log, limit, grace_s)
+            _note(log, f"torchrun ended with exit code {returncode} after {time.monotonic() - started:.1f} s"
+                       + (" (stopped at the time limit)" if timed_out else "")
+                       + (f" (stopped: the launcher received {signal.Signals(signalled).name})" if signalled else ""))
+        finally:
+            if spec_file.parent != Path(tmp):
+                spec_file.unlink(missing_ok=True)
+        stop = None
+        if signalled is not None and allocation is not None:
+            verdict, facts = slurm.why_stopped(allocation.job_id, signal=signalled)
+            stop = {"scheduler": "slurm", "job_id": allocation.job_id, "status": verdict, **facts}
+            _note(log, f"SLURM says: {' '.join(f'{k}={v}' for k, v in facts.items()) or 'nothing'}"
+                       f" -> {verdict or 'no verdict'}")
+        outcome = _conclude(spec, stage, returncode, timed_out, signalled, limit, keep_crashed, stop, allocation,
+                            final_dir=run_dir)
+        outcome = _place(outcome, stage, run_dir, attempt, max_attempts, stopping=signalled is not None)
         _note(log, outcome.message)
     return outcome
+
+
+def _stamp() -> str:
+    return time.strftime("%Y%m%dT%H%M%S")
+
+
+def _stage_dir(run_dir: Path, attempt: int, allocation: slurm.Allocation | None) -> Path:
+    """Where this attempt's ranks write: data/STUDY/attempts/RUN_ID.attemptN.jobJ.STAMP for a run
+    under raw/, else a hidden sibling of run_dir."""
+    who = f"job{allocation.job_id}" if allocation is not None else f"pid{os.getpid()}"
+    name = f"{run_dir.name}.attempt{attempt}.{who}.{_stamp()}"
+    stage = (run_dir.parent.parent / "attempts" / name) if run_dir.parent.name == "raw" \
+        else run_dir.with_name(f".{name}")
+    n = 1
+    while stage.exists():
+        n += 1
+        stage = stage.with_name(f"{name}~{n}")
+    return stage
+
+
+def _place(outcome: LaunchOutcome, stage: Path, run_dir: Path, attempt: int, max_attempts: int,
+           stopping: bool) -> LaunchOutcome:
+    """Move the finished attempt to run_dir. An interrupted run (timeout, preempted) goes to
+    interrupted/ instead, where it is never read as a result, while attempts remain: the launcher
+    exits EXIT_RETRY and the workflow runs it again. A job that SLURM is stopping fails whatever
+    the exit code says (the workflow removes run_dir and retries it): its run is copied to
+    interrupted/ too."""
+    interrupted = outcome.exit_code == EXIT_CLASSIFIED and outcome.status in INTERRUPTED
+    retry = interrupted and attempt < max_attempts
+    kept, text = outcome.kept_at, outcome.message
+    if interrupted and (retry or stopping):
+        kept = _keep_copy(stage, run_dir, "interrupted", f"attempt{attempt}.{_stamp()}", move=retry)
+        text += f"; kept at {kept}" if kept else ""
+    if retry:
+        text += f"; attempt {attempt} of {max_attempts}: the workflow runs it again"
+    elif stage.exists():
+        if any(stage.iterdir()):
+            if run_dir.exists():  # something appeared meanwhile: keep it, never overwrite
+                if any(run_dir.iterdir()):
+                    _keep_copy(run_dir, run_dir, "interrupted", f"displaced.{_stamp()}", move=True)
+                else:
+                    run_dir.rmdir()
+            os.replace(stage, run_dir)
+        else:
+            stage.rmdir()
+    if stage.parent.name == "attempts":
+        try:
+            stage.parent.rmdir()  # when no other attempt is in flight
+        except OSError:
+            pass
+    return dataclasses.replace(outcome, run_dir=run_dir, exit_code=EXIT_RETRY if retry else outcome.exit_code,
+                               message=text, kept_at=kept)
 
 
 class _Stdout:
@@ -256,10 +395,19 @@ def _missing_ranks(run_dir: Path, world: int) -> list[int]:
 
 
 def _conclude(spec: Spec, run_dir: Path, returncode: int, timed_out: bool, signalled: int | None,
-              limit: float, keep_crashed: bool) -> LaunchOutcome:
+              limit: float, keep_crashed: bool, stop: dict | None = None,
+              allocation: slurm.Allocation | None = None, final_dir: Path | None = None) -> LaunchOutcome:
+    """The outcome of the run written in run_dir (this attempt's directory); copies of it go
+    where final_dir's would (crashed/ next to raw/)."""
+    final_dir = final_dir or run_dir
     world = spec.world_size
     stopped = timed_out or signalled is not None
-    if signalled is not None:
+    verdict = (stop or {}).get("status")
+    if verdict == "preempted":
+        why = f"SLURM stopped job {stop['job_id']} before its time limit (preemption, scancel or a failed node)"
+    elif verdict == "timeout":
+        why = f"SLURM stopped job {stop['job_id']} at its time limit"
+    elif signalled is not None:
         why = f"the launcher received {signal.Signals(signalled).name} (a scheduler's limit or an interrupt)"
     else:
         why = f"the launcher stopped the run at its wall-clock limit of {limit:.0f} s"
@@ -274,7 +422,7 @@ def _conclude(spec: Spec, run_dir: Path, returncode: int, timed_out: bool, signa
                                  "started a raw log; see the log above", timed_out, returncode, False)
         if not started:  # stopped before the harness got going (e.g. stuck in rendezvous)
             run_dir.mkdir(parents=True, exist_ok=True)
-            _write_launcher_run_json(spec, run_dir, limit)
+            _write_launcher_run_json(spec, run_dir, limit, allocation)
         missing = _missing_ranks(run_dir, world)
         (run_dir / rawlog.LOCK_FILE).unlink(missing_ok=True)  # a finaliser killed half-way
         if stopped:
@@ -282,7 +430,10 @@ def _conclude(spec: Spec, run_dir: Path, returncode: int, timed_out: bool, signa
         else:
             reason = f"the process ended without writing its status (torchrun exit code {returncode})"
         finalized = rawlog.try_finalize(run_dir, world, force=True,
-                                        missing_status="timeout" if stopped else "crashed", missing_reason=reason)
+                                        missing_status=(verdict or "timeout") if stopped else "crashed",
+                                        missing_reason=reason)
+    if stop is not None:
+        _record_scheduler_stop(status_path, stop, why)
     final = json.loads(status_path.read_text())
     status = final["status"]
     culprits = final.get("culprit_ranks", [])
@@ -293,33 +444,61 @@ def _conclude(spec: Spec, run_dir: Path, returncode: int, timed_out: bool, signa
     if finalized:
         text += "; status.json written by the launcher"
     if not harness_error:
-        return LaunchOutcome(spec.run_id, run_dir, status, EXIT_CLASSIFIED, text, timed_out, returncode, finalized)
-    kept = _keep_crashed(run_dir) if keep_crashed else None
+        return LaunchOutcome(spec.run_id, run_dir, status, EXIT_CLASSIFIED, text, timed_out, returncode, finalized,
+                             stopped_by=stop)
+    kept = _keep_copy(run_dir, final_dir, "crashed", _stamp()) if keep_crashed else None
     text = (f"{text}. The harness raised an error it could not classify: a bug, not a measurement"
             + (f"; the raw log is kept at {kept}" if kept else "") + _traceback_of(run_dir))
-    return LaunchOutcome(spec.run_id, run_dir, status, EXIT_HARNESS_ERROR, text, timed_out, returncode, finalized, kept)
+    return LaunchOutcome(spec.run_id, run_dir, status, EXIT_HARNESS_ERROR, text, timed_out, returncode, finalized, kept,
+                         stopped_by=stop)
 
 
-def _write_launcher_run_json(spec: Spec, run_dir: Path, limit: float) -> None:
+def _record_scheduler_stop(status_path: Path, stop: dict, why: str) -> None:
+    """Say in status.json what SLURM said when it stopped the job. The ranks took SLURM's SIGTERM
+    for a time limit (`timeout`); when SLURM says the job was taken away before its limit, the
+    run is `preempted` (the ranks' own records stay as they wrote them)."""
+    final = json.loads(status_path.read_text())
+    final["stopped_by"] = stop
+    if stop.get("status") == "preempted" and final["status"] == "timeout":
+        final["status"] = "preempted"
+        final["error"] = f"{why}; the ranks recorded: {final.get('error')}"
+        final["culprit_ranks"] = []
+    rawlog.atomic_write_json(status_path, final)
+
+
+def _write_launcher_run_json(spec: Spec, run_dir: Path, limit: float,
+                             allocation: slurm.Allocation | None = None) -> None:
     kind = "collectives" if isinstance(spec, CollectivesSpec) else "train"
+    provenance = {"written_by": "scalestudy.launch: the harness never started", "command": sys.argv}
+    if allocation is not None:
+        provenance["slurm"] = {"job_id": allocation.job_id, "nodelist": allocation.nodelist,
+                               "nnodes": str(len(allocation.hosts))}
     rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
         "schema": rawlog.SCHEMA, "kind": kind, "run_id": spec.run_id, "config_id": spec.config_id,
         "spec": spec.to_dict(), "launch": {"time_limit_s": limit, "world_size": spec.world_size},
-        "provenance": {"written_by": "scalestudy.launch: the harness never started", "command": sys.argv},
-        "start_time_unix": round(time.time(), 3),
+        "provenance": provenance, "start_time_unix": round(time.time(), 3),
     })
 
 
-def _keep_crashed(run_dir: Path) -> Path | None:
-    if not run_dir.exists():
+def _keep_copy(src: Path, run_dir: Path, kind: str, suffix: str, move: bool = False) -> Path | None:
+    """Copy (or move) src to where run_dir's `kind` copies live: data/STUDY/KIND/RUN_ID.SUFFIX
+    for a run under raw/ (crashed/, interrupted/: never read as results), else a sibling
+    RUN_DIR.KIND-SUFFIX."""
+    if not src.exists():
         return None
-    stamp = time.strftime("%Y%m%dT%H%M%S")
     if run_dir.parent.name == "raw":
-        dest = run_dir.parent.parent / "crashed" / f"{run_dir.name}.{stamp}"
+        dest = run_dir.parent.parent / kind / f"{run_dir.name}.{suffix}"
     else:
-        dest = run_dir.with_name(f"{run_dir.name}.crashed-{stamp}")
+        dest = run_dir.with_name(f"{run_dir.name}.{kind}-{suffix}")
+    base, n = dest.name, 1
+    while dest.exists():
+        n += 1
+        dest = dest.with_name(f"{base}~{n}")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(run_dir, dest)
+    if move:
+        os.replace(src, dest)
+    else:
+        shutil.copytree(src, dest)
     return dest
 
 

@@ -68,10 +68,15 @@ class PlannedRun:
     spec: RunSpec
     experiments: tuple[str, ...]  # the figures' groups this run belongs to, e.g. ("weak_scaling",)
     label: str  # the strategy in words, e.g. "FSDP", "HSDP 8x32", "TP=2, PP=4, FSDP over 32"
+    variant: str = ""  # a prediction study's further cluster for this spec (run id suffix "--<variant>")
 
     @property
     def run_id(self) -> str:
-        return self.spec.run_id
+        return self.spec.run_id + (f"--{self.variant}" if self.variant else "")
+
+    @property
+    def config_id(self) -> str:
+        return self.spec.config_id + (f"--{self.variant}" if self.variant else "")
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,9 @@ class Study:
     time_limit_s: float | None = None  # every run's wall-clock limit; None: estimated from its spec
     dropped: tuple[DroppedPoint, ...] = ()
     source: Path | None = None  # the YAML file
+    # A study predicted by scalestudy.perfmodel instead of run: {cluster, calibration, variants}
+    # (see workflow/studies/paper-model.yaml); None for a study of measurements.
+    prediction: dict | None = None
 
     @property
     def raw_dir(self) -> Path:
@@ -181,7 +189,8 @@ def strategy_label(spec: RunSpec) -> str:
         parts.append("FSDP")
     if spec.activation_checkpointing != "none":
         parts.append(f"{spec.activation_checkpointing} AC")
-    return ", ".join(parts)
+    label = ", ".join(parts)
+    return label if spec.backend == "torch" else f"{label} [{spec.backend}]"
 
 
 # ---- loading --------------------------------------------------------------------------
@@ -283,13 +292,23 @@ def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Pat
                 have = runs.setdefault(s.run_id, (s, []))[1]
                 have.extend(n for n in names if n not in have)
     planned = tuple(PlannedRun(spec=s, experiments=tuple(e), label=strategy_label(s)) for s, e in runs.values())
+    prediction = data.get("prediction")
+    if prediction:
+        # the same spec predicted on a further cluster: a run of its own, "<run id>--<cluster>"
+        extra = []
+        for cluster, exps in sorted((prediction.get("variants") or {}).items()):
+            for p in planned:
+                mine = tuple(e for e in p.experiments if e in exps)
+                if mine:
+                    extra.append(PlannedRun(p.spec, mine, f"{p.label} ({cluster})", variant=cluster))
+        planned += tuple(extra)
     collectives = _collectives(name, data.get("collectives"))
     figures = tuple(data["figures"]) if "figures" in data else _default_figures(planned, collectives)
     return Study(
         name=name, description=data["description"].strip(), hardware=data["hardware"],
         assumptions=tuple(data.get("assumptions", ())), runs=planned, collectives=collectives,
         figures=figures, root=Path(root), launch=data.get("launch", True), time_limit_s=data.get("time_limit_s"),
-        dropped=tuple(dropped), source=source,
+        dropped=tuple(dropped), source=source, prediction=dict(prediction) if prediction else None,
     )
 
 

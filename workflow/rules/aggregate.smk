@@ -4,6 +4,8 @@
 
 
 rule aggregate:
+    # light work on the submit host: under --profile slurm only the runs are cluster jobs
+    localrule: True
     input:
         raw_inputs,
     output:

@@ -2,6 +2,8 @@
 
 
 rule claims:
+    # light work on the submit host: under --profile slurm only the runs are cluster jobs
+    localrule: True
     input:
         tables,
         figure_files,

@@ -9,6 +9,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 
 from scalestudy.launch import job_resources
+from scalestudy.slurm import SiteError, load_site
 from scalestudy.studies import FIGURES, StudyError, load_study, study_path
 
 
@@ -46,6 +47,30 @@ def launched_studies():
 LAUNCHED_STUDIES = launched_studies()
 
 
+def predicted_studies():
+    """A wildcard pattern of the studies predicted by the performance model (a `prediction`
+    section): rule `predict` makes their raw logs."""
+    names = {STUDY.name} if STUDY.prediction else set()
+    for p in Path("workflow/studies").glob("*.yaml"):
+        if p.stem != STUDY.name and (yaml.safe_load(p.read_text()) or {}).get("prediction"):
+            names.add(p.stem)
+    return "|".join(re.escape(n) for n in sorted(names)) or "(?!)"
+
+
+PREDICTED_STUDIES = predicted_studies()
+
+
+def prediction_inputs(wildcards):
+    """What a prediction study's predictions depend on: its file, the cluster files, and the
+    finished calibration runs."""
+    study = get_study(wildcards.study)
+    files = [str(study.source)] if study.source else []
+    files += sorted(str(p) for p in Path("workflow/clusters").glob("*.yaml"))
+    for d in study.prediction.get("calibration", []):
+        files += sorted(str(p) for p in Path(d).glob("*/status.json"))
+    return files
+
+
 def planned_run(wildcards):
     study = get_study(wildcards.study)
     if not study.launch:
@@ -62,20 +87,41 @@ def planned_run(wildcards):
             raise WorkflowError(f"study {study.name!r} plans no run {wildcards.run_id!r}") from None
 
 
+# The cluster's settings (slurm/site.yaml, or the file SCALESTUDY_SLURM_SITE names): partition,
+# account, GPUs per node, time limits, ... for `snakemake --profile slurm`; harmless locally.
+try:
+    SITE = load_site()
+except SiteError as e:
+    raise WorkflowError(f"invalid site settings: {e}") from None
+# A run stopped by a time limit or a preemption is run again this many times (the launcher
+# exits 3 for it while attempts remain; the last attempt records the status as data).
+RUN_RETRIES = SITE.retries
+
+
 def run_resource(key):
-    """A job resource of a planned run (scalestudy.launch.job_resources)."""
+    """A job resource of a planned run (scalestudy.launch.job_resources); None: not set."""
 
     def resource(wildcards):
         study = get_study(wildcards.study)
-        return job_resources(planned_run(wildcards), study.time_limit_s)[key]
+        try:
+            return job_resources(planned_run(wildcards), study.time_limit_s, SITE)[key]
+        except SiteError as e:
+            raise WorkflowError(f"study {study.name!r}: {e}") from None
 
     return resource
+
+
+def attempt_number(wildcards, attempt):
+    """The attempt at a job (1, 2, ...), for the launcher's --attempt."""
+    return attempt
 
 
 def raw_inputs(wildcards):
     """Every raw-log directory of the study: made by the run and collectives jobs, or for a
     study that is never launched, committed under data/NAME/raw."""
     study = get_study(wildcards.study)
+    if study.prediction:
+        return [f"data/{study.name}/raw"]  # rule predict writes every run of it at once
     dirs = [f"data/{study.name}/raw/{run_id}" for run_id in study.run_ids + study.collectives_ids]
     if not study.launch and not any(Path(d).is_dir() for d in dirs):
         raise WorkflowError(

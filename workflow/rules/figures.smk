@@ -17,6 +17,8 @@ for figure_name in FIGURES:
     rule:
         name:
             f"figure_{figure_name}"
+        # light work on the submit host: under --profile slurm only the runs are cluster jobs
+        localrule: True
         input:
             tables,
         output:

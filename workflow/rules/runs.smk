@@ -15,6 +15,7 @@ rule run:
     params:
         study=study_arg,
         time_limit_s=run_resource("time_limit_s"),
+        max_attempts=RUN_RETRIES + 1,
     threads: run_resource("threads")
     resources:
         nodes=run_resource("nodes"),
@@ -23,8 +24,19 @@ rule run:
         mem_mb=run_resource("mem_mb"),
         runtime=run_resource("runtime"),
         slurm_extra=run_resource("slurm_extra"),
+        # for the SLURM executor plugin (scalestudy.slurm.job_resources; unset ones are dropped)
+        cpus_per_task=run_resource("cpus_per_task"),
+        mpi=run_resource("mpi"),
+        slurm_partition=run_resource("slurm_partition"),
+        slurm_account=run_resource("slurm_account"),
+        qos=run_resource("qos"),
+        constraint=run_resource("constraint"),
+        attempt=attempt_number,
+    retries: RUN_RETRIES
     conda:
         "../envs/scalestudy.yaml"
     shell:
-        "scalestudy launch --study {params.study} --run-id {wildcards.run_id}"
+        # exec: the launcher itself gets SLURM's SIGTERM and outlives the shell, to record why
+        "exec scalestudy launch --study {params.study} --run-id {wildcards.run_id}"
         " --run-dir {output} --log {log} --time-limit-s {params.time_limit_s}"
+        " --attempt {resources.attempt} --max-attempts {params.max_attempts}"

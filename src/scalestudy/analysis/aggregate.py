@@ -8,6 +8,10 @@ collectives.csv          one row per (benchmark run, op, size); collectives_summ
                          per (op, size, world size, nodes) over seeds (collectives_table).
 unplanned_runs.csv       run directories under the raw directory that the study did not plan
                          (reported, never read into the tables).
+predictions.csv          only when the study holds predicted runs (scalestudy.perfmodel): one row per
+                         predicted run and metric, the predicted value, the model's band and its value
+                         at every corner of the uncertainty box (';'-joined), so that claims can band a
+                         comparison of two predictions jointly.
 
 Strictness: a planned run without a directory, or with an incomplete or corrupt one, stops the
 aggregation with an error naming the file (all such problems are listed at once). With
@@ -33,7 +37,11 @@ SUMMARY_FILE = "summary.csv"
 COLLECTIVES_FILE = "collectives.csv"
 COLLECTIVES_SUMMARY_FILE = "collectives_summary.csv"
 UNPLANNED_FILE = "unplanned_runs.csv"
+PREDICTIONS_FILE = "predictions.csv"  # only for studies with predicted runs (scalestudy.perfmodel)
 TABLE_FILES = (RUNS_FILE, SUMMARY_FILE, COLLECTIVES_FILE, COLLECTIVES_SUMMARY_FILE, UNPLANNED_FILE)
+PREDICTION_METRICS = ("tokens_per_s", "tokens_per_s_per_device", "mfu", "power_w_per_gpu", "tokens_per_joule",
+                      "exposed_comm_share", "step_time_s")
+PREDICTION_COLUMNS = ["config_id", "run_id", "metric", "value", "band_low", "band_high", "corners"]
 
 MISSING = "missing"  # a planned run without a directory (allow_missing only)
 UNREADABLE = "unreadable"  # an incomplete or corrupt run directory (allow_missing only)
@@ -41,7 +49,7 @@ ALL_STATUSES = STATUSES + (UNREADABLE, MISSING)
 PARTIAL = "partial"  # some seeds ok, some not
 
 STAT_SUFFIXES = ("mean", "std", "ci95_low", "ci95_high", "n")
-CONFIG_COLUMNS = ["config_id", "label", "experiments", "status", "n_seeds", *[f"n_{s}" for s in ALL_STATUSES],
+CONFIG_COLUMNS = ["config_id", "label", "kind", "experiments", "status", "n_seeds", *[f"n_{s}" for s in ALL_STATUSES],
                   "error", "layout", "model", "world_size", "nodes", "procs_per_node", "dp_replicate", "dp_shard",
                   "tp", "pp", "global_batch", "local_batch", "seq_len", "tokens_per_step", "device", "device_names",
                   "sequence_parallel", "precision", "flops_per_token", "flops_formula", "mfu_peak_source",
@@ -68,6 +76,7 @@ class StudyTables:
     collectives: list[dict] = field(default_factory=list)
     collectives_summary: list[dict] = field(default_factory=list)
     unplanned: list[dict] = field(default_factory=list)
+    predictions: list[dict] = field(default_factory=list)
 
 
 def run_directories(raw_dir: Path) -> dict[str, list[Path]]:
@@ -89,7 +98,7 @@ def _rel(path: Path, root: Path) -> str:
 def _planned_ids(study) -> dict[str, tuple[str, object]]:
     ids: dict[str, tuple[str, object]] = {}
     for p in study.runs:
-        ids[p.spec.run_id] = ("train", p)
+        ids[p.run_id] = ("train", p)
     for cs in study.collectives:
         ids[cs.run_id] = ("collectives", cs)
     return ids
@@ -123,6 +132,7 @@ def build_tables(study, *, allow_missing: bool = False, verify_checksums: bool =
     dirs = run_directories(raw)
     errors: list[RawLogError] = []
     tables = StudyTables(unplanned=unplanned_runs(study, dirs))
+    bands: dict[str, dict] = {}  # run id -> the model's band, for predicted runs
 
     def locate(run_id: str) -> Path | None:
         paths = dirs.get(run_id, [])
@@ -146,7 +156,7 @@ def build_tables(study, *, allow_missing: bool = False, verify_checksums: bool =
         return log, None
 
     for planned in study.runs:
-        rid = planned.spec.run_id
+        rid = planned.run_id
         path = locate(rid)
         if path is None:
             tables.runs.append(run_table.unread_row(planned, MISSING, str(errors[-1]), None))
@@ -156,7 +166,11 @@ def build_tables(study, *, allow_missing: bool = False, verify_checksums: bool =
             tables.runs.append(run_table.unread_row(planned, UNREADABLE, err, _rel(path, raw)))
             continue
         try:
-            tables.runs.append(run_table.finish(run_table.run_row(log, planned, _rel(path, raw))))
+            row = run_table.run_row(log, planned, _rel(path, raw))
+            if row.get(run_table.PREDICTED_BAND):
+                bands[rid] = row[run_table.PREDICTED_BAND]
+                tables.predictions.extend(_prediction_rows(row))
+            tables.runs.append(run_table.finish(row))
         except RawLogError as e:
             errors.append(e)
             tables.runs.append(run_table.unread_row(planned, UNREADABLE, str(e), _rel(path, raw)))
@@ -176,10 +190,24 @@ def build_tables(study, *, allow_missing: bool = False, verify_checksums: bool =
     if errors and not allow_missing:
         raise StudyDataError(errors)
     tables.runs.sort(key=lambda r: (r["model"], r["world_size"], r["layout"], r["config_id"], r["seed"]))
-    tables.summary = summarize_configs(tables.runs)
+    tables.summary = summarize_configs(tables.runs, bands)
+    tables.predictions.sort(key=lambda r: (r["config_id"], r["run_id"], r["metric"]))
     tables.collectives.sort(key=collectives_table.sort_key)
     tables.collectives_summary = collectives_table.summarize_collectives(tables.collectives)
     return tables
+
+
+def _prediction_rows(row: dict) -> list[dict]:
+    central = row.get("_central") or {}
+    band, corners = row.get(run_table.PREDICTED_BAND) or {}, row.get(run_table.PREDICTED_CORNERS) or {}
+    out = []
+    for m in PREDICTION_METRICS:
+        if central.get(m) is None:
+            continue
+        lo, hi = (band.get(m) or [None, None])[:2]
+        out.append({"config_id": row["config_id"], "run_id": row["run_id"], "metric": m, "value": central[m],
+                    "band_low": lo, "band_high": hi, "corners": list(corners.get(m) or [])})
+    return out
 
 
 def config_status(statuses: list[str]) -> str:
@@ -193,7 +221,17 @@ def config_status(statuses: list[str]) -> str:
     return statuses[0]
 
 
-def summarize_configs(runs: list[dict]) -> list[dict]:
+# summary metric -> the key of a predicted run's band
+_BAND_KEYS = {"step_time_mean_s": "step_time_s"}
+PREDICTED_NOTE = ("PREDICTED by scalestudy.perfmodel, not measured: the ci95 columns hold the model's band "
+                  "(the corners of its uncertainty box), not a confidence interval over seeds")
+
+
+def summarize_configs(runs: list[dict], bands: dict[str, dict] | None = None) -> list[dict]:
+    """One row per configuration. A configuration whose runs are predicted (kind `predicted`)
+    gets `kind` predicted, its mean from the prediction and its ci95 columns from the model's band
+    (`bands`: run id -> metric -> [low, high]), and says so in `notes`."""
+    bands = bands or {}
     groups: dict[str, list[dict]] = {}
     for r in runs:
         groups.setdefault(r["config_id"], []).append(r)
@@ -206,7 +244,9 @@ def summarize_configs(runs: list[dict]) -> list[dict]:
         row = {c: first.get(c) for c in ("layout", "model", "world_size", "nodes", "procs_per_node",
                                           "dp_replicate", "dp_shard", "tp", "pp", "global_batch", "local_batch",
                                           "seq_len", "tokens_per_step", "device")}
-        row.update(config_id=cid, label=first.get("label"),
+        kinds = {r.get("kind") for r in g}
+        predicted = kinds == {"predicted"}
+        row.update(config_id=cid, label=first.get("label"), kind="predicted" if predicted else first.get("kind"),
                    experiments=sorted({e for r in g for e in (r.get("experiments") or [])}),
                    status=config_status(statuses), n_seeds=len(g),
                    error=next((r["error"] for r in g if r["status"] != "ok" and r.get("error")), None),
@@ -220,12 +260,18 @@ def summarize_configs(runs: list[dict]) -> list[dict]:
         for c in ("mfu_peak_source", "energy_scope", "exposed_comm_kind"):
             row[c] = sorted({x for r in ok for x in (r.get(c) or [])})
         notes = set()
+        band = bands.get(ok[0]["run_id"], {}) if (predicted and len(ok) == 1) else {}
         for m in run_table.METRICS:
             s = summarize(r.get(m) for r in ok)
             row.update({f"{m}_mean": s.mean, f"{m}_std": s.std, f"{m}_ci95_low": s.ci95_low,
                         f"{m}_ci95_high": s.ci95_high, f"{m}_n": s.n})
-            if s.n == 1:
+            b = band.get(_BAND_KEYS.get(m, m))
+            if s.n == 1 and b and b[0] is not None:
+                row.update({f"{m}_ci95_low": b[0], f"{m}_ci95_high": b[1]})
+            elif s.n == 1 and not predicted:
                 notes.add("one seed: no confidence interval")
+        if predicted:
+            notes.add(PREDICTED_NOTE)
         for r in ok:
             for c in run_table.REASON_COLUMNS:
                 if r.get(c):
@@ -239,7 +285,8 @@ def summarize_configs(runs: list[dict]) -> list[dict]:
 
 def write_tables(tables: StudyTables, out_dir: Path | str) -> list[Path]:
     out = Path(out_dir)
-    return [
+    extra = [write_csv(out / PREDICTIONS_FILE, PREDICTION_COLUMNS, tables.predictions)] if tables.predictions else []
+    return extra + [
         write_csv(out / RUNS_FILE, run_table.RUN_COLUMNS, tables.runs),
         write_csv(out / SUMMARY_FILE, SUMMARY_COLUMNS, tables.summary),
         write_csv(out / COLLECTIVES_FILE, collectives_table.COLLECTIVE_COLUMNS, tables.collectives),
@@ -264,10 +311,12 @@ class LoadedTables:
     collectives: object
     collectives_summary: object
     directory: Path
+    predictions: object = None  # predictions.csv, where the study has predicted runs
 
 
 def load_tables(tables_dir: Path | str) -> LoadedTables:
     d = Path(tables_dir)
+    pred = read_table(d / PREDICTIONS_FILE) if (d / PREDICTIONS_FILE).exists() else None
     return LoadedTables(runs=read_table(d / RUNS_FILE), summary=read_table(d / SUMMARY_FILE),
                         collectives=read_table(d / COLLECTIVES_FILE),
-                        collectives_summary=read_table(d / COLLECTIVES_SUMMARY_FILE), directory=d)
+                        collectives_summary=read_table(d / COLLECTIVES_SUMMARY_FILE), directory=d, predictions=pred)

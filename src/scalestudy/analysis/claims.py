@@ -16,6 +16,12 @@ QUALITATIVE  (C5-C7) the direction the paper states. Consistent: the direction h
              intervals separated from no change; not consistent: the opposite direction, equally
              resolved; with one seed the direction is read from the means and the reason says so.
 The HSDP question has no paper number: its rows report ours and are always `not comparable`.
+
+Predicted configurations (summary `kind` predicted, from scalestudy.perfmodel): a comparison of two
+predictions takes its interval from the model's band, both sides evaluated at the same corner of
+the model's uncertainty box (predictions.csv); the same rules then apply with that band in place
+of the 95% CI, and every such row says PREDICTED in its reason and `n_seeds`. A predicted
+configuration is never compared with a measured one.
 """
 
 from __future__ import annotations
@@ -50,10 +56,55 @@ RULES = {
 
 
 # ---- selection -------------------------------------------------------------------
+PREDICTED = "predicted"
+PREDICTED_REASON = ("PREDICTED by scalestudy.perfmodel, not measured (the interval is the model's band: both "
+                    "sides at the same corner of its uncertainty box)")
+
+
 def _configs(tables) -> list[dict]:
     from scalestudy.analysis.figures.common import records
 
-    return records(tables.summary)
+    cfgs = records(tables.summary)
+    pred = getattr(tables, "predictions", None)
+    if pred is not None:
+        corners: dict[str, dict] = {}
+        for r in records(pred):
+            corners.setdefault(r["config_id"], {})[r["metric"]] = [float(x) for x in split_list(r.get("corners"))]
+        for c in cfgs:
+            if c["config_id"] in corners:
+                c["_corners"] = corners[c["config_id"]]
+    return cfgs
+
+
+def _predicted(c: dict | None) -> bool:
+    return bool(c) and c.get("kind") == PREDICTED
+
+
+_CORNER_METRIC = {"step_time_mean_s": "step_time_s"}
+
+
+def _compare(a: dict | None, b: dict | None, metric: str, how: str = "ratio") -> Comparison:
+    """b / a - 1 ('ratio') or b - a ('difference'): over seeds (stats), or for two predictions
+    with the model's joint band."""
+    if not (_predicted(a) or _predicted(b)):
+        sa, sb = _stat(a, metric), _stat(b, metric)
+        return relative_change(sa, sb) if how == "ratio" else difference(sa, sb)
+    if not (_predicted(a) and _predicted(b)):
+        return Comparison(None, None, None, 1, 1, "one side predicted, the other measured: not compared")
+    va, vb = a.get(f"{metric}_mean"), b.get(f"{metric}_mean")
+    if va is None or vb is None:
+        return Comparison(None, None, None, 1, 1, "missing values")
+
+    def f(x, y):
+        return y / x - 1.0 if how == "ratio" else y - x
+
+    value = f(va, vb)
+    ca = (a.get("_corners") or {}).get(_CORNER_METRIC.get(metric, metric)) or []
+    cb = (b.get("_corners") or {}).get(_CORNER_METRIC.get(metric, metric)) or []
+    if not ca or len(ca) != len(cb):
+        return Comparison(value, None, None, 1, 1, "predicted: no joint band")
+    xs = [f(x, y) for x, y in zip(ca, cb)] + [value]
+    return Comparison(value, min(xs), max(xs), 1, 1, "predicted: the model's joint band")
 
 
 def _in(c: dict, experiment: str) -> bool:
@@ -210,7 +261,7 @@ def c1_c2(cfgs: list[dict]) -> list[dict]:
             row["reason"] = why
             out.append(row)
             continue
-        out.append(_numeric(row, relative_change(_stat(a, metric), _stat(b, metric)), paper, _cpu(a, b)))
+        out.append(_numeric(row, _compare(a, b, metric), paper, _cpu(a, b)))
     return out
 
 
@@ -232,8 +283,7 @@ def c3(cfgs: list[dict]) -> dict:
     if why or best is None:
         row["reason"] = why or f"every tensor-parallel configuration failed ({', '.join(c['status'] for c in tps)})"
         return row
-    row = _numeric(row, relative_change(_stat(base, "tokens_per_s"), _stat(best, "tokens_per_s")), paper,
-                   _cpu(base, best))
+    row = _numeric(row, _compare(base, best, "tokens_per_s"), paper, _cpu(base, best))
     row["ours_text"] += f"; best TP configuration: {best.get('label')}"
     return row
 
@@ -274,7 +324,7 @@ def c4(cfgs: list[dict]) -> dict:
     if a is None or h is None:
         row["reason"] = f"no MFU value on {'A100' if a is None else hopper}"
         return row
-    row = _numeric(row, difference(_stat(h, "mfu"), _stat(a, "mfu")), paper, _cpu(a, h))
+    row = _numeric(row, _compare(h, a, "mfu", "difference"), paper, _cpu(a, h))
     row["ours_text"] = (f"A100 {100 * a['mfu_mean']:.2f}% ({a.get('label')}) vs {hopper} {100 * h['mfu_mean']:.2f}% "
                         f"({h.get('label')}): " + row["ours_text"])
     if hopper == "H200":
@@ -297,7 +347,7 @@ def c5(cfgs: list[dict]) -> dict:
         a = max(small, key=lambda c: (c["world_size"], c["config_id"]))
         b = max(large, key=lambda c: (c["world_size"], c["config_id"]))
         used += [a, b]
-        parts.append(_direction(difference(_stat(a, "exposed_comm_share"), _stat(b, "exposed_comm_share")), True,
+        parts.append(_direction(_compare(a, b, "exposed_comm_share", "difference"), True,
                                 f"FSDP exposed-communication share {a['world_size']} -> {b['world_size']} GPUs "
                                 "(change in share)"))
     recovered = None
@@ -308,7 +358,7 @@ def c5(cfgs: list[dict]) -> dict:
         if base and mp:
             best = max(mp, key=lambda c: (c["tokens_per_s_mean"], c["config_id"]))
             used += [base, best]
-            recovered = _direction(relative_change(_stat(base, "tokens_per_s"), _stat(best, "tokens_per_s")), True,
+            recovered = _direction(_compare(base, best, "tokens_per_s"), True,
                                    f"best TP/PP of degree 2-4 ({best.get('label')}) over FSDP at {w} GPUs")
             break
     parts.append(recovered or ("missing", "no Llama-7B FSDP and TP/PP (degree 2-4) pair with values above 128 GPUs"))
@@ -392,7 +442,7 @@ def c7(cfgs: list[dict]) -> dict:
     if why:
         row["reason"] = why + ("; no GPU power data (CPU run)" if _cpu(a, b) else "")
         return row
-    comp = relative_change(_stat(a, "tokens_per_joule"), _stat(b, "tokens_per_joule"))
+    comp = _compare(a, b, "tokens_per_joule")
     row.update(ours=_pct(comp.value), ours_ci95_low=_pct(comp.ci95_low), ours_ci95_high=_pct(comp.ci95_high))
     row["unit"] = "%"
     row["n_seeds"] = f"{comp.n_a}/{comp.n_b}"
@@ -418,7 +468,7 @@ def hsdp(cfgs: list[dict]) -> list[dict]:
             continue
         texts = []
         if best is not None:
-            comp = relative_change(_stat(best, "tokens_per_s"), _stat(h, "tokens_per_s"))
+            comp = _compare(best, h, "tokens_per_s")
             row.update(ours=_pct(comp.value), ours_ci95_low=_pct(comp.ci95_low), ours_ci95_high=_pct(comp.ci95_high),
                        n_seeds=f"{comp.n_a}/{comp.n_b}")
             texts.append(f"HSDP vs best TP/PP ({best.get('label')}): {_fmt(_pct(comp.value))} "
@@ -426,7 +476,7 @@ def hsdp(cfgs: list[dict]) -> list[dict]:
         else:
             texts.append("no TP/PP configuration with a value to compare with")
         if fsdp is not None:
-            comp = relative_change(_stat(fsdp, "tokens_per_s"), _stat(h, "tokens_per_s"))
+            comp = _compare(fsdp, h, "tokens_per_s")
             texts.append(f"HSDP vs FSDP: {_fmt(_pct(comp.value))} "
                          f"({_fmt_ci(_pct(comp.ci95_low), _pct(comp.ci95_high))})")
         row["ours_text"] = "; ".join(texts)
@@ -440,6 +490,21 @@ def evaluate(tables) -> list[dict]:
     """Every claim's row, in the order C1..C7, HSDP-256, HSDP-2048."""
     cfgs = _configs(tables)
     rows = c1_c2(cfgs) + [c3(cfgs), c4(cfgs), c5(cfgs), c6(tables), c7(cfgs)] + hsdp(cfgs)
+    predicted = {c["config_id"] for c in cfgs if _predicted(c)}
+    predicted_runs = {rid for c in cfgs if _predicted(c) for rid in split_list(c.get("run_ids"))}
+    from scalestudy.analysis.figures.common import records
+
+    for c in records(tables.collectives_summary):
+        if "PREDICTED" in str(c.get("note") or ""):
+            predicted_runs.update(split_list(c.get("run_ids")))
+    for r in rows:
+        if (set(r.get("config_ids") or []) & predicted) or (set(r.get("run_ids") or []) & predicted_runs):
+            reason = (r.get("reason") or "").replace("our 95% CI", "the model's band").replace(
+                "95% intervals", "model bands").replace("95% interval", "model band").replace("95% CI", "model band")
+            r["reason"] = PREDICTED_REASON + ("; " + reason if reason else "")
+            r["n_seeds"] = PREDICTED
+            if r.get("ours_text"):
+                r["ours_text"] = r["ours_text"].replace("95% CI", "model band")
     for r in rows:
         for k in CLAIM_COLUMNS:
             r.setdefault(k, None)
@@ -455,9 +520,14 @@ def markdown(rows: list[dict], study) -> str:
 
         return format_value(v).replace("|", "\\|").replace("\n", " ")
 
+    predicted = any(r.get("n_seeds") == PREDICTED or PREDICTED_REASON in (r.get("reason") or "") for r in rows)
     lines = [f"# Claims of arXiv 2411.13055 against study `{study.name}`", "",
              f"Hardware: {study.hardware}. Recomputed from the study's tables by `scalestudy claims`; "
              "ours: the value with its 95% confidence interval over seeds.", ""]
+    if predicted:
+        lines += ["**PREDICTED by scalestudy.perfmodel, not measured**: rows marked PREDICTED compare model "
+                  "predictions with the paper; their interval is the model's band (both sides at the same corner "
+                  "of its uncertainty box), which takes the place of the 95% CI in the rules below.", ""]
     if any("CPU smoke data" in (r.get("reason") or "") for r in rows):
         lines += ["**CPU smoke data — not comparable to the paper.**", ""]
     lines += ["| id | claim | paper | ours | verdict | reason |", "|---|---|---|---|---|---|"]

@@ -4,6 +4,7 @@ collectives.csv: one row per (run, op, message size): the record's numbers as lo
 run's id, seed and status. A failed benchmark run has one row with its status and error and no op.
 collectives_summary.csv: one row per (op, size, world size, nodes, dtype, device) over seeds:
 mean, std and Student-t 95% CI of busbw, algbw and time, n_seeds and the run ids.
+A predicted benchmark (run.json kind `predicted`, scalestudy.perfmodel) says so in the summary's note.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ COLLECTIVE_COLUMNS = ["run_id", "config_id", "seed", "status", "error", "device"
 SUMMARY_KEYS = ["op", "size_bytes", "world_size", "nodes", "procs_per_node", "dtype", "device"]
 SUMMARY_METRICS = ("busbw_GBps", "algbw_GBps", "time_s")
 STAT_SUFFIXES = ("mean", "std", "ci95_low", "ci95_high", "n")
+PREDICTED_NOTE = "PREDICTED by scalestudy.perfmodel (alpha-beta model), not measured"
 COLLECTIVE_SUMMARY_COLUMNS = (SUMMARY_KEYS + ["device_names", "n_seeds", "all_correct"]
                               + [f"{m}_{s}" for m in SUMMARY_METRICS for s in STAT_SUFFIXES]
                               + ["note", "run_ids"])
@@ -29,6 +31,8 @@ def collective_rows(log: RunLog, cs, raw_dir: str | None = None) -> list[dict]:
             "status": log.status["status"], "error": log.status.get("error"), "device": cs.device,
             "device_names": sorted((prov.get("devices") or {}).get("names") or []), "raw_dir": raw_dir,
             "world_size": cs.world_size, "nodes": cs.nodes, "procs_per_node": cs.procs_per_node, "dtype": cs.dtype}
+    if log.run.get("kind") == "predicted":
+        base["_predicted"] = True  # not a column: marks the summary's note
     recs = [r["value"] for r in log.records if r["key"] == "collective"]
     if log.status["status"] != "ok" or not recs:
         row = dict(base)
@@ -76,6 +80,8 @@ def summarize_collectives(rows: list[dict]) -> list[dict]:
                         f"{m}_ci95_high": s.ci95_high, f"{m}_n": s.n})
             if s.note:
                 notes.add(s.note)
+        if any(r.get("_predicted") for r in g):
+            notes.add(PREDICTED_NOTE)
         row["note"] = sorted(notes)
         row["run_ids"] = sorted(r["run_id"] for r in g)
         out.append(row)

@@ -9,11 +9,18 @@ the environment (python, torch, CUDA, NCCL, library versions, hosts, devices, SL
 
 The raw logs are found from the file's place in the project layout (figures/<study>/... or
 data/<study>/tables/... next to data/<study>/raw), or from `raw_dir`.
+
+A predicted run (run.json kind `predicted`, scalestudy.perfmodel) names the measured runs the model
+was calibrated from (provenance.calibration.runs: run id, raw-log directory relative to the project
+root, the sha256 of each file when the prediction was made); its provenance lists them with their
+own provenance, and a calibration file that is missing or changed since is a problem (the
+prediction is stale).
 """
 
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from pathlib import Path
 
 from scalestudy.analysis.csv_format import read_csv_rows, split_list
@@ -89,11 +96,61 @@ def run_provenance(run_dir: Path) -> dict:
                       "ok": None})
     prov = run.get("provenance") or {}
     git = (prov.get("package") or {}).get("git") or {}
+    if run.get("kind") == "predicted":
+        cal = calibration_provenance(run_dir, run)
+        out["calibration"] = cal
+        out["problems"].extend(p for c in cal for p in c["problems"])
     out.update(status=status.get("status"), error=status.get("error"), kind=run.get("kind"),
                config_id=run.get("config_id"), files=files, spec=run.get("spec"),
                git={"commit": git.get("commit"), "dirty": git.get("dirty"), "reason": git.get("reason")},
                package_version=(prov.get("package") or {}).get("version"), environment=_environment(prov))
     return out
+
+
+def project_root_of(run_dir: Path) -> Path:
+    """<root>/data/<study>/raw/<run>: the project root of a run directory in the standard layout."""
+    p = Path(run_dir).resolve()
+    return p.parents[3] if len(p.parents) > 3 else p.parent
+
+
+def calibration_provenance(run_dir: Path, run: dict) -> list[dict]:
+    """The measured runs behind a predicted run, each with its provenance and any problem (missing,
+    or a file whose sha256 differs from the one the prediction recorded)."""
+    runs = ((run.get("provenance") or {}).get("calibration") or {}).get("runs") or []
+    root = project_root_of(run_dir)
+    stamp = []  # the files' sizes and times: a changed file is never answered from the cache
+    for c in runs:
+        d = root / c.get("raw_dir", "")
+        for rel in sorted(c.get("files_sha256") or {}):
+            p = member_path(d, rel)
+            st = p.stat() if p.exists() else None
+            stamp.append((str(p), st.st_size if st else None, st.st_mtime_ns if st else None))
+    return [dict(c, problems=list(c["problems"]))
+            for c in _calibration_cached(str(root), json.dumps(runs, sort_keys=True), tuple(stamp))]
+
+
+@lru_cache(maxsize=32)
+def _calibration_cached(root: str, runs_json: str, stamp: tuple) -> tuple[dict, ...]:
+    out = []
+    for c in json.loads(runs_json):
+        d = Path(root) / c.get("raw_dir", "")
+        item = {"run_id": c.get("run_id"), "raw_dir": str(d), "problems": []}
+        if not d.is_dir():
+            item["problems"].append(f"{d}: calibration run {c.get('run_id')} is missing (predictions made from it "
+                                    "cannot be traced)")
+        else:
+            for rel, digest in sorted((c.get("files_sha256") or {}).items()):
+                now = member_sha256(d, rel)
+                if now != digest:
+                    item["problems"].append(f"{member_path(d, rel)}: "
+                                            + ("missing" if now is None else "changed since the predictions were made")
+                                            + " (the predictions made from it are stale)")
+            sub = run_provenance(d)
+            item.update(status=sub.get("status"), git=sub.get("git"), environment=sub.get("environment"),
+                        files=sub.get("files"))
+            item["problems"].extend(sub["problems"])
+        out.append(item)
+    return tuple(out)
 
 
 def provenance(file, raw_dir=None) -> dict:
@@ -152,6 +209,13 @@ def format_text(prov: dict) -> str:
         for f in run.get("files", []):
             mark = {True: "ok", False: "MISMATCH", None: ""}[f["ok"]]
             lines.append(f"  {f['sha256_now']}  {f['path']} {mark}".rstrip())
+        if run.get("kind") == "predicted":
+            lines.append("  PREDICTED by scalestudy.perfmodel; calibrated from:")
+            for c in run.get("calibration") or []:
+                lines.append(f"    run {c['run_id']}: status {c.get('status')}, {c['raw_dir']}")
+                for f in c.get("files") or []:
+                    mark = {True: "ok", False: "MISMATCH", None: ""}[f["ok"]]
+                    lines.append(f"      {f['sha256_now']}  {f['path']} {mark}".rstrip())
     for p in prov["problems"]:
         lines.append(f"PROBLEM {p}")
     return "\n".join(lines) + "\n"

@@ -109,7 +109,8 @@ def _null_metrics(reason: str) -> dict:
 def unread_row(planned, status: str, error: str, raw_dir: str | None) -> dict:
     """The row of a planned run whose directory is missing or unreadable (only with allow_missing)."""
     spec = planned.spec
-    row = {"run_id": spec.run_id, "config_id": spec.config_id, "seed": spec.seed, "kind": "train",
+    row = {"run_id": planned.run_id, "config_id": getattr(planned, "config_id", spec.config_id), "seed": spec.seed,
+           "kind": "train",
            "status": status, "error": error, "culprit_ranks": None, "raw_dir": raw_dir,
            **planned_columns(planned), **layout_columns(spec), "device_names": None, "n_hosts": None,
            **_null_metrics(f"run {status}"), **spec_columns(spec)}
@@ -161,7 +162,8 @@ def _predicted(log: RunLog, spec: RunSpec, row: dict) -> dict:
     step = row.get("step_time_mean_s")
     if v.get("power_w_per_gpu") is not None and step:
         total = v["power_w_per_gpu"] * spec.world_size
-        out.update(power_w_total=total, power_w_per_gpu=v["power_w_per_gpu"], energy_j=total * step * row["n_measured_steps"],
+        out.update(power_w_total=total, power_w_per_gpu=v["power_w_per_gpu"],
+                   energy_j=total * step * row["n_measured_steps"],
                    energy_method=["predicted: scalestudy.perfmodel power model"],
                    energy_scope=["GPU board power only (a model of NVML board power)"])
         if v.get("idle_power_w_per_gpu") is not None:

@@ -37,6 +37,7 @@ def module(name: str):
 
 def figure_data(name: str, tables, study) -> common.FigureData:
     fd = module(name).data(tables, study)
+    common.mark_predicted(fd, tables)
     fd.rows = common.sort_rows(fd.rows, fd.panels)
     fd.notes = [n for n in fd.notes + [common.assumptions_note(study)] if n]
     if fd.empty_reason and not fd.cpu and study.runs:

@@ -45,7 +45,8 @@ def data(tables, study) -> common.FigureData:
                         "ci95_low": r.get("busbw_GBps_ci95_low"), "ci95_high": r.get("busbw_GBps_ci95_high"),
                         "n_seeds": int(r.get("busbw_GBps_n") or 0),
                         "status": "ok" if r.get("all_correct") is not False else "wrong results",
-                        "note": None, "label": f"{r['nodes']} x {r['procs_per_node']} ({r['dtype']})",
+                        "note": "predicted" if "PREDICTED" in str(r.get("note") or "") else None,
+                        "label": f"{r['nodes']} x {r['procs_per_node']} ({r['dtype']})",
                         "config_ids": sorted({_config_id(x) for x in run_ids}), "run_ids": run_ids})
     for r in failed:
         fd.rows.append({"panel": FAILED_PANEL, "series": series(r), "x_quantity": X_QUANTITY, "x": None,
@@ -59,6 +60,9 @@ def data(tables, study) -> common.FigureData:
     fd.cpu = any(r.get("device") == "cpu" for r in everything)
     fd.notes = [common.ERRORBAR_NOTE,
                 "busbw = algbw x 2(n-1)/n (all_reduce) or (n-1)/n (all_gather, reduce_scatter), as nccl-tests."]
+    if any("PREDICTED" in str(r.get("note") or "") for r in summary):
+        fd.notes = [common.PREDICTED_NOTE.replace("its error bar is the model's band (the corners of its uncertainty "
+                                                  "box), not a CI over seeds", "no error bars")] + fd.notes[1:]
     for r in failed:
         fd.notes.append(f"failed: {r['run_id']} ({r['status']})")
     return fd

@@ -24,6 +24,8 @@ FIGURE_COLUMNS = ["panel", "series", "x_quantity", "x", "y_quantity", "y", "ci95
 FORMATS = ("pdf", "png", "csv")
 CPU_WARNING = "CPU smoke data — not comparable to the paper"
 ERRORBAR_NOTE = "Error bars: Student-t 95% confidence interval over seeds (none where n=1)."
+PREDICTED_NOTE = ("PREDICTED by scalestudy.perfmodel, not measured: every point marked 'predicted' in the CSV; its "
+                  "error bar is the model's band (the corners of its uncertainty box), not a CI over seeds.")
 FAILED_NOTE = "x: a configuration that failed (its status written next to it) or has no value."
 PDF_METADATA = {"CreationDate": None, "ModDate": None, "Producer": "scalestudy", "Creator": "scalestudy"}
 PNG_METADATA = {"Software": "scalestudy"}
@@ -143,6 +145,22 @@ def sort_rows(rows: list[dict], panels: list[str]) -> list[dict]:
 
 def write_rows(path: Path, rows: list[dict]) -> Path:
     return write_csv(path, FIGURE_COLUMNS, rows)
+
+
+def mark_predicted(fd: FigureData, tables) -> None:
+    """Mark the rows of predicted configurations (summary kind `predicted`, scalestudy.perfmodel):
+    note `predicted` on each (after any status note), and the figure's note saying so."""
+    summary = getattr(tables, "summary", None)
+    if summary is None or "kind" not in getattr(summary, "columns", []):
+        return
+    pred = {r["config_id"] for r in records(summary) if r.get("kind") == "predicted"}
+    hit = False
+    for row in fd.rows:
+        if pred & set(row.get("config_ids") or []):
+            row["note"] = "predicted" + (f"; {row['note']}" if row.get("note") else "")
+            hit = True
+    if hit:
+        fd.notes = [PREDICTED_NOTE] + [n for n in fd.notes if n != ERRORBAR_NOTE]
 
 
 # ---- drawing helpers ----------------------------------------------------------------

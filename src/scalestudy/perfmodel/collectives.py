@@ -1,0 +1,276 @@
+"""An alpha-beta model of NCCL collectives: time = latency(algorithm, ranks, nodes) + bytes / bandwidth.
+
+Conventions follow nccl-tests (scalestudy.bandwidth): a collective of `size_bytes` (the all-reduce
+buffer, the all-gather output, the reduce-scatter input) over n ranks moves busbw_factor(op, n) x
+size_bytes through each rank's busiest link, so its time is
+
+    t = latency + busbw_factor(op, n) * size_bytes / bus_bandwidth.
+
+Algorithms (NCCL's, for the sizes FSDP and TP issue):
+- ring (all-gather, reduce-scatter; all-reduce inside a node): n-1 steps (2(n-1) for all-reduce),
+  each paying a per-step latency that is NVLink's inside a node and the network's where the ring
+  crosses nodes; NCCL picks the cheaper of its Simple and LL128 protocols.
+- tree (all-reduce across nodes): latency a0 + a1 * log2(nodes).
+Bus bandwidth: inside a node, NVLink x an efficiency; across nodes, the NICs of the group's GPUs in
+a node (rails) x an efficiency, at most the intra-node figure.
+
+Where the numbers come from, in order of preference:
+1. `collective` records of raw logs (a collectives benchmark): `fit_records` fits alpha and the
+   bus bandwidth per (op, scope) by least squares on relative error (numpy lstsq);
+2. for the inter-node all-reduce: the published panel of the paper's Fig 2 (PUBLISHED_ALL_REDUCE_PANEL,
+   source `published panel`); its bandwidth also serves all-gather/reduce-scatter across nodes;
+3. NCCL's own tuning model for ring latencies per step, and datasheet link rates (cluster file,
+   marked assumed).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+from scalestudy.bandwidth import busbw_factor
+
+MIB, GIB = 1 << 20, 1 << 30
+# (size_bytes, nodes, all-reduce bus bandwidth GB/s), 8 GPUs a node: nccl-tests all_reduce read off
+# a published copy of the paper's Fig 2 (STUDY.md). The 16 GiB values are given as "340 to 360
+# for all node counts": 360 is assigned to 4 nodes and 340 to 512 [assumed].
+PUBLISHED_ALL_REDUCE_PANEL = (
+    (16 * MIB, 4, 115.0), (16 * MIB, 512, 40.0),
+    (128 * MIB, 4, 255.0), (128 * MIB, 512, 165.0),
+    (16 * GIB, 4, 360.0), (16 * GIB, 512, 340.0),
+)
+PANEL_GPUS_PER_NODE = 8
+PANEL_NIC_GBPS = 50.0  # the NIC a GPU of the cluster the panel was measured on [assumed: 400 Gb/s NDR]
+PANEL_SOURCE = ("published panel: nccl-tests all_reduce bus bandwidth read off a published copy of the paper's "
+                "Fig 2 (STUDY.md), 4 and 512 nodes of 8 GPUs; 16 GiB points read from '340 to 360 GB/s' [assumed]")
+PROTOCOLS = ("simple", "ll128")
+
+
+@dataclass(frozen=True)
+class Group:
+    """A communicator: n ranks over `nodes` nodes, n/nodes ranks in each."""
+
+    n: int
+    nodes: int
+
+    @property
+    def per_node(self) -> int:
+        return max(1, self.n // max(1, self.nodes))
+
+    def as_dict(self) -> dict:
+        return {"n": self.n, "nodes": self.nodes, "per_node": self.per_node}
+
+
+def group_of(size: int, stride: int, gpus_per_node: int) -> Group:
+    """The group of `size` ranks spaced `stride` apart (rank = node * gpus_per_node + local)."""
+    nodes = len({(i * stride) // gpus_per_node for i in range(size)})
+    return Group(size, nodes)
+
+
+# ---- fits -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Fit:
+    """t = sum(coef_i * feature_i): latency coefficients in seconds, then seconds per bus byte."""
+
+    op: str
+    scope: str  # "intra" | "inter"
+    algorithm: str  # "ring" | "tree"
+    latency_s: tuple[float, ...]  # ring: (per step,), tree: (a0, a1 per doubling of nodes)
+    bus_GBps: float
+    rel_rms: float
+    rel_max: float
+    n_points: int
+    source: str
+    run_ids: tuple[str, ...] = ()
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def latency_features(op: str, algorithm: str, group: Group) -> list[float]:
+    if algorithm == "tree":
+        return [1.0, math.log2(max(group.nodes, 1))]
+    steps = group.n - 1
+    return [2.0 * steps if op == "all_reduce" else float(steps)]
+
+
+def fit_points(op: str, scope: str, algorithm: str, points: list[tuple[int, Group, float]], source: str,
+               run_ids: Iterable[str] = ()) -> Fit:
+    """Least-squares fit of latency and bus bandwidth to (size_bytes, group, time_s) points,
+    weighted by 1/time (relative error). Needs at least as many distinct points as unknowns."""
+    rows, y = [], []
+    for size, group, t in points:
+        rows.append(latency_features(op, algorithm, group) + [busbw_factor(op, group.n) * size])
+        y.append(t)
+    a, y = np.asarray(rows, float), np.asarray(y, float)
+    if len(y) < a.shape[1]:
+        raise ValueError(f"{op} {scope}: {len(y)} points cannot fit {a.shape[1]} parameters")
+    w = 1.0 / y
+    coef, *_ = np.linalg.lstsq(a * w[:, None], y * w, rcond=None)
+    if coef[-1] <= 0:
+        raise ValueError(f"{op} {scope}: the fit gives a non-positive time per byte; the sizes do not span "
+                         "the bandwidth-bound range")
+    rel = (a @ coef - y) / y
+    return Fit(op=op, scope=scope, algorithm=algorithm, latency_s=tuple(float(c) for c in coef[:-1]),
+               bus_GBps=float(1.0 / coef[-1] / 1e9), rel_rms=float(np.sqrt(np.mean(rel ** 2))),
+               rel_max=float(np.max(np.abs(rel))), n_points=int(len(y)), source=source,
+               run_ids=tuple(sorted(set(run_ids))))
+
+
+def panel_fit() -> Fit:
+    """The inter-node all-reduce (tree) fitted to the published panel."""
+    points = []
+    for size, nodes, busbw in PUBLISHED_ALL_REDUCE_PANEL:
+        g = Group(nodes * PANEL_GPUS_PER_NODE, nodes)
+        points.append((size, g, busbw_factor("all_reduce", g.n) * size / (busbw * 1e9)))
+    return fit_points("all_reduce", "inter", "tree", points, PANEL_SOURCE)
+
+
+def collective_records(raw_dirs: Iterable[Path | str]) -> list[dict]:
+    """The `collective` records (value plus run_id) of every complete ok run under raw_dirs."""
+    from scalestudy.rawlog import RawLogError, find_runs, read_run
+
+    out = []
+    for raw in raw_dirs:
+        for d in find_runs(raw):
+            try:
+                log = read_run(d)
+            except RawLogError:
+                continue
+            if log.status.get("status") != "ok":
+                continue
+            for r in log.records:
+                if r["key"] == "collective" and r["value"].get("correct", True):
+                    out.append({**r["value"], "run_id": log.run_id})
+    return out
+
+
+def fit_records(records: list[dict], min_bytes: int = 0) -> dict[tuple[str, str], Fit]:
+    """Fits per (op, scope) from `collective` records (scope intra: one node; inter: several).
+    Ring latency per step for all ops inside a node and for all-gather/reduce-scatter across
+    nodes; tree for the all-reduce across nodes (when two or more node counts are present)."""
+    by: dict[tuple[str, str], list[dict]] = {}
+    for r in records:
+        if r["size_bytes"] < min_bytes:
+            continue
+        scope = "intra" if int(r["nodes"]) == 1 else "inter"
+        by.setdefault((r["op"], scope), []).append(r)
+    fits = {}
+    for (op, scope), recs in sorted(by.items()):
+        algorithm = "tree" if (op == "all_reduce" and scope == "inter") else "ring"
+        points = [(int(r["size_bytes"]), Group(int(r["world_size"]), int(r["nodes"])), float(r["time_s"]))
+                  for r in recs]
+        if algorithm == "tree" and len({p[1].nodes for p in points}) < 2:
+            algorithm = "ring"
+        try:
+            fits[(op, scope)] = fit_points(op, scope, algorithm, points, "measured: collective records",
+                                           (r["run_id"] for r in recs))
+        except ValueError:
+            continue
+    return fits
+
+
+# ---- the model -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Scales:
+    """Multipliers of the uncertainty box (1.0: central)."""
+
+    latency: float = 1.0
+    intra_bw: float = 1.0
+    inter_bw: float = 1.0
+
+
+@dataclass
+class CollectiveModel:
+    cluster: object  # perfmodel.cluster.Cluster
+    panel: Fit | None = None
+    measured: dict = field(default_factory=dict)  # (op, scope) -> Fit
+
+    @classmethod
+    def for_cluster(cls, cluster, root: Path | str = ".") -> "CollectiveModel":
+        measured = {}
+        if cluster.collectives_fit == "raw":
+            measured = fit_records(collective_records(Path(root) / d for d in cluster.raw_dirs))
+        return cls(cluster, panel_fit(), measured)
+
+    # ---- parameters ----
+    def _c(self, key: str) -> float:
+        return self.cluster.v(key)
+
+    def intra_bus_GBps(self, s: Scales = Scales()) -> float:
+        return self._c("intra_node_GBps") * self._c("collectives.bus_efficiency_intra") * s.intra_bw
+
+    def net_efficiency(self) -> float:
+        """The panel's large-message bus bandwidth over the NICs of its 8 GPUs a node (PANEL_NIC_GBPS
+        each): the fraction of the rails' rate NCCL reaches across nodes."""
+        return self.panel.bus_GBps / (PANEL_GPUS_PER_NODE * PANEL_NIC_GBPS)
+
+    def inter_bus_GBps(self, group: Group, s: Scales = Scales()) -> float:
+        rails = group.per_node * self._c("inter_node_GBps") * self.net_efficiency()
+        return min(self.intra_bus_GBps(s), rails * s.inter_bw)
+
+    def _ring_latency(self, op: str, group: Group, proto: str, s: Scales) -> float:
+        k = "collectives.ring_latency_us."
+        nvl, net = self._c(f"{k}nvlink_{proto}"), self._c(f"{k}net_{proto}")
+        steps = group.n - 1
+        inter_steps = group.nodes - 1 if group.nodes > 1 else 0
+        if op == "all_reduce":
+            steps, inter_steps = 2 * steps, 2 * inter_steps
+        return (self._c(f"{k}base") + (steps - inter_steps) * nvl + inter_steps * net) * 1e-6 * s.latency
+
+    def time(self, op: str, size_bytes: float, group: Group, s: Scales = Scales()) -> float:
+        """Seconds for one collective of `size_bytes` (nccl-tests convention) over `group`."""
+        if group.n <= 1 or size_bytes <= 0:
+            return 0.0
+        bus_bytes = busbw_factor(op, group.n) * size_bytes
+        scope = "intra" if group.nodes == 1 else "inter"
+        fit = self.measured.get((op, scope))
+        if fit is not None:
+            feats = latency_features(op, fit.algorithm, group)
+            lat = sum(c * f for c, f in zip(fit.latency_s, feats)) * s.latency
+            bw = fit.bus_GBps * (s.intra_bw if scope == "intra" else s.inter_bw)
+            return max(lat, 0.0) + bus_bytes / (bw * 1e9)
+        if scope == "inter" and op == "all_reduce":
+            a0, a1 = self.panel.latency_s
+            lat = (a0 + a1 * math.log2(group.nodes)) * s.latency
+            return lat + bus_bytes / (self.inter_bus_GBps(group, s) * 1e9)
+        bw = self.intra_bus_GBps(s) if scope == "intra" else self.inter_bus_GBps(group, s)
+        best = math.inf
+        for proto in PROTOCOLS:
+            f = 1.0 if proto == "simple" else self._c("collectives.ll128_bw_factor")
+            best = min(best, self._ring_latency(op, group, proto, s) + bus_bytes / (bw * f * 1e9))
+        return best
+
+    def busbw_GBps(self, op: str, size_bytes: float, group: Group, s: Scales = Scales()) -> float:
+        t = self.time(op, size_bytes, group, s)
+        return busbw_factor(op, group.n) * size_bytes / t / 1e9 if t > 0 else math.inf
+
+    def p2p_time(self, size_bytes: float, same_node: bool, s: Scales = Scales()) -> float:
+        """One point-to-point send (pipeline stages): one link, NVLink or one NIC."""
+        if size_bytes <= 0:
+            return 0.0
+        if same_node:
+            bw = self.intra_bus_GBps(s)
+            lat = self._c("collectives.ring_latency_us.nvlink_simple")
+        else:
+            bw = self._c("inter_node_GBps") * self.net_efficiency() * s.inter_bw
+            lat = self._c("collectives.ring_latency_us.net_simple")
+        return (self._c("collectives.ring_latency_us.base") + lat) * 1e-6 * s.latency + size_bytes / (bw * 1e9)
+
+    def sources(self) -> dict:
+        out = {"panel": self.panel.as_dict() if self.panel else None,
+               "measured": {f"{op}/{scope}": f.as_dict() for (op, scope), f in sorted(self.measured.items())},
+               "rules": {
+                   "all_reduce/inter": ("measured fit" if ("all_reduce", "inter") in self.measured
+                                        else "tree fitted to the published panel"),
+                   "all_gather,reduce_scatter/inter": (
+                       "measured fit" if any(k[1] == "inter" and k[0] != "all_reduce" for k in self.measured)
+                       else "ring: NCCL per-step latencies [assumed] + the panel's bus bandwidth per rail"),
+                   "intra": ("measured fit" if any(k[1] == "intra" for k in self.measured)
+                             else "ring: NCCL per-step latencies [assumed] + NVLink x efficiency [assumed]"),
+               }}
+        return out

@@ -1,0 +1,188 @@
+"""How much communication the layout hides behind computation: a two-stream timeline of one step.
+
+The compute stream runs, for each micro batch, the root's forward (embedding), each block's
+forward, the head's forward and backward, each block's backward and the embedding's backward,
+then the optimizer. Synchronous collectives (tensor parallelism, pipeline sends) sit on the
+compute stream between the kernels that need them. FSDP's collectives run on their own streams:
+
+- all-gathers (forward): the root's and the first block's are issued at the start; block i+1's is
+  issued when block i+1-prefetch starts its forward (prefetch depth), and never before the
+  previous all-gather ends; a block's forward waits for its all-gather;
+- all-gathers (backward, reshard_after_forward only): likewise in reverse order;
+- reduce-scatters (and HSDP's all-reduce after each, same stream): block i's after its
+  backward, in order; the optimizer waits for the last.
+Gradient sync happens on the last micro batch only (harness/train.py).
+
+Exposed communication is what the trace analyser measures (scalestudy.exposed_comm): the union of
+communication intervals minus the union of computation intervals. While a collective overlaps
+computation, computation slows by `interference` x the overlapped time (NCCL kernels take SMs
+and memory bandwidth) [assumed]. Host overhead stretches every computation kernel by
+1 / (1 - gap_fraction), as measured on one GPU.
+
+Pipeline parallelism: the timeline above is run for one micro batch of the heaviest stage (the
+FSDP all-gathers of the first and the reduce-scatters of the last micro batch); the other
+micro batches and the schedule's bubble are added as computation and idle time: a pipeline of
+m micro batches on p stages takes (m + p - 1) x (forward + backward of a micro batch) for
+1F1B/GPipe ((m x v + p - 1) / v for interleaved 1F1B with v stages a rank). During the bubble a
+rank's NCCL receive kernels wait, so a trace counts the bubble as exposed communication; the
+model does the same and reports the bubble on its own too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from scalestudy import intervals
+
+
+@dataclass(frozen=True)
+class StepInputs:
+    layers: int
+    microbatches: int  # forward/backward passes in the FSDP timeline (grad_accum)
+    layer_fwd_s: float
+    layer_bwd_s: float
+    head_fwd_s: float
+    head_bwd_s: float
+    embed_s: float  # embedding forward and backward (tiny)
+    tail_s: float  # optimizer and copies after the last reduce-scatter
+    gap_fraction: float
+    # synchronous collectives on the compute stream, one micro batch
+    tp_layer_fwd_s: float = 0.0
+    tp_layer_bwd_s: float = 0.0
+    tp_head_fwd_s: float = 0.0
+    tp_head_bwd_s: float = 0.0
+    tp_embed_fwd_s: float = 0.0
+    # FSDP collectives, one call each
+    ag_root_s: float = 0.0
+    ag_block_s: float = 0.0
+    ag_bwd_block_s: float = 0.0  # 0 unless reshard_after_forward
+    rs_root_s: float = 0.0  # reduce-scatter + HSDP all-reduce of the root
+    rs_block_s: float = 0.0  # reduce-scatter + HSDP all-reduce of a block
+    forward_prefetch: int = 1
+    backward_prefetch: int = 1
+    interference: float = 0.0
+
+
+@dataclass(frozen=True)
+class Timeline:
+    step_s: float
+    compute_s: float  # union of computation (stretched by host overhead and interference)
+    comm_s: float  # summed communication time (each collective's own duration)
+    exposed_comm_s: float  # union(comm) - union(compute)
+    overlapped_s: float
+    waits_s: float  # time the compute stream waited for an FSDP collective
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def simulate(x: StepInputs) -> Timeline:
+    k = 1.0 / (1.0 - x.gap_fraction)
+    t = 0.0  # compute stream clock
+    compute: list[tuple[float, float]] = []
+    comm: list[tuple[float, float]] = []
+    comm_sum = 0.0
+    waits = 0.0
+    L = x.layers
+    ag_free = 0.0  # all-gather stream free at
+    rs_free = 0.0
+
+    def run(d: float) -> None:
+        nonlocal t
+        if d > 0:
+            compute.append((t, t + d * k))
+            t += d * k
+
+    def sync_comm(d: float) -> None:
+        nonlocal t, comm_sum
+        if d > 0:
+            comm.append((t, t + d))
+            comm_sum += d
+            t += d
+
+    for mb in range(x.microbatches):
+        last = mb == x.microbatches - 1
+        # ---- forward ----
+        start_fwd = [0.0] * L
+        ag_end = [0.0] * L
+        if x.ag_root_s > 0:
+            s = max(ag_free, t)
+            comm.append((s, s + x.ag_root_s))
+            comm_sum += x.ag_root_s
+            ag_free = s + x.ag_root_s
+            if t < ag_free:
+                waits += ag_free - t
+                t = ag_free
+        run(x.embed_s / 2)
+        sync_comm(x.tp_embed_fwd_s)
+        fwd_begin, P = t, max(x.forward_prefetch, 0)
+        for i in range(L):
+            if x.ag_block_s > 0:
+                # issued when block i - P starts its forward (the first P at once); P = 0: on demand
+                issue = t if P == 0 else (fwd_begin if i - P < 0 else start_fwd[i - P])
+                s = max(ag_free, issue)
+                comm.append((s, s + x.ag_block_s))
+                comm_sum += x.ag_block_s
+                ag_free = ag_end[i] = s + x.ag_block_s
+                if t < ag_end[i]:
+                    waits += ag_end[i] - t
+                    t = ag_end[i]
+            start_fwd[i] = t
+            run(x.layer_fwd_s)
+            sync_comm(x.tp_layer_fwd_s)
+        run(x.head_fwd_s)
+        sync_comm(x.tp_head_fwd_s)
+        # ---- backward ----
+        run(x.head_bwd_s)
+        sync_comm(x.tp_head_bwd_s)
+        start_bwd = [0.0] * L
+        bwd_begin, Q = t, max(x.backward_prefetch, 0)
+        for i in reversed(range(L)):
+            if x.ag_bwd_block_s > 0 and i < L - 1:
+                issue = t if Q == 0 else (bwd_begin if i + Q > L - 1 else start_bwd[i + Q])
+                s = max(ag_free, issue)
+                comm.append((s, s + x.ag_bwd_block_s))
+                comm_sum += x.ag_bwd_block_s
+                ag_free = s + x.ag_bwd_block_s
+                if t < ag_free:
+                    waits += ag_free - t
+                    t = ag_free
+            start_bwd[i] = t
+            run(x.layer_bwd_s)
+            sync_comm(x.tp_layer_bwd_s)
+            if last and x.rs_block_s > 0:
+                s = max(rs_free, t)
+                comm.append((s, s + x.rs_block_s))
+                comm_sum += x.rs_block_s
+                rs_free = s + x.rs_block_s
+        run(x.embed_s / 2)
+        if last and x.rs_root_s > 0:
+            s = max(rs_free, t)
+            comm.append((s, s + x.rs_root_s))
+            comm_sum += x.rs_root_s
+            rs_free = s + x.rs_root_s
+    if rs_free > t:
+        waits += rs_free - t
+        t = rs_free
+    run(x.tail_s)
+    u_comp, u_comm = intervals.union(compute), intervals.union(comm)
+    exposed = intervals.total(intervals.subtract(u_comm, u_comp))
+    overlapped = intervals.total(intervals.intersection(u_comm, u_comp))
+    slow = x.interference * overlapped
+    compute_s = intervals.total(u_comp) + slow
+    return Timeline(step_s=t + slow, compute_s=compute_s, comm_s=comm_sum, exposed_comm_s=exposed,
+                    overlapped_s=overlapped, waits_s=waits)
+
+
+def pipeline_time(mb_fwd_s: float, mb_bwd_s: float, pp: int, m: int, stages_per_rank: int = 1,
+                  interleaved: bool = False) -> tuple[float, float]:
+    """(pipeline time, bubble time) of m micro batches on pp stages; mb_* are one rank's time for
+    one micro batch (all its stages)."""
+    per = mb_fwd_s + mb_bwd_s
+    if pp == 1:
+        return m * per, 0.0
+    if interleaved:
+        bubble = (pp - 1) * per / stages_per_rank
+    else:
+        bubble = (pp - 1) * per
+    return m * per + bubble, bubble

@@ -1,0 +1,332 @@
+"""predict(spec, cluster, calibration): time a step, tokens/s per device, MFU, exposed
+communication and GPU power of a RunSpec on a described cluster, with an uncertainty band.
+
+The band: the model is evaluated at every corner of a box of its uncertain inputs and the band is
+the smallest and largest value over the corners (not a probability interval):
+  compute       every computation time x (1 +- e), e = the largest held-out error of the compute
+                model on measured runs (at least MIN_COMPUTE_ERROR)
+  latency       collective latencies x (1 +- cluster uncertainty.ring_latency)
+  intra_bw      NVLink bus bandwidth x (1 +- uncertainty.intra_bandwidth)
+  inter_bw      network bus bandwidth x (1 +- uncertainty.inter_bandwidth)
+  interference  overlap.interference x (1 +- uncertainty.interference)
+  comm_power    power.comm_power_fraction x (1 +- uncertainty.comm_power)  (power only)
+`corners` keeps each corner's values in a fixed order (CORNERS) so that comparisons between two
+predictions (a ratio, a difference) can be banded jointly: the same corner for both.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from scalestudy.metrics import flops_per_token
+from scalestudy.perfmodel import MODEL_VERSION
+from scalestudy.perfmodel import compute as compute_mod
+from scalestudy.perfmodel import power as power_mod
+from scalestudy.perfmodel.collectives import CollectiveModel, Scales
+from scalestudy.perfmodel.layout_comm import layout_collectives
+from scalestudy.perfmodel.overlap import StepInputs, pipeline_time, simulate
+from scalestudy.spec import RunSpec
+
+MIN_COMPUTE_ERROR = 0.03
+DEFAULT_COMPUTE_ERROR = 0.10  # [assumed] when no run is held out
+METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_device", "mfu", "compute_s", "comm_s",
+           "exposed_comm_s", "exposed_comm_share", "power_w_per_gpu", "power_w_total", "tokens_per_joule")
+AXES = ("compute", "latency", "intra_bw", "inter_bw", "interference", "comm_power")
+CORNERS = tuple(itertools.product((-1, 1), repeat=len(AXES)))
+
+
+# ---- calibration ---------------------------------------------------------------------------
+@dataclass
+class Calibration:
+    compute: compute_mod.ComputeCalibration
+    power: power_mod.PowerCalibration | None
+    compute_error: float  # relative half-width of the compute box
+    compute_error_source: str
+    fit_run_ids: tuple[str, ...]
+    held_out: list[dict]  # per held-out run: measured and predicted step time and power
+    runs: list  # perfmodel.measured.MeasuredRun, all read
+    digest: str
+
+    def provenance(self) -> dict:
+        return {"fit_run_ids": list(self.fit_run_ids),
+                "runs": [r.provenance() for r in self.runs],
+                "digest": self.digest, "compute": self.compute.as_dict(),
+                "power": self.power.as_dict() if self.power else None,
+                "compute_error": self.compute_error, "compute_error_source": self.compute_error_source,
+                "held_out": self.held_out}
+
+
+def _tdp_of(gpu: str | None, root: Path | str) -> float:
+    from scalestudy.perfmodel.cluster import cluster_names, load_cluster
+
+    for name in cluster_names(root):
+        c = load_cluster(name, root)
+        if c.gpu == gpu:
+            return c.v("tdp_w")
+    raise ValueError(f"no cluster file describes {gpu!r}: its board power limit (tdp_w) is needed to carry "
+                     "measured power to other GPUs")
+
+
+def calibrate(raw_dirs, root: Path | str = ".", fit_run_ids: tuple[str, ...] | None = None) -> Calibration:
+    """Calibrate from the training runs under raw_dirs. Fit set: `fit_run_ids`, or by default the
+    traced runs (the compute model needs kernel categories); every other complete run is held
+    out, predicted, and its error sets the compute box."""
+    from scalestudy.perfmodel.measured import digest, read_measured_dir
+
+    if isinstance(raw_dirs, (str, Path)):
+        raw_dirs = [raw_dirs]
+    runs = [r for d in raw_dirs for r in read_measured_dir(Path(root) / d, root)]
+    ok = [r for r in runs if r.ok]
+    fit_ids = set(fit_run_ids) if fit_run_ids is not None else {r.run_id for r in ok if r.kernels is not None}
+    if not fit_ids:
+        fit_ids = {r.run_id for r in ok}
+    fit = [r for r in ok if r.run_id in fit_ids]
+    cc = compute_mod.calibrate(fit)
+    util = {}
+    for r in ok:
+        if r.kernels is not None and r.run_id in fit_ids:
+            util[r.run_id] = min(1.0, r.kernels.busy_s / r.step_time_s)
+        else:
+            util[r.run_id] = 1.0 - cc.gap_fraction
+    pc = None
+    try:
+        tdp = _tdp_of(cc.gpu, root)
+        pc = power_mod.calibrate(fit, tdp, util)
+    except ValueError:
+        tdp = None
+    held = []
+    for r in ok:
+        if r.run_id in fit_ids or r.spec.world_size != 1:
+            continue
+        pred = compute_mod.single_gpu_step(r.spec, cc)
+        row = {"run_id": r.run_id, "what": _describe(r.spec), "measured_step_s": r.step_time_s,
+               "predicted_step_s": pred, "step_error": pred / r.step_time_s - 1.0,
+               "measured_power_w": r.mean_power_w, "predicted_power_w": None, "power_error": None}
+        if pc is not None and r.mean_power_w:
+            p = power_mod.power_w(pc, tdp, util[r.run_id], 0.0, 0.0)
+            row.update(predicted_power_w=p, power_error=p / r.mean_power_w - 1.0)
+        held.append(row)
+    if held:
+        err = max(MIN_COMPUTE_ERROR, max(abs(h["step_error"]) for h in held))
+        src = f"measured: largest held-out step-time error over {len(held)} runs"
+    else:
+        err, src = DEFAULT_COMPUTE_ERROR, "assumed: no run held out"
+    return Calibration(cc, pc, err, src, tuple(sorted(fit_ids)), held, runs, digest(runs))
+
+
+@lru_cache(maxsize=8)
+def _cached(raw_dirs: tuple[str, ...], root: str) -> Calibration:
+    return calibrate(list(raw_dirs), root)
+
+
+def cached_calibration(raw_dirs, root: Path | str = ".") -> Calibration:
+    if isinstance(raw_dirs, (str, Path)):
+        raw_dirs = [raw_dirs]
+    return _cached(tuple(str(d) for d in raw_dirs), str(Path(root).resolve()))
+
+
+def _describe(spec: RunSpec) -> str:
+    cfg = spec.model_config()
+    layers = f"{cfg.n_layers}-layer slice of " if spec.n_layers else ""
+    ac = "full activation checkpointing" if spec.activation_checkpointing == "full" else "no activation checkpointing"
+    return f"{layers}{spec.model}, micro batch {spec.micro_batch}, seq {spec.seq_len}, {ac}"
+
+
+# ---- prediction ----------------------------------------------------------------------------
+@dataclass
+class Prediction:
+    run_id: str
+    config_id: str
+    cluster: str
+    layout: str
+    world_size: int
+    label: str  # the strategy in words (scalestudy.studies.strategy_label)
+    spec: dict
+    values: dict  # METRICS plus bubble_s, memory estimate
+    band: dict  # metric -> [low, high]
+    corners: dict  # metric -> [value at each CORNERS entry]
+    collectives: list[dict]
+    compute: dict
+    sources: dict
+    notes: list[str] = field(default_factory=list)
+
+    def __getitem__(self, k):
+        return self.values[k]
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _scales(cluster, cal: Calibration, corner: tuple[int, ...] | None) -> dict:
+    u = lambda k: cluster.v(f"uncertainty.{k}")  # noqa: E731
+    c = dict(zip(AXES, corner)) if corner else dict.fromkeys(AXES, 0)
+    kappa = cluster.v("overlap.interference")
+    return {
+        "compute": 1.0 + c["compute"] * cal.compute_error,
+        "coll": Scales(latency=1.0 + c["latency"] * u("ring_latency"),
+                       intra_bw=1.0 / (1.0 + c["intra_bw"] * u("intra_bandwidth")),
+                       inter_bw=1.0 / (1.0 + c["inter_bw"] * u("inter_bandwidth"))),
+        "interference": kappa * (1.0 + c["interference"] * u("interference")),
+        "comm_power": cluster.v("power.comm_power_fraction") * (1.0 + c["comm_power"] * u("comm_power")),
+    }
+
+
+def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc: dict) -> tuple[dict, list[dict]]:
+    ct = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops, cluster.hbm, sc["compute"])
+    gpn = cluster.gpus_per_node
+    colls = layout_collectives(spec, gpn)
+    m_layer = spec.grad_accum * spec.pp_microbatches  # layer passes a step
+    timed = []
+    fsdp = {"ag_root": 0.0, "ag_block": 0.0, "ag_bwd_block": 0.0, "rs_root": 0.0, "rs_block": 0.0}
+    tp = {"layer_fwd": 0.0, "layer_bwd": 0.0, "head_fwd": 0.0, "head_bwd": 0.0, "embed_fwd": 0.0}
+    p2p = {"forward": 0.0, "backward": 0.0}
+    for c in colls:
+        if c.op == "send":
+            t_each = cm.p2p_time(c.size_bytes, c.group.nodes == 1, sc["coll"])
+        else:
+            t_each = cm.time(c.op, c.size_bytes, c.group, sc["coll"])
+        timed.append({**c.as_dict(), "time_each_s": t_each, "time_per_step_s": t_each * c.calls})
+        if c.stream == "fsdp":
+            key = {("fsdp_all_gather", "root"): "ag_root", ("fsdp_all_gather", "block"): "ag_block",
+                   ("fsdp_all_gather_bwd", "block"): "ag_bwd_block", ("fsdp_reduce_scatter", "root"): "rs_root",
+                   ("fsdp_reduce_scatter", "block"): "rs_block", ("hsdp_all_reduce", "root"): "rs_root",
+                   ("hsdp_all_reduce", "block"): "rs_block"}[(c.name, c.unit)]
+            fsdp[key] += t_each
+        elif c.op == "send":
+            p2p[c.phase] += t_each * c.calls / m_layer
+        elif c.unit == "layer":
+            tp["layer_fwd" if c.phase == "forward" else "layer_bwd"] += t_each * c.calls / (m_layer * ct.layers)
+        elif c.unit == "head":
+            tp["head_fwd" if c.phase == "forward" else "head_bwd"] += t_each * c.calls / m_layer
+        elif c.unit == "embedding":
+            tp["embed_fwd"] += t_each * c.calls / m_layer
+    tail = ct.optimizer_s + ct.fsdp_copy_s
+    k = 1.0 / (1.0 - ct.gap_fraction)
+    base = dict(layers=ct.layers, layer_fwd_s=ct.layer_fwd_s, layer_bwd_s=ct.layer_bwd_s, head_fwd_s=ct.head_fwd_s,
+                head_bwd_s=ct.head_bwd_s, embed_s=0.0, gap_fraction=ct.gap_fraction,
+                tp_layer_fwd_s=tp["layer_fwd"], tp_layer_bwd_s=tp["layer_bwd"], tp_head_fwd_s=tp["head_fwd"],
+                tp_head_bwd_s=tp["head_bwd"], tp_embed_fwd_s=tp["embed_fwd"], ag_root_s=fsdp["ag_root"],
+                ag_block_s=fsdp["ag_block"], ag_bwd_block_s=fsdp["ag_bwd_block"], rs_root_s=fsdp["rs_root"],
+                rs_block_s=fsdp["rs_block"], forward_prefetch=spec.fsdp_forward_prefetch,
+                backward_prefetch=spec.fsdp_backward_prefetch, interference=sc["interference"])
+    bubble = 0.0
+    if spec.pp == 1:
+        tl = simulate(StepInputs(microbatches=spec.grad_accum, tail_s=tail, **base))
+        step, compute_s, comm_s, exposed = tl.step_s, tl.compute_s, tl.comm_s, tl.exposed_comm_s
+    else:
+        one = simulate(StepInputs(microbatches=1, tail_s=0.0, **base))
+        mb_compute = (ct.microbatch_fwd_s + ct.microbatch_bwd_s) * k
+        mb_sync = ct.layers * (tp["layer_fwd"] + tp["layer_bwd"]) + tp["head_fwd"] + tp["head_bwd"] \
+            + tp["embed_fwd"] + p2p["forward"] + p2p["backward"]
+        per_fwd = ct.microbatch_fwd_s * k + ct.layers * tp["layer_fwd"] + tp["head_fwd"] + tp["embed_fwd"] \
+            + p2p["forward"]
+        per_bwd = ct.microbatch_bwd_s * k + ct.layers * tp["layer_bwd"] + tp["head_bwd"] + p2p["backward"]
+        pipe, bubble = pipeline_time(per_fwd, per_bwd, spec.pp, spec.pp_microbatches, spec.pp_stages_per_rank,
+                                     spec.pp_schedule == "interleaved_1f1b")
+        slow = sc["interference"] * one.overlapped_s
+        fsdp_wait = one.waits_s
+        step = spec.grad_accum * (pipe + fsdp_wait + slow) + tail * k
+        compute_s = spec.grad_accum * (spec.pp_microbatches * mb_compute + slow) + tail * k
+        fsdp_comm = sum(t["time_per_step_s"] for t in timed if t["stream"] == "fsdp")
+        comm_s = fsdp_comm + spec.grad_accum * spec.pp_microbatches * mb_sync
+        exposed = spec.grad_accum * (spec.pp_microbatches * mb_sync + bubble + fsdp_wait)
+    tokens = spec.tokens_per_step
+    tps = tokens / step
+    per_dev = tps / spec.world_size
+    fpt = flops_per_token(spec.model_config(), spec.seq_len)["flops_per_token"]
+    vals = {"step_time_s": step, "tokens_per_s": tps, "tokens_per_s_per_device": per_dev,
+            "mfu": per_dev * fpt / cluster.peak_flops, "compute_s": compute_s, "comm_s": comm_s,
+            "exposed_comm_s": exposed, "exposed_comm_share": exposed / step, "bubble_s": bubble * spec.grad_accum,
+            "u_compute": min(1.0, compute_s / step), "u_exposed": min(1.0, exposed / step)}
+    if cal.power is not None:
+        p = power_mod.power_w(cal.power, cluster.v("tdp_w"), vals["u_compute"], vals["u_exposed"], sc["comm_power"])
+        vals.update(power_w_per_gpu=p, power_w_total=p * spec.world_size,
+                    tokens_per_joule=tps / (p * spec.world_size))
+    else:
+        vals.update(power_w_per_gpu=None, power_w_total=None, tokens_per_joule=None)
+    return vals, timed
+
+
+def sources(cluster, cal: Calibration, cm: CollectiveModel) -> dict:
+    vals = cluster.sources()
+    by: dict[str, list[str]] = {}
+    for k, v in vals.items():
+        by.setdefault(v["source"].split(":")[0].strip(), []).append(k)
+    return {
+        "calibrated_from_measurements": {
+            "compute": f"{cal.compute.method} of runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}",
+            "compute_error": f"{cal.compute_error:.4f} ({cal.compute_error_source})",
+            "power": (f"busy and idle power of runs {', '.join(cal.power.run_ids)}, as fractions of "
+                      f"{cal.power.calib_tdp_w:g} W [carried to other GPUs by TDP: assumed]") if cal.power else None,
+        },
+        "collectives": cm.sources()["rules"],
+        "published": ["inter-node all-reduce: " + (cm.panel.source if cm.panel else "none")],
+        "cluster_values_by_source": {k: sorted(v) for k, v in sorted(by.items())},
+        "assumed_model_choices": [
+            "efficiencies measured on one GPU's shapes carry over to other shapes, micro batches, layouts and GPUs",
+            "FSDP all-gather/reduce-scatter across nodes: ring with NCCL's per-step latencies",
+            "the panel's bus bandwidth (all-reduce) holds for all-gather/reduce-scatter across nodes",
+            "tensor-parallel and pipeline collectives are not overlapped (synchronous)",
+        ],
+        "cluster_file": cluster.source_file, "cluster_overrides": dict(cluster.overrides),
+    }
+
+
+def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None = None, *,
+            band: bool = True) -> Prediction:
+    from scalestudy.memory_estimate import GIB, estimate_memory
+
+    if spec.world_size > cluster.max_gpus:
+        raise ValueError(f"{spec.run_id} needs {spec.world_size} GPUs; cluster {cluster.name} has {cluster.max_gpus}")
+    if spec.procs_per_node != cluster.gpus_per_node and spec.nodes > 1:
+        raise ValueError(f"{spec.run_id} runs {spec.procs_per_node} processes a node; cluster {cluster.name} has "
+                         f"{cluster.gpus_per_node} GPUs a node")
+    cm = cm or CollectiveModel.for_cluster(cluster)
+    vals, timed = _evaluate(spec, cluster, cal, cm, _scales(cluster, cal, None))
+    mem = estimate_memory(spec).total_bytes
+    vals["memory_estimate_gib"] = mem / GIB
+    vals["fits_memory"] = mem <= cluster.v("memory_gib") * GIB
+    corners: dict[str, list] = {m: [] for m in METRICS}
+    bands: dict[str, list] = {}
+    if band:
+        for corner in CORNERS:
+            cv, _ = _evaluate(spec, cluster, cal, cm, _scales(cluster, cal, corner))
+            for m in METRICS:
+                corners[m].append(cv.get(m))
+        for m in METRICS:
+            xs = [x for x in corners[m] + [vals.get(m)] if x is not None]
+            bands[m] = [min(xs), max(xs)] if xs else [None, None]
+    notes = []
+    if not vals["fits_memory"]:
+        notes.append(f"the memory estimate ({vals['memory_estimate_gib']:.0f} GiB) exceeds the GPU's "
+                     f"{cluster.v('memory_gib'):g} GiB: the run would likely fail with oom")
+    cfg = spec.model_config()
+    measured_shapes = {(r.spec.model_config().dim, r.spec.model_config().ffn_dim) for r in cal.runs if r.ok}
+    if (cfg.dim, cfg.ffn_dim) not in measured_shapes:
+        notes.append(f"{spec.model}'s layer shape was not measured: its efficiencies are extrapolated from "
+                     + ", ".join(sorted({r.spec.model for r in cal.runs if r.ok})))
+    from scalestudy.studies import strategy_label
+
+    return Prediction(run_id=spec.run_id, config_id=spec.config_id, cluster=cluster.name, layout=spec.layout,
+                      world_size=spec.world_size, label=strategy_label(spec), spec=spec.to_dict(), values=vals,
+                      band=bands, corners=corners, collectives=timed,
+                      compute=asdict(compute_mod.compute_times(spec, cal.compute, cluster.peak_flops, cluster.hbm)),
+                      sources=sources(cluster, cal, cm), notes=notes)
+
+
+def joint_band(a: Prediction, b: Prediction, metric: str, how: str = "ratio") -> tuple[float, float, float]:
+    """(central, low, high) of b/a - 1 ('ratio') or b - a ('difference'), each corner evaluated
+    for both predictions together."""
+    def f(x, y):
+        return y / x - 1.0 if how == "ratio" else y - x
+
+    central = f(a.values[metric], b.values[metric])
+    xs = [f(x, y) for x, y in zip(a.corners[metric], b.corners[metric]) if x is not None and y is not None]
+    xs.append(central)
+    return central, min(xs), max(xs)
+
+
+MODEL_ID = MODEL_VERSION

@@ -1,0 +1,122 @@
+"""The collectives each layout issues, against hand-computed Llama-2 7B numbers."""
+
+import pytest
+
+from scalestudy.llama_configs import parameter_counts, get_model_config
+from scalestudy.perfmodel.layout_comm import bubble_fraction, layout_collectives, unit_params, volumes
+from scalestudy.spec import RunSpec
+
+D, FFN, V, L = 4096, 11008, 32000, 32
+P_LAYER = 4 * D * D + 3 * D * FFN + 2 * D  # 202,383,360
+P_ROOT = 2 * V * D + D  # embedding + output head + final norm
+A = 2 * 4096 * D * 2  # micro batch 2 x seq 4096 x width x bf16
+BASE = dict(model="llama2-7b", device="cuda", seq_len=4096, micro_batch=2, procs_per_node=8)
+
+
+def by(spec, name, unit=None):
+    cs = [c for c in layout_collectives(spec, 8) if c.name == name and (unit is None or c.unit == unit)]
+    assert cs, f"no {name} {unit}"
+    return cs
+
+
+def test_parameter_bookkeeping():
+    assert P_LAYER == 202_383_360
+    assert L * P_LAYER + P_ROOT == parameter_counts(get_model_config("llama2-7b"))["n_params"]
+
+
+def test_fsdp_2048():
+    s = RunSpec(nodes=256, **BASE)
+    (ag_b,) = by(s, "fsdp_all_gather", "block")
+    (ag_r,) = by(s, "fsdp_all_gather", "root")
+    (rs_b,) = by(s, "fsdp_reduce_scatter", "block")
+    (rs_r,) = by(s, "fsdp_reduce_scatter", "root")
+    assert ag_b.size_bytes == 2 * P_LAYER == 404_766_720 and ag_b.calls == 32
+    assert ag_r.size_bytes == 2 * P_ROOT and ag_r.calls == 1
+    assert rs_b.size_bytes == 4 * P_LAYER == 809_533_440 and rs_b.calls == 32
+    assert rs_r.size_bytes == 4 * P_ROOT
+    assert ag_b.group.n == 2048 and ag_b.group.nodes == 256
+    v = volumes(s, 8)
+    n = parameter_counts(get_model_config("llama2-7b"))["n_params"]
+    assert v["fsdp_all_gather"] == 2 * n  # bf16 parameters gathered once a step
+    assert v["fsdp_reduce_scatter"] == 4 * n  # fp32 gradients reduce-scattered once a step
+    assert set(v) == {"fsdp_all_gather", "fsdp_reduce_scatter"}
+    # the bus bytes of one rank: (n-1)/n of the size
+    assert ag_b.bus_bytes_per_step == pytest.approx(32 * 2 * P_LAYER * 2047 / 2048)
+
+
+def test_fsdp_reshard_after_forward_gathers_again_in_backward():
+    s = RunSpec(nodes=2, reshard_after_forward=True, **BASE)
+    (ag_bwd,) = by(s, "fsdp_all_gather_bwd")
+    assert ag_bwd.calls == 31 and ag_bwd.size_bytes == 2 * P_LAYER
+
+
+def test_fsdp_grad_accumulation_gathers_each_micro_batch_reduces_once():
+    s = RunSpec(nodes=2, global_batch=64, **BASE)  # 16 ranks x micro 2 x accumulation 2
+    assert s.grad_accum == 2
+    assert by(s, "fsdp_all_gather", "block")[0].calls == 64
+    assert by(s, "fsdp_reduce_scatter", "block")[0].calls == 32
+
+
+def test_hsdp_2048():
+    s = RunSpec(nodes=256, dp_shard=8, dp_replicate=256, **BASE)
+    (rs_b,) = by(s, "fsdp_reduce_scatter", "block")
+    (ar_b,) = by(s, "hsdp_all_reduce", "block")
+    (ar_r,) = by(s, "hsdp_all_reduce", "root")
+    assert rs_b.group.n == 8 and rs_b.group.nodes == 1  # shard group inside a node
+    assert by(s, "fsdp_all_gather", "block")[0].group.nodes == 1
+    assert ar_b.group.n == 256 and ar_b.group.nodes == 256 and ar_b.group.per_node == 1  # one replica a node
+    assert ar_b.size_bytes == 4 * P_LAYER / 8 == 101_191_680
+    assert ar_b.calls == 32 and ar_r.size_bytes == 4 * P_ROOT / 8
+    v = volumes(s, 8)
+    n = parameter_counts(get_model_config("llama2-7b"))["n_params"]
+    assert v["hsdp_all_reduce"] == pytest.approx(4 * n / 8)
+
+
+def test_tp2_without_sequence_parallelism():
+    s = RunSpec(nodes=1, tp=2, global_batch=16, **BASE)  # dp 4, local batch 4 = 2 micro batches
+    m = 2
+    assert unit_params(s).block == (P_LAYER - 2 * D) / 2 + 2 * D
+    fwd = [c for c in by(s, "tp_all_reduce", "layer") if c.phase == "forward"][0]
+    bwd = [c for c in by(s, "tp_all_reduce", "layer") if c.phase == "backward"][0]
+    assert fwd.size_bytes == A == 67_108_864 and fwd.calls == m * L * 2 and bwd.calls == m * L * 2
+    assert fwd.group.n == 2 and fwd.group.nodes == 1 and fwd.stream == "compute"
+    (emb,) = by(s, "tp_all_reduce", "embedding")
+    (head,) = by(s, "tp_all_reduce", "head")
+    assert emb.calls == m and head.calls == m and head.phase == "backward"
+    (logits,) = by(s, "tp_logits_all_gather")
+    assert logits.size_bytes == 2 * 4096 * V * 2
+    # FSDP over the 4 data-parallel ranks at stride 2
+    ag = by(s, "fsdp_all_gather", "block")[0]
+    assert ag.group.n == 4 and ag.size_bytes == 2 * unit_params(s).block
+
+
+def test_tp4_sequence_parallel_and_checkpointing():
+    s = RunSpec(nodes=1, tp=4, sequence_parallel=True, activation_checkpointing="full", global_batch=4, **BASE)
+    m = 1
+    ag = [c for c in by(s, "tp_all_gather", "layer")]
+    rs = [c for c in by(s, "tp_reduce_scatter", "layer")]
+    fwd_ag = sum(c.calls for c in ag if c.phase == "forward")
+    bwd_ag = sum(c.calls for c in ag if c.phase == "backward")
+    assert fwd_ag == m * L * 4 and bwd_ag == m * L * 2  # recomputed forward counted with the forward
+    assert sum(c.calls for c in rs) == m * L * 6
+    assert all(c.size_bytes == A for c in ag + rs)
+    assert not [c for c in layout_collectives(s, 8) if c.name == "tp_all_reduce"]
+
+
+def test_pp4_sends_and_bubble():
+    s = RunSpec(nodes=4, pp=4, global_batch=64, pp_microbatches=4, **BASE)  # dp 8, local 8 = 4 micro of 2
+    sends = by(s, "pp_send")
+    assert {c.phase for c in sends} == {"forward", "backward"}
+    assert all(c.size_bytes == A and c.calls == 4 for c in sends)
+    assert sends[0].group.nodes == 2  # neighbouring stages are a node apart
+    assert unit_params(s).blocks == 8
+    assert unit_params(s).root == V * D + D  # the last stage: head and norm
+    assert bubble_fraction(s) == pytest.approx(3 / 7)
+    assert by(s, "fsdp_reduce_scatter", "block")[0].calls == 8
+    inter = RunSpec(nodes=4, pp=4, pp_schedule="interleaved_1f1b", pp_stages_per_rank=2, global_batch=64,
+                    pp_microbatches=4, **BASE)
+    assert bubble_fraction(inter) == pytest.approx(3 / 11)
+
+
+def test_one_gpu_issues_nothing():
+    assert layout_collectives(RunSpec(**{**BASE, "procs_per_node": 1}), 8) == []
