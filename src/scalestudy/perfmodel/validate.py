@@ -64,7 +64,7 @@ def held_out(raw_dir=DEFAULT_CALIBRATION, root: Path | str = ".") -> dict:
     folds = {}
     cal = calibrate(raw_dir, root)
     folds["A"] = {"fit": list(cal.fit_run_ids), "method": cal.compute.method, "rows": cal.held_out}
-    runs = [r for d in raw_dir for r in read_measured_dir(Path(root) / d, root) if r.ok]
+    runs = [r for d in raw_dir for r in read_measured_dir(Path(root) / d, root) if r.ok and not r.spec.compile]
     b_fit = tuple(r.run_id for r in runs if r.kernels is None and r.spec.activation_checkpointing == "none")
     if b_fit and len(b_fit) < len(runs):
         cal_b = calibrate(raw_dir, root, fit_run_ids=b_fit)
