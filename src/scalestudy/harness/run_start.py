@@ -9,7 +9,9 @@ import os
 import shutil
 import socket
 import time
+import traceback
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -61,3 +63,61 @@ def prepare_run_dir(run_dir: Path) -> None:
         shutil.move(str(run_dir), aside)
         print(f"[scalestudy] moved the unfinished run directory aside to {aside}", flush=True)
     run_dir.mkdir(parents=True, exist_ok=True)
+
+
+@dataclass
+class RunContext:
+    """One rank's part of a run that has started: its process group, device and raw log."""
+
+    spec: object
+    run_dir: Path
+    rank: int
+    world: int
+    device: torch.device
+    log: rawlog.RankLog
+    injector: faults.FaultInjector
+    facts: list[dict]
+
+    def check_world(self) -> None:
+        if self.world != self.spec.world_size:
+            raise faults.InvalidConfig(f"the launcher started {self.world} processes but the spec needs "
+                                       f"nodes*procs_per_node = {self.spec.world_size}")
+
+    def fail(self, e: BaseException, *, quiet: bool) -> str:
+        """Record a failure; return its status if classified, re-raise it if not."""
+        faults.ignore_sigterm()
+        status = faults.classify(e)
+        self.log.log("error", {"type": type(e).__name__, "message": str(e)},
+                     traceback="".join(traceback.format_exception(e)))
+        self.log.write_status(status, error=f"{type(e).__name__}: {e}")
+        rawlog.try_finalize(self.run_dir, self.world)
+        if status == "crashed":
+            raise e
+        if self.rank == 0 or not quiet:
+            print(f"[scalestudy] rank {self.rank}: run ended with status {status}: {type(e).__name__}: {e}",
+                  flush=True)
+        return status
+
+    def finish(self) -> str:
+        faults.ignore_sigterm()
+        self.log.write_status("ok")
+        rawlog.try_finalize(self.run_dir, self.world)
+        dist.destroy_process_group()
+        return "ok"
+
+
+def begin_run(spec, run_dir: Path) -> RunContext:
+    """Join the process group, prepare the run directory, open this rank's log and gather every
+    rank's host and device facts (for run.json's provenance)."""
+    from scalestudy.harness import provenance
+
+    faults.install_sigterm_handler()
+    rank, world, device = init_distributed(spec)
+    run_dir = Path(run_dir)
+    if rank == 0:
+        prepare_run_dir(run_dir)
+    dist.barrier()
+    log = rawlog.RankLog(run_dir, rank, spec.run_id)
+    facts = [None] * world
+    dist.all_gather_object(facts, provenance.local_facts(device))
+    return RunContext(spec, run_dir, rank, world, device, log, faults.FaultInjector(rank), facts)

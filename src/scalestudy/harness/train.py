@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import resource
 import time
-import traceback
 from pathlib import Path
 
 import torch
@@ -13,7 +12,7 @@ import torch.nn.functional as F
 
 from scalestudy import rawlog
 from scalestudy.harness import faults, provenance
-from scalestudy.harness.run_start import init_distributed, prepare_run_dir
+from scalestudy.harness.run_start import begin_run
 from scalestudy.harness.data import local_batch
 from scalestudy.harness.llama import Transformer, init_weights
 from scalestudy.harness.parallel_dims import ParallelDims
@@ -135,25 +134,16 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
     """Run `spec` in this process (one rank of it) and write its raw log; returns the run's status
     as this rank saw it. Classified failures return; unclassified ones re-raise after logging."""
     started = time.monotonic()
-    faults.install_sigterm_handler()
-    rank, world, device = init_distributed(spec)
-    run_dir = Path(run_dir)
-    if rank == 0:
-        prepare_run_dir(run_dir)
-    dist.barrier()
-    log = rawlog.RankLog(run_dir, rank, spec.run_id)
-    injector = faults.FaultInjector(rank)
-    facts = [None] * world
-    dist.all_gather_object(facts, provenance.local_facts(device))
+    run = begin_run(spec, run_dir)
+    rank, world, device, log, injector, run_dir = run.rank, run.world, run.device, run.log, run.injector, run.run_dir
     if rank == 0:
         rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
             "schema": rawlog.SCHEMA, "kind": "train", "run_id": spec.run_id, "config_id": spec.config_id, "spec": spec.to_dict(),
             "layout": spec.layout, "memory_estimate": estimate_memory(spec).as_dict(),
             "launch": {"time_limit_s": time_limit_s, "world_size": world, "comm_backend": spec.comm_backend,
                        "peak_tflops": peak_tflops, "power": power, "power_period_s": power_period_s},
-            "provenance": provenance.collect(facts), "start_time_unix": round(time.time(), 3),
+            "provenance": provenance.collect(run.facts), "start_time_unix": round(time.time(), 3),
         })
-    status = "ok"
     monitor = PowerMonitor(device.index if device.type == "cuda" and power else None, period_s=power_period_s)
     if power and device.type == "cuda":
         monitor.idle_power(1.0)
@@ -161,9 +151,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         monitor.reason = "power measurement switched off for this run (--no-power)"
     profiler = ProfilerWindow(spec, run_dir, rank, device)
     try:
-        if world != spec.world_size:
-            raise faults.InvalidConfig(f"the launcher started {world} processes but the spec needs "
-                                       f"nodes*procs_per_node = {spec.world_size}")
+        run.check_world()
         torch.manual_seed(spec.seed)
         dims = ParallelDims.from_spec(spec, world)
         if spec.backend == "megatron":  # an optional extra: imported only when asked for
@@ -207,20 +195,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             log.log("profile", rec)
         dist.barrier()
     except BaseException as e:  # noqa: BLE001 - every failure is recorded, then classified or re-raised
-        faults.ignore_sigterm()
-        status = faults.classify(e)
         profiler.stop()
         monitor.stop()
-        log.log("error", {"type": type(e).__name__, "message": str(e)}, traceback=traceback.format_exc())
-        log.write_status(status, error=f"{type(e).__name__}: {e}")
-        rawlog.try_finalize(run_dir, world)
-        if status == "crashed":
-            raise
-        if rank == 0 or not quiet:
-            print(f"[scalestudy] rank {rank}: run ended with status {status}: {type(e).__name__}: {e}", flush=True)
-        return status
-    faults.ignore_sigterm()
-    log.write_status("ok")
-    rawlog.try_finalize(run_dir, world)
-    dist.destroy_process_group()
-    return status
+        return run.fail(e, quiet=quiet)
+    return run.finish()

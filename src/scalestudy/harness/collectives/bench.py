@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import time
-import traceback
 from pathlib import Path
 from types import ModuleType
 
@@ -24,9 +23,9 @@ import torch.distributed as dist
 from scalestudy import bandwidth, rawlog
 from scalestudy.bandwidth import Message
 from scalestudy.collectives_spec import CollectivesSpec
-from scalestudy.harness import faults, provenance
+from scalestudy.harness import provenance
 from scalestudy.harness.collectives import OPS
-from scalestudy.harness.run_start import init_distributed, prepare_run_dir
+from scalestudy.harness.run_start import begin_run
 
 TIME_OVER_RANKS = "mean"  # nccl-tests' default (-a 1); min and max are recorded too
 NCCL_TYPE_NAMES = {"float32": "float", "bfloat16": "bfloat16", "float16": "half"}
@@ -139,16 +138,8 @@ class ProgressTable:
 def run_collectives(spec: CollectivesSpec, run_dir: Path, *, quiet: bool = False) -> str:
     """Run `spec` in this process (one rank of it) and write its raw log; returns the run's status
     as this rank saw it. Classified failures return; unclassified ones re-raise after logging."""
-    faults.install_sigterm_handler()
-    rank, world, device = init_distributed(spec)
-    run_dir = Path(run_dir)
-    if rank == 0:
-        prepare_run_dir(run_dir)
-    dist.barrier()
-    log = rawlog.RankLog(run_dir, rank, spec.run_id)
-    injector = faults.FaultInjector(rank)
-    facts = [None] * world
-    dist.all_gather_object(facts, provenance.local_facts(device))
+    run = begin_run(spec, run_dir)
+    rank, world, device, log, injector, run_dir = run.rank, run.world, run.device, run.log, run.injector, run.run_dir
     messages, skipped = plan(spec, world)
     nccl_algo = os.environ.get("NCCL_ALGO") if spec.comm_backend == "nccl" else None
     if rank == 0:
@@ -162,17 +153,14 @@ def run_collectives(spec: CollectivesSpec, run_dir: Path, *, quiet: bool = False
                 "warmup": "warmup_iters calls at every size", "nccl_algo": nccl_algo,
                 "in_place": {op: OPS[op].IN_PLACE for op in spec.ops}, "skipped": skipped,
             },
-            "provenance": provenance.collect(facts), "start_time_unix": round(time.time(), 3),
+            "provenance": provenance.collect(run.facts), "start_time_unix": round(time.time(), 3),
         })
     table = ProgressTable(spec, world, spec.comm_backend) if rank == 0 and not quiet else None
     if table:
         for item in skipped:
             table.skipped(item)
-    status = "ok"
     try:
-        if world != spec.world_size:
-            raise faults.InvalidConfig(f"the launcher started {world} processes but the spec needs "
-                                       f"nodes*procs_per_node = {spec.world_size}")
+        run.check_world()
         for i, msg in enumerate(messages):
             injector.maybe_fire(i)
             coll = OPS[msg.op]
@@ -187,16 +175,5 @@ def run_collectives(spec: CollectivesSpec, run_dir: Path, *, quiet: bool = False
             table.end_op()
         dist.barrier()
     except BaseException as e:  # noqa: BLE001 - every failure is recorded, then classified or re-raised
-        status = faults.classify(e)
-        log.log("error", {"type": type(e).__name__, "message": str(e)}, traceback=traceback.format_exc())
-        log.write_status(status, error=f"{type(e).__name__}: {e}")
-        rawlog.try_finalize(run_dir, world)
-        if status == "crashed":
-            raise
-        if rank == 0 or not quiet:
-            print(f"[scalestudy] rank {rank}: run ended with status {status}: {type(e).__name__}: {e}", flush=True)
-        return status
-    log.write_status("ok")
-    rawlog.try_finalize(run_dir, world)
-    dist.destroy_process_group()
-    return status
+        return run.fail(e, quiet=quiet)
+    return run.finish()
