@@ -71,18 +71,9 @@ def test_mismatches_are_counted_the_same_in_small_blocks(monkeypatch):
     assert buffers.periodic_mismatches(x, torch.tensor([0.0, 1, 2, 9])) == 5
 
 
-def _cli_entry() -> list[str]:
-    """`-m scalestudy collectives` once cli.py registers the command; the module's own entry until then."""
-    from scalestudy.cli import build_parser
-
-    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return ["-m", "scalestudy", "collectives"] if "collectives" in sub.choices else \
-        ["-m", "scalestudy.commands_collectives"]
-
-
 def launch(nproc, args, env=None):
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           *_cli_entry(), "--procs-per-node", str(nproc), *args]
+           "-m", "scalestudy", "collectives", "--procs-per-node", str(nproc), *args]
     return subprocess.run(cmd, env=env or child_env(), capture_output=True, text=True, timeout=180)
 
 

@@ -30,9 +30,7 @@ def child_env(**extra: str) -> dict:
 
 
 def run_launch(args: list[str], *, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
-    # the launcher's own entry point: the same code as `scalestudy launch`, whether or not the
-    # CLI registers the command yet (test_cli_registers_launch checks that)
-    cmd = [sys.executable, "-m", "scalestudy.commands_launch", "launch", *args]
+    cmd = [sys.executable, "-m", "scalestudy", "launch", *args]
     return subprocess.run(cmd, cwd=REPO, env=env or child_env(), capture_output=True, text=True, timeout=timeout)
 
 

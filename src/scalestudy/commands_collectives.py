@@ -13,7 +13,7 @@ from pathlib import Path
 
 from scalestudy.bandwidth import format_size, parse_size
 from scalestudy.collectives_spec import OPS, CollectivesSpec
-from scalestudy.spec import SpecError, load_mapping
+from scalestudy.spec import load_mapping
 
 _SIZE_FIELDS = ("min_bytes", "max_bytes")
 
@@ -84,19 +84,3 @@ def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress table")
     p.set_defaults(func=cmd_collectives)
     return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m scalestudy.commands_collectives ARGS` is `scalestudy collectives ARGS`."""
-    parser = argparse.ArgumentParser(prog="scalestudy")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["collectives", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return args.func(args)
-    except SpecError as e:
-        print(f"scalestudy: {e}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

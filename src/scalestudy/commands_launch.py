@@ -19,7 +19,6 @@ import json
 import sys
 from pathlib import Path
 
-from scalestudy.spec import SpecError
 
 
 def _load_spec(args: argparse.Namespace):
@@ -132,19 +131,3 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable, with each run's job resources")
     p.add_argument("--all-seeds", action="store_true", help="list every seed, not only the first")
     p.set_defaults(func=cmd_study)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m scalestudy.commands_launch launch ...` works before the CLI registers it."""
-    parser = argparse.ArgumentParser(prog="scalestudy")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except SpecError as e:
-        print(f"scalestudy: {e}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

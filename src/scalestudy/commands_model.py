@@ -177,16 +177,3 @@ def register(subparsers) -> None:
     q.add_argument("--root", default=".")
     q.add_argument("--json", action="store_true")
     q.set_defaults(func=_guard(cmd_clusters))
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m scalestudy.commands_model ...`: the `scalestudy model` subcommands on their own."""
-    parser = argparse.ArgumentParser(prog="scalestudy model")
-    sub = parser.add_subparsers(dest="command", required=True)
-    register(sub)
-    args = parser.parse_args(["model", *(sys.argv[1:] if argv is None else argv)])
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

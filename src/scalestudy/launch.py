@@ -143,7 +143,7 @@ def job_resources(spec: Spec, time_limit_s: float | None = None, site: slurm.Sit
 def _module_args(spec: Spec, spec_file: Path, run_dir: Path) -> list[str]:
     """What torchrun's -m runs on every process."""
     if isinstance(spec, CollectivesSpec):
-        module = ["scalestudy.commands_collectives"]  # == `scalestudy collectives`
+        module = ["scalestudy", "collectives"]
     else:
         module = ["scalestudy", "train"]
     return [*module, "--spec", str(spec_file), "--run-dir", str(run_dir), "--quiet"]
