@@ -71,7 +71,7 @@ def data(tables, study) -> common.FigureData:
 def draw(fd: common.FigureData, study):
     from scalestudy.bandwidth import format_size
 
-    fig, axes = common.new_figure(len(fd.panels), header_lines=3 if fd.cpu else 2, footer_lines=len(fd.notes))
+    fig, axes = common.figure_for(fd)
     common.draw_lines(fig, axes, fd, x_format=lambda x: format_size(int(x)))
     failed = [r for r in fd.rows if r["panel"] == FAILED_PANEL]
     for ax in axes:

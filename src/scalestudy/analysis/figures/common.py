@@ -74,6 +74,19 @@ def empty_reason(study, experiments: Iterable[str]) -> str:
     return (f"no runs of experiment {' / '.join(repr(e) for e in experiments)} in study {study.name!r}")
 
 
+def begin(name: str, title: str, tables, study, experiments, *, panels: Iterable[str] = (),
+          empty_panels: Iterable[str] | None = None) -> tuple[FigureData, list[dict]]:
+    """A figure's data and the configurations of its experiments; without any, the data say why
+    (drawn as an explicit empty panel)."""
+    fd = FigureData(name, title, panels=list(panels))
+    cfgs = experiment_configs(tables, experiments)
+    if not cfgs:
+        if empty_panels is not None:
+            fd.panels = list(empty_panels)
+        fd.empty_reason = empty_reason(study, experiments)
+    return fd, cfgs
+
+
 def is_cpu(cfgs: list[dict]) -> bool:
     return any(c.get("device") == "cpu" for c in cfgs)
 
@@ -180,6 +193,17 @@ def palette(n: int) -> list:
     import seaborn as sns
 
     return list(sns.color_palette("colorblind", max(n, 1)))
+
+
+def figure_for(fd: FigureData, **kw):
+    """A figure sized for fd's panels, header (one line more for the CPU warning) and notes."""
+    return new_figure(len(fd.panels), header_lines=3 if fd.cpu else 2, footer_lines=len(fd.notes), **kw)
+
+
+def draw_line_figure(fd: FigureData, study=None):
+    fig, axes = figure_for(fd)
+    draw_lines(fig, axes, fd)
+    return fig
 
 
 def new_figure(n_panels: int, *, ncols: int | None = None, panel_w: float = 4.2, panel_h: float = 3.2,

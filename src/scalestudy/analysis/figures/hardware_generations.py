@@ -18,10 +18,8 @@ def device_kind(c: dict) -> str:
 
 
 def data(tables, study) -> common.FigureData:
-    fd = common.FigureData(NAME, TITLE, panels=[p for p, _, _ in PANELS])
-    cfgs = common.experiment_configs(tables, EXPERIMENTS)
+    fd, cfgs = common.begin(NAME, TITLE, tables, study, EXPERIMENTS, panels=[p for p, _, _ in PANELS])
     if not cfgs:
-        fd.empty_reason = common.empty_reason(study, EXPERIMENTS)
         return fd
     for c in cfgs:
         c["device_kind"] = device_kind(c)
@@ -40,7 +38,7 @@ def data(tables, study) -> common.FigureData:
 
 
 def draw(fd: common.FigureData, study):
-    fig, axes = common.new_figure(len(fd.panels), header_lines=3 if fd.cpu else 2, footer_lines=len(fd.notes))
+    fig, axes = common.figure_for(fd)
     for ax, panel in zip(axes, fd.panels):
         rows = [r for r in fd.rows if r["panel"] == panel]
         kinds = sorted({r["x"] for r in rows})

@@ -19,11 +19,8 @@ SHARE_PANEL = "exposed communication share of step time (%)"
 
 
 def data(tables, study) -> common.FigureData:
-    fd = common.FigureData(NAME, TITLE)
-    cfgs = common.experiment_configs(tables, EXPERIMENTS)
+    fd, cfgs = common.begin(NAME, TITLE, tables, study, EXPERIMENTS, empty_panels=["per iteration (ms)"])
     if not cfgs:
-        fd.panels = ["per iteration (ms)"]
-        fd.empty_reason = common.empty_reason(study, EXPERIMENTS)
         return fd
     names = common.distinct_series(cfgs, "world_size", [
         lambda c: common.layout_name(c["layout"]),
@@ -57,7 +54,4 @@ def data(tables, study) -> common.FigureData:
     return fd
 
 
-def draw(fd: common.FigureData, study):
-    fig, axes = common.new_figure(len(fd.panels), header_lines=3 if fd.cpu else 2, footer_lines=len(fd.notes))
-    common.draw_lines(fig, axes, fd)
-    return fig
+draw = common.draw_line_figure

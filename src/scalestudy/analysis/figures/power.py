@@ -26,10 +26,8 @@ def _family(c: dict) -> str:
 
 
 def data(tables, study) -> common.FigureData:
-    fd = common.FigureData(NAME, TITLE, panels=[p for p, _, _ in PANELS])
-    cfgs = common.experiment_configs(tables, EXPERIMENTS)
+    fd, cfgs = common.begin(NAME, TITLE, tables, study, EXPERIMENTS, panels=[p for p, _, _ in PANELS])
     if not cfgs:
-        fd.empty_reason = common.empty_reason(study, EXPERIMENTS)
         return fd
     fd.cpu = common.is_cpu(cfgs)
     models = {c["model"] for c in cfgs}
@@ -63,7 +61,7 @@ def data(tables, study) -> common.FigureData:
 
 
 def draw(fd: common.FigureData, study):
-    fig, axes = common.new_figure(len(fd.panels), header_lines=3 if fd.cpu else 2, footer_lines=len(fd.notes))
+    fig, axes = common.figure_for(fd)
     muted = {r["series"] for r in fd.rows if r["series"].endswith(OTHER)}
     common.draw_lines(fig, axes, fd, muted_series=muted)
     return fig

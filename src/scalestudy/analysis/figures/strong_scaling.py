@@ -16,11 +16,8 @@ BEST, OTHER, FAILED = "best strategy", "other strategies", "failed"
 
 
 def data(tables, study) -> common.FigureData:
-    fd = common.FigureData(NAME, TITLE)
-    cfgs = common.experiment_configs(tables, EXPERIMENTS)
+    fd, cfgs = common.begin(NAME, TITLE, tables, study, EXPERIMENTS, empty_panels=["global tokens/s"])
     if not cfgs:
-        fd.panels = ["global tokens/s"]
-        fd.empty_reason = common.empty_reason(study, EXPERIMENTS)
         return fd
     for gb in sorted({c["global_batch"] for c in cfgs}):
         panel = f"global batch {gb} sequences: global tokens/s"
@@ -50,6 +47,6 @@ def data(tables, study) -> common.FigureData:
 
 
 def draw(fd: common.FigureData, study):
-    fig, axes = common.new_figure(len(fd.panels), header_lines=3 if fd.cpu else 2, footer_lines=len(fd.notes))
+    fig, axes = common.figure_for(fd)
     common.draw_lines(fig, axes, fd, annotate_labels={BEST}, muted_series={OTHER})
     return fig

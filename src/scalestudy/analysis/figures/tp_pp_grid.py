@@ -21,11 +21,8 @@ def _group_title(c: dict) -> str:
 
 
 def data(tables, study) -> common.FigureData:
-    fd = common.FigureData(NAME, TITLE)
-    cfgs = common.experiment_configs(tables, EXPERIMENTS)
+    fd, cfgs = common.begin(NAME, TITLE, tables, study, EXPERIMENTS, empty_panels=["WPS"])
     if not cfgs:
-        fd.panels = ["WPS"]
-        fd.empty_reason = common.empty_reason(study, EXPERIMENTS)
         return fd
     groups = sorted({(c["model"], c["world_size"], c["global_batch"]) for c in cfgs})
     for key in groups:
@@ -59,8 +56,7 @@ def draw(fd: common.FigureData, study):
     import seaborn as sns
     from matplotlib.patches import Rectangle
 
-    fig, axes = common.new_figure(len(fd.panels), ncols=len(METRICS), header_lines=3 if fd.cpu else 2,
-                                  footer_lines=len(fd.notes))
+    fig, axes = common.figure_for(fd, ncols=len(METRICS))
     fmts = {label: fmt for label, _, _, fmt in METRICS}
     for ax, panel in zip(axes, fd.panels):
         rows = [r for r in fd.rows if r["panel"] == panel]

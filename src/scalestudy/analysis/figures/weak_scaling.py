@@ -21,10 +21,8 @@ def series_levels():
 
 
 def data(tables, study) -> common.FigureData:
-    fd = common.FigureData(NAME, TITLE, panels=[p for p, _, _ in PANELS])
-    cfgs = common.experiment_configs(tables, EXPERIMENTS)
+    fd, cfgs = common.begin(NAME, TITLE, tables, study, EXPERIMENTS, panels=[p for p, _, _ in PANELS])
     if not cfgs:
-        fd.empty_reason = common.empty_reason(study, EXPERIMENTS)
         return fd
     series = common.distinct_series(cfgs, "world_size", series_levels())
     fd.rows = common.metric_rows(cfgs, PANELS, series, "world_size", X_QUANTITY)
@@ -33,7 +31,4 @@ def data(tables, study) -> common.FigureData:
     return fd
 
 
-def draw(fd: common.FigureData, study):
-    fig, axes = common.new_figure(len(fd.panels), header_lines=3 if fd.cpu else 2, footer_lines=len(fd.notes))
-    common.draw_lines(fig, axes, fd)
-    return fig
+draw = common.draw_line_figure
