@@ -36,6 +36,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
 
+from scalestudy.checkout import checkout_path
 from scalestudy.collectives_spec import CollectivesSpec
 from scalestudy.spec import RunSpec, SpecError
 
@@ -207,13 +208,7 @@ def study_names(root: Path | str = ".") -> list[str]:
 
 
 def schema_path(root: Path | str = ".") -> Path:
-    p = Path(root) / SCHEMA_FILE
-    if p.exists():
-        return p
-    repo = Path(__file__).resolve().parents[2] / SCHEMA_FILE  # an editable install's checkout
-    if repo.exists():
-        return repo
-    raise FileNotFoundError(f"{SCHEMA_FILE} not found under {root}")
+    return checkout_path(SCHEMA_FILE, root)
 
 
 def load_study(name: str, root: Path | str = ".") -> Study:

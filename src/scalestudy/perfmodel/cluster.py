@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from scalestudy.checkout import checkout_path
+
 CLUSTERS_DIR = Path("workflow") / "clusters"
 SOURCES = ("datasheet", "paper", "measured", "published panel", "assumed", "fit", "config", "what-if")
 REQUIRED = ("name", "description", "gpu", "gpus_per_node", "max_nodes", "peak_flops_per_s", "hbm_bytes_per_s",
@@ -147,13 +149,7 @@ def cluster_from_dict(data: dict, source_file: str | None = None) -> Cluster:
 
 
 def clusters_dir(root: Path | str = ".") -> Path:
-    p = Path(root) / CLUSTERS_DIR
-    if p.is_dir():
-        return p
-    repo = Path(__file__).resolve().parents[3] / CLUSTERS_DIR  # an editable install's checkout
-    if repo.is_dir():
-        return repo
-    raise FileNotFoundError(f"{CLUSTERS_DIR} not found under {root}")
+    return checkout_path(CLUSTERS_DIR, root)
 
 
 def cluster_names(root: Path | str = ".") -> list[str]:
