@@ -14,19 +14,10 @@ from scalestudy.launch import LaunchError, default_time_limit_s, job_resources, 
 from scalestudy.spec import RunSpec
 from scalestudy.studies import load_study
 
-REPO = Path(__file__).resolve().parents[1]
+from conftest import REPO, child_env
+
 TINY = {"model": "tiny", "device": "cpu", "precision": "fp32", "procs_per_node": 2, "seq_len": 32,
         "warmup_iters": 1, "measured_iters": 2}
-
-
-def child_env(**extra: str) -> dict:
-    import os
-
-    env = dict(os.environ)
-    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYTHONWARNINGS="ignore")
-    env.pop("SCALESTUDY_INJECT_FAULT", None)
-    env.update(extra)
-    return env
 
 
 def run_launch(args: list[str], *, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:

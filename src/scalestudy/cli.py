@@ -8,7 +8,7 @@ import json
 import sys
 from dataclasses import fields
 
-from scalestudy.spec import RunSpec, SpecError, load_spec
+from scalestudy.spec import RunSpec, SpecError, spec_with_overrides
 
 # modules adding subcommands through register(subparsers)
 COMMAND_MODULES = (
@@ -34,12 +34,7 @@ def add_spec_options(p: argparse.ArgumentParser) -> None:
 
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
-    base = load_spec(args.spec).to_dict() if args.spec else {}
-    for f in fields(RunSpec):
-        v = getattr(args, f.name)
-        if v is not None:
-            base[f.name] = v
-    return RunSpec.from_dict(base)
+    return spec_with_overrides(RunSpec, args.spec, args)
 
 
 def cmd_train(args: argparse.Namespace) -> int:

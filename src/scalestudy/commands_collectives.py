@@ -13,7 +13,7 @@ from pathlib import Path
 
 from scalestudy.bandwidth import format_size, parse_size
 from scalestudy.collectives_spec import OPS, CollectivesSpec
-from scalestudy.spec import load_mapping
+from scalestudy.spec import spec_with_overrides
 
 _SIZE_FIELDS = ("min_bytes", "max_bytes")
 
@@ -48,17 +48,8 @@ def add_collectives_spec_options(p: argparse.ArgumentParser) -> None:
             g.add_argument(flag, dest=f.name, type=kind, default=None, help=f"default {f.default}")
 
 
-def load_collectives_spec(path: str) -> CollectivesSpec:
-    return CollectivesSpec.from_dict(load_mapping(path, "CollectivesSpec"))
-
-
 def collectives_spec_from_args(args: argparse.Namespace) -> CollectivesSpec:
-    base = load_collectives_spec(args.spec).to_dict() if args.spec else {}
-    for f in fields(CollectivesSpec):
-        v = getattr(args, f.name)
-        if v is not None:
-            base[f.name] = v
-    return CollectivesSpec.from_dict(base)
+    return spec_with_overrides(CollectivesSpec, args.spec, args)
 
 
 def cmd_collectives(args: argparse.Namespace) -> int:

@@ -266,6 +266,12 @@ def load_mapping(path: str, what: str) -> dict:
     return data
 
 
-def load_spec(path: str) -> RunSpec:
-    """A spec from a JSON or YAML file (a mapping of RunSpec fields)."""
-    return RunSpec.from_dict(load_mapping(path, "RunSpec"))
+def spec_with_overrides(cls, path: str | None, args) -> Any:
+    """A spec of dataclass `cls` from an optional JSON/YAML file, with every field that `args`
+    (an argparse namespace with one attribute per field) sets overriding the file."""
+    base = cls.from_dict(load_mapping(path, cls.__name__)).to_dict() if path else {}
+    for f in fields(cls):
+        v = getattr(args, f.name)
+        if v is not None:
+            base[f.name] = v
+    return cls.from_dict(base)
