@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from scalestudy.llama_configs import MODELS
+from scalestudy import catalog
 
 
 def cmd_flops(args: argparse.Namespace) -> int:
@@ -45,7 +45,7 @@ def cmd_exposed(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("flops", help="model FLOPs per token (6*N_non_embedding + 12*L*d*T) of a named model")
-    p.add_argument("--model", required=True, choices=sorted(MODELS))
+    p.add_argument("--model", required=True, choices=sorted(catalog.models()))
     p.add_argument("--seq-len", type=int, default=4096, help="sequence length T (default 4096, the study's assumption)")
     p.set_defaults(func=cmd_flops)
 

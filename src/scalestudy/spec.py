@@ -12,7 +12,8 @@ import json
 from dataclasses import dataclass, fields
 from typing import Any
 
-from scalestudy.llama_configs import MODELS, ModelConfig, get_model_config
+from scalestudy import catalog
+from scalestudy.llama_configs import ModelConfig, get_model_config
 
 DEVICES = ("cpu", "cuda")
 BACKENDS = ("torch", "megatron")
@@ -183,8 +184,9 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
     for name, allowed in choices.items():
         if getattr(s, name) not in allowed:
             p.append((name, f"{getattr(s, name)!r} is not one of {', '.join(allowed)}"))
-    if s.model not in MODELS:
-        p.append(("model", f"unknown model {s.model!r}; known: {', '.join(sorted(MODELS))}"))
+    if s.model not in catalog.models():
+        p.append(("model", f"unknown model {s.model!r}; known: {', '.join(sorted(catalog.models()))} "
+                           f"(add yours with a catalog file: {catalog.ENV_VAR})"))
     for name in ("seq_len", "micro_batch", "nodes", "procs_per_node", "dp_replicate", "tp", "pp",
                  "pp_stages_per_rank", "measured_iters"):
         if getattr(s, name) < 1:
