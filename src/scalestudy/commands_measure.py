@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from scalestudy.llama_configs import MODELS
+from scalestudy import catalog
 from scalestudy.spec import help_line
 
 
@@ -46,7 +46,7 @@ def cmd_exposed(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("flops", help="model FLOPs per token (6*N_non_embedding + 12*L*d*T) of a named model")
-    p.add_argument("--model", required=True, choices=sorted(MODELS), help="a model of the catalog")
+    p.add_argument("--model", required=True, choices=sorted(catalog.models()), help="a model of the catalog")
     p.add_argument("--seq-len", type=int, default=4096,
                    help=help_line("sequence length T", unit="tokens", allowed=">= 1", default="4096, the study's"))
     p.set_defaults(func=cmd_flops)

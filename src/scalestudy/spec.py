@@ -16,7 +16,8 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from scalestudy.llama_configs import MODELS, ModelConfig, get_model_config
+from scalestudy import catalog
+from scalestudy.llama_configs import ModelConfig, get_model_config
 
 DEVICES = ("cpu", "cuda")
 BACKENDS = ("torch", "megatron")
@@ -78,7 +79,7 @@ _COUNT = ">= 0"
 @dataclass(frozen=True)
 class RunSpec:
     model: str = field(default="tiny", metadata=doc(
-        "model shape from the catalog", allowed="a model name (scalestudy.llama_configs.MODELS)"))
+        "model shape from the catalog", allowed="a model name of the catalog (scalestudy/catalog/models.yaml or a SCALESTUDY_CATALOG file)"))
     n_layers: int = field(default=0, metadata=doc(
         "train a slice of the model with this many layers; 0: the model's own depth", unit="layers", allowed=_COUNT))
     seq_len: int = field(default=128, metadata=doc("sequence length", unit="tokens", allowed=_POSITIVE))
@@ -257,8 +258,9 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
     for name, allowed in choices.items():
         if getattr(s, name) not in allowed:
             p.append((name, f"{getattr(s, name)!r} is not one of {', '.join(allowed)}"))
-    if s.model not in MODELS:
-        p.append(("model", f"unknown model {s.model!r}; known: {', '.join(sorted(MODELS))}"))
+    if s.model not in catalog.models():
+        p.append(("model", f"unknown model {s.model!r}; known: {', '.join(sorted(catalog.models()))} "
+                           f"(add yours with a catalog file: {catalog.ENV_VAR})"))
     for name in ("seq_len", "micro_batch", "nodes", "procs_per_node", "dp_replicate", "tp", "pp",
                  "pp_stages_per_rank", "measured_iters"):
         if getattr(s, name) < 1:
