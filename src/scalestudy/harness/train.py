@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import resource
 import time
 from pathlib import Path
@@ -11,7 +13,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from scalestudy import rawlog
-from scalestudy.harness import faults, provenance
+from scalestudy.harness import faults, optimisations, provenance
 from scalestudy.harness.run_start import begin_run
 from scalestudy.harness.data import local_batch
 from scalestudy.harness.llama import Transformer, init_weights
@@ -73,6 +75,15 @@ class Trainer:
         return F.cross_entropy(logits.flatten(0, 1), labels.flatten(0, 1)) / (
             self.spec.grad_accum * self.spec.pp_microbatches)
 
+    def attention_backends(self):
+        """cuDNN attention first, then SDPA's own order (flash, memory-efficient, math)."""
+        if self.device.type != "cuda" or not optimisations.enabled("sdpa"):
+            return contextlib.nullcontext()
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
+                            SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH], set_priority=True)
+
     def step(self, step: int) -> torch.Tensor:
         """One optimizer step over this rank's share of the global batch; returns the local loss."""
         spec = self.spec
@@ -85,16 +96,17 @@ class Trainer:
             if self.schedule is not None:
                 losses: list[torch.Tensor] = []
                 args = (x,) if self.has_first else ()
-                self.schedule.step(*args, target=y if self.has_last else None, losses=losses)
+                with self.attention_backends():
+                    self.schedule.step(*args, target=y if self.has_last else None, losses=losses)
                 if self.has_last:
                     total += torch.stack(losses).sum().detach()
             else:
                 model = self.parts[0]
                 if spec.grad_accum > 1:
                     model.set_requires_gradient_sync(a == spec.grad_accum - 1)
-                logits = model(x)
-                loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(0, 1)) / spec.grad_accum
-                loss.backward()
+                with self.attention_backends():
+                    loss = model(x, y) / spec.grad_accum
+                    loss.backward()
                 total += loss.detach()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -134,6 +146,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
     """Run `spec` in this process (one rank of it) and write its raw log; returns the run's status
     as this rank saw it. Classified failures return; unclassified ones re-raise after logging."""
     started = time.monotonic()
+    optimisations.apply_allocator_setting()
     run = begin_run(spec, run_dir)
     rank, world, device, log, injector, run_dir = run.rank, run.world, run.device, run.log, run.injector, run.run_dir
     if rank == 0:
@@ -166,6 +179,10 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             log.log("flops", flops_per_token(trainer.cfg, spec.seq_len))
         total_iters = spec.warmup_iters + spec.measured_iters
         profiler.start()
+        collect_between_steps = optimisations.enabled("gc")
+        if collect_between_steps:  # no collector pauses inside a step; torchtitan does the same
+            gc.collect()
+            gc.disable()
         for step in range(total_iters):
             if step == spec.warmup_iters:
                 _sync(device)
@@ -180,6 +197,8 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             _sync(device)
             dt = time.perf_counter() - t0
             loss = trainer.global_loss(local)
+            if collect_between_steps:
+                gc.collect(1)
             log.log("iteration", {"step": step, "phase": phase, "step_time_s": dt, "tokens": spec.tokens_per_step,
                                   "loss": loss, "memory": memory_now(device)})
             if rank == 0 and not quiet:
@@ -198,4 +217,6 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         profiler.stop()
         monitor.stop()
         return run.fail(e, quiet=quiet)
+    finally:
+        gc.enable()
     return run.finish()
