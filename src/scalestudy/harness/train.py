@@ -23,6 +23,7 @@ from scalestudy.harness.pipeline import build_schedule, split_model, stage_ids
 from scalestudy.harness.cpu_peak import calibrate_cpu_peak
 from scalestudy.harness.power import PowerMonitor
 from scalestudy.harness.profiling import ProfilerWindow
+from scalestudy.harness.progress import Progress, default_every
 from scalestudy.hardware import UnknownDeviceError, peak_flops
 from scalestudy.memory_estimate import estimate_memory
 from scalestudy.metrics import device_peak_record, flops_per_token
@@ -142,9 +143,12 @@ def _sync(device: torch.device) -> None:
 
 
 def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, quiet: bool = False,
-          peak_tflops: float | None = None, power: bool = True, power_period_s: float = 0.1) -> str:
+          peak_tflops: float | None = None, power: bool = True, power_period_s: float = 0.1,
+          progress_every: int | None = None) -> str:
     """Run `spec` in this process (one rank of it) and write its raw log; returns the run's status
-    as this rank saw it. Classified failures return; unclassified ones re-raise after logging."""
+    as this rank saw it. Classified failures return; unclassified ones re-raise after logging.
+    Rank 0 prints a progress line every `progress_every` steps (None: about ten a run; 0: none)
+    and a summary at the end."""
     started = time.monotonic()
     optimisations.apply_allocator_setting()
     run = begin_run(spec, run_dir)
@@ -174,10 +178,18 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             log.log("backend", trainer.describe())
         else:
             trainer = Trainer(spec, dims, device)
-        log.log("device_peak", device_peak(spec, device, peak_tflops))
+        peak = device_peak(spec, device, peak_tflops)
+        log.log("device_peak", peak)
+        flops = flops_per_token(trainer.cfg, spec.seq_len)
         if rank == 0:
-            log.log("flops", flops_per_token(trainer.cfg, spec.seq_len))
+            log.log("flops", flops)
         total_iters = spec.warmup_iters + spec.measured_iters
+        progress = Progress(total_iters, spec.tokens_per_step, world,
+                            default_every(total_iters) if progress_every is None else progress_every,
+                            flops["flops_per_token"], peak.get("peak_flops_per_s"))
+        if rank == 0:
+            print(f"[scalestudy] run {spec.run_id}: {spec.layout} on {world} process{'es' if world > 1 else ''}, {total_iters} steps "
+                  f"({spec.warmup_iters} warm-up); raw log {run_dir}", flush=True)
         profiler.start()
         collect_between_steps = optimisations.enabled("gc")
         if collect_between_steps:  # no collector pauses inside a step; torchtitan does the same
@@ -199,11 +211,11 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             loss = trainer.global_loss(local)
             if collect_between_steps:
                 gc.collect(1)
+            memory = memory_now(device)
             log.log("iteration", {"step": step, "phase": phase, "step_time_s": dt, "tokens": spec.tokens_per_step,
-                                  "loss": loss, "memory": memory_now(device)})
-            if rank == 0 and not quiet:
-                print(f"step {step + 1:>4}/{total_iters} [{phase:>8}] {dt:8.4f} s "
-                      f"{spec.tokens_per_step / dt:12,.0f} tok/s  loss {loss:.4f}", flush=True)
+                                  "loss": loss, "memory": memory})
+            if rank == 0 and (line := progress.update(step, phase, dt, loss, memory)):
+                print(line, flush=True)
             profiler.step()
         _sync(device)
         log.log("energy", monitor.stop())
@@ -219,4 +231,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         return run.fail(e, quiet=quiet)
     finally:
         gc.enable()
-    return run.finish()
+    status = run.finish()
+    if rank == 0:
+        print(progress.summary(spec.run_id, status, run_dir), flush=True)
+    return status
