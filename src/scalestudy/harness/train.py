@@ -68,7 +68,11 @@ class Trainer:
         else:
             self.optimizer = torch.optim.SGD(params, lr=spec.lr, **fast)
         self.schedule = None
-        if dims.pp_enabled:
+        if dims.pp_enabled and spec.comm == "fake":
+            from scalestudy.harness.fake_comm import FakeStage
+
+            self.schedule = FakeStage(self.parts[0], self.stage_ids[0], spec, device, self._pp_loss)
+        elif dims.pp_enabled:
             self.schedule = build_schedule(self.parts, self.stage_ids, spec, dims.pp_mesh.get_group(), device,
                                            self._pp_loss)
 
@@ -153,6 +157,15 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
     optimisations.apply_allocator_setting()
     run = begin_run(spec, run_dir)
     rank, world, device, log, injector, run_dir = run.rank, run.world, run.device, run.log, run.injector, run.run_dir
+    fake_comm = memory_cap = None
+    if spec.device == "cuda":
+        from scalestudy.harness.fake_comm import cap_device_memory
+
+        memory_cap = cap_device_memory(spec, device)
+    if spec.comm == "fake":
+        from scalestudy.harness.fake_comm import start_record
+
+        fake_comm = start_record(spec, device)
     if rank == 0:
         rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
             "schema": rawlog.SCHEMA, "kind": "train", "run_id": spec.run_id, "config_id": spec.config_id, "spec": spec.to_dict(),
@@ -160,6 +173,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             "launch": {"time_limit_s": time_limit_s, "world_size": world, "comm_backend": spec.comm_backend,
                        "peak_tflops": peak_tflops, "power": power, "power_period_s": power_period_s},
             "provenance": provenance.collect(run.facts), "start_time_unix": round(time.time(), 3),
+            **({"rank_share": fake_comm} if fake_comm else {}), **({"memory_cap": memory_cap} if memory_cap else {}),
         })
     monitor = PowerMonitor(device.index if device.type == "cuda" and power else None, period_s=power_period_s)
     if power and device.type == "cuda":
@@ -170,7 +184,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
     try:
         run.check_world()
         torch.manual_seed(spec.seed)
-        dims = ParallelDims.from_spec(spec, world)
+        dims = ParallelDims.from_spec(spec, dist.get_world_size())  # the emulated world under fake comm
         if spec.backend == "megatron":  # an optional extra: imported only when asked for
             from scalestudy.harness.megatron_backend.trainer import MegatronTrainer
 
