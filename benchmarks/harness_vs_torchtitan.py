@@ -111,6 +111,10 @@ def table(rows: list[dict]) -> str:
         tt = ref[config]["torchtitan"]
         lines.append(f"| {config} | torchtitan (reference) | {tt['tokens_per_s']:,.0f} | | {tt['reserved_gib']:.1f} "
                      f"| 1.000 | | |")
+        if hb := ref[config].get("harness_before_issue"):
+            lines.append(f"| {config} | harness before the issue (reference) | {hb['tokens_per_s']:,.0f} | "
+                         f"| {hb['reserved_gib']:.1f} | {hb['tokens_per_s'] / tt['tokens_per_s']:.3f} "
+                         f"| {'yes' if hb['reserved_gib'] <= tt['reserved_gib'] else 'no'} | |")
         for r in (r for r in rows if r["config"] == config):
             if r["status"] != "ok":
                 lines.append(f"| {config} | {r['variant']} | {r['status']} | | | | | |")
