@@ -6,9 +6,8 @@ import argparse
 import importlib
 import json
 import sys
-from dataclasses import fields
-
-from scalestudy.spec import RunSpec, SpecError, spec_with_overrides
+from scalestudy.options import add_field_options
+from scalestudy.spec import RunSpec, SpecError, help_line, spec_with_overrides
 
 # modules adding subcommands through register(subparsers)
 COMMAND_MODULES = (
@@ -22,15 +21,7 @@ COMMAND_MODULES = (
 
 def add_spec_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec", help="a JSON or YAML file of RunSpec fields; options below override it")
-    g = p.add_argument_group("run specification (RunSpec fields)")
-    for f in fields(RunSpec):
-        flag = "--" + f.name.replace("_", "-")
-        kind = {"int": int, "float": float, "str": str, "bool": bool}[str(f.type)]
-        if kind is bool:
-            g.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None,
-                           help=f"default {f.default}")
-        else:
-            g.add_argument(flag, dest=f.name, type=kind, default=None, help=f"default {f.default}")
+    add_field_options(p.add_argument_group("run specification (RunSpec fields)"), RunSpec)
 
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
@@ -64,24 +55,26 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scalestudy", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="one of:")
 
     p = sub.add_parser("train", help="run one spec (under torchrun for several processes) and write its raw log")
     add_spec_options(p)
     p.add_argument("--run-dir", help="the run's raw-log directory (default OUT_ROOT/RUN_ID)")
     p.add_argument("--out-root", default="runs", help="where run directories go (default ./runs)")
-    p.add_argument("--time-limit-s", type=float, default=None, help="stop with status timeout after this long")
+    p.add_argument("--time-limit-s", type=float, default=None, help=help_line("stop the run with status timeout after this long", unit="s", allowed="> 0",
+                                  default="none"))
     p.add_argument("--quiet", action="store_true", help="no per-iteration progress lines")
     p.add_argument("--peak-tflops", type=float, default=None,
-                   help="the device's peak for MFU, for a GPU missing from the peak table (or to override it)")
+                   help=help_line("the device's peak for MFU, for a GPU missing from the peak table (or to override it)",
+                                  unit="TFLOP/s per device", allowed="> 0", default="the peak table's"))
     p.add_argument("--power", action=argparse.BooleanOptionalAction, default=True,
                    help="GPU power and energy through NVML (default on)")
-    p.add_argument("--power-period-s", type=float, default=0.1, help="power sampling period")
+    p.add_argument("--power-period-s", type=float, default=0.1, help=help_line("NVML power sampling period", unit="s", allowed="> 0", default=0.1))
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("plan", help="validate a spec and print its run id and memory estimate")
     add_spec_options(p)
-    p.add_argument("--device-memory-gib", type=float, help="exit 3 if the estimate exceeds this")
+    p.add_argument("--device-memory-gib", type=float, help=help_line("exit 3 if the estimate exceeds this", unit="GiB", allowed="> 0"))
     p.set_defaults(func=cmd_plan)
 
     for module in COMMAND_MODULES:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from scalestudy.spec import DEVICES, SpecError
+from scalestudy.spec import DEVICES, SpecError, doc
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -16,17 +16,23 @@ DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 @dataclass(frozen=True)
 class CollectivesSpec:
-    ops: tuple[str, ...] = ("all_reduce", "all_gather", "reduce_scatter")
-    min_bytes: int = 1024  # message size as nccl-tests counts it (see scalestudy.bandwidth)
-    max_bytes: int = 1 << 20
-    step_factor: int = 2  # sizes min_bytes, min_bytes*f, ... up to max_bytes
-    dtype: str = "float32"
-    warmup_iters: int = 5
-    iters: int = 20
-    nodes: int = 1
-    procs_per_node: int = 2
-    device: str = "cpu"
-    seed: int = 0
+    ops: tuple[str, ...] = field(default=("all_reduce", "all_gather", "reduce_scatter"), metadata=doc(
+        "collectives to measure, each over every size", allowed=OPS))
+    min_bytes: int = field(default=1024, metadata=doc(
+        "smallest message, as nccl-tests counts it (see scalestudy.bandwidth)", unit="bytes", allowed=">= 1"))
+    max_bytes: int = field(default=1 << 20, metadata=doc(
+        "largest message, as nccl-tests counts it", unit="bytes", allowed=">= min_bytes"))
+    step_factor: int = field(default=2, metadata=doc(
+        "sizes min_bytes, min_bytes*f, ... up to max_bytes", unit="factor", allowed=">= 2"))
+    dtype: str = field(default="float32", metadata=doc("element type of the buffers", allowed=tuple(DTYPES)))
+    warmup_iters: int = field(default=5, metadata=doc(
+        "untimed calls per op and size", unit="calls", allowed=">= 0"))
+    iters: int = field(default=20, metadata=doc("timed calls per op and size", unit="calls", allowed=">= 1"))
+    nodes: int = field(default=1, metadata=doc("hosts the benchmark spans", unit="nodes", allowed=">= 1"))
+    procs_per_node: int = field(default=2, metadata=doc(
+        "processes per host (one per GPU)", unit="processes", allowed=">= 1; nodes*procs_per_node >= 2"))
+    device: str = field(default="cpu", metadata=doc("where the buffers live", allowed=DEVICES))
+    seed: int = field(default=0, metadata=doc("repeat index; repeats differ only here", unit="index", allowed=">= 0"))
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ops", tuple(self.ops))

@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 from scalestudy.bandwidth import format_size, parse_size
 from scalestudy.collectives_spec import OPS, CollectivesSpec
+from scalestudy.options import add_field_options
 from scalestudy.spec import spec_with_overrides
-
-_SIZE_FIELDS = ("min_bytes", "max_bytes")
-
 
 def _ops(text: str) -> tuple[str, ...]:
     ops = tuple(o.strip() for o in text.split(",") if o.strip())
@@ -34,18 +31,11 @@ def _size(text: str) -> int:
 
 def add_collectives_spec_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec", help="a JSON or YAML file of CollectivesSpec fields; options below override it")
-    g = p.add_argument_group("benchmark specification (CollectivesSpec fields)")
-    for f in fields(CollectivesSpec):
-        flag = "--" + f.name.replace("_", "-")
-        if f.name == "ops":
-            g.add_argument(flag, dest=f.name, type=_ops, default=None,
-                           help=f"comma-separated, or 'all' ({','.join(OPS)}); default {','.join(f.default)}")
-        elif f.name in _SIZE_FIELDS:
-            g.add_argument(flag, dest=f.name, type=_size, default=None,
-                           help=f"bytes as nccl-tests counts them, K/M/G suffixes allowed; default {format_size(f.default)}")
-        else:
-            kind = {"int": int, "str": str}[str(f.type)]
-            g.add_argument(flag, dest=f.name, type=kind, default=None, help=f"default {f.default}")
+    add_field_options(p.add_argument_group("benchmark specification (CollectivesSpec fields)"), CollectivesSpec, {
+        "ops": (_ops, ",".join(CollectivesSpec.ops) + "; comma-separated, or 'all'"),
+        "min_bytes": (_size, format_size(CollectivesSpec.min_bytes) + "; K/M/G suffixes allowed"),
+        "max_bytes": (_size, format_size(CollectivesSpec.max_bytes) + "; K/M/G suffixes allowed"),
+    })
 
 
 def collectives_spec_from_args(args: argparse.Namespace) -> CollectivesSpec:

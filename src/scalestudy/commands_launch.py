@@ -19,6 +19,7 @@ import json
 import sys
 from pathlib import Path
 
+from scalestudy.spec import help_line
 
 
 def _load_spec(args: argparse.Namespace):
@@ -117,12 +118,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--run-dir", help="the raw-log directory (default data/STUDY/raw/RUN_ID, or runs/RUN_ID)")
     p.add_argument("--log", help="write torchrun's output here (default: this terminal)")
     p.add_argument("--time-limit-s", type=float, default=None,
-                   help="wall-clock limit (default: the study's time_limit_s, else estimated from the spec)")
-    p.add_argument("--grace-s", type=float, default=30.0, help="after SIGTERM at the limit, kill after this long")
-    p.add_argument("--attempt", type=int, default=1, help="this attempt at the run (the workflow's, from 1)")
+                   help=help_line("wall-clock limit of the run", unit="s", allowed="> 0",
+                                  default="the study's time_limit_s, else estimated from the spec"))
+    p.add_argument("--grace-s", type=float, default=30.0,
+                   help=help_line("after SIGTERM at the limit, kill after this long", unit="s", allowed=">= 0",
+                                  default=30))
+    p.add_argument("--attempt", type=int, default=1,
+                   help=help_line("this attempt at the run (the workflow's)", unit="attempts", allowed=">= 1",
+                                  default=1))
     p.add_argument("--max-attempts", type=int, default=1,
-                   help="attempts the workflow makes; before the last, a run stopped by a time limit or a "
-                        "preemption exits 3 so that it runs again (default 1: the status is data at once)")
+                   help=help_line("attempts the workflow makes; before the last, a run stopped by a time limit or a "
+                                  "preemption exits 3 so that it runs again", unit="attempts", allowed=">= 1",
+                                  default="1: the status is data at once"))
     p.set_defaults(func=cmd_launch)
 
     p = subparsers.add_parser("study", help="list a study's planned runs, labels, experiments and dropped points")

@@ -8,7 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from scalestudy.llama_configs import MODELS
+from scalestudy import catalog
+from scalestudy.spec import help_line
 
 
 def cmd_flops(args: argparse.Namespace) -> int:
@@ -45,8 +46,9 @@ def cmd_exposed(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("flops", help="model FLOPs per token (6*N_non_embedding + 12*L*d*T) of a named model")
-    p.add_argument("--model", required=True, choices=sorted(MODELS))
-    p.add_argument("--seq-len", type=int, default=4096, help="sequence length T (default 4096, the study's assumption)")
+    p.add_argument("--model", required=True, choices=sorted(catalog.models()), help="a model of the catalog")
+    p.add_argument("--seq-len", type=int, default=4096,
+                   help=help_line("sequence length T", unit="tokens", allowed=">= 1", default="4096, the study's"))
     p.set_defaults(func=cmd_flops)
 
     p = subparsers.add_parser("exposed", help="compute, communication and exposed communication of profiler "

@@ -146,7 +146,7 @@ def register(subparsers) -> None:
     from scalestudy.cli import add_spec_options
 
     p = subparsers.add_parser("model", help="the calibrated performance model: predict, validate, clusters")
-    sub = p.add_subparsers(dest="model_command", required=True)
+    sub = p.add_subparsers(dest="model_command", required=True, help="what to do with the model")
 
     def common(q):
         q.add_argument("--root", default=".", help="the project root (workflow/clusters, data)")
@@ -169,11 +169,11 @@ def register(subparsers) -> None:
 
     q = sub.add_parser("study", help="predict every run of a prediction study; write predicted raw logs")
     q.add_argument("--study", required=True, help="a study with a `prediction` section, e.g. paper-model")
-    q.add_argument("--root", default=".")
+    q.add_argument("--root", default=".", help="the project root (default .)")
     q.add_argument("--out", default=None, help="where the run directories go (default data/STUDY/raw)")
     q.set_defaults(func=_guard(cmd_study))
 
     q = sub.add_parser("clusters", help="list the cluster descriptions")
-    q.add_argument("--root", default=".")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--root", default=".", help="the project root (default .)")
+    q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=_guard(cmd_clusters))

@@ -26,8 +26,9 @@ def flops_per_token(model: ModelConfig | str, seq_len: int) -> dict:
         raise ValueError(f"seq_len must be at least 1, got {seq_len}")
     counts = parameter_counts(cfg)
     n = counts["n_params_non_embedding"]
+    head = cfg.vocab_size * cfg.dim if cfg.tied_embeddings else 0  # a tied head still multiplies
     return {
-        "flops_per_token": 6 * n + 12 * cfg.n_layers * cfg.dim * seq_len,
+        "flops_per_token": 6 * (n + head) + 12 * cfg.n_layers * cfg.dim * seq_len,
         "formula": FLOPS_FORMULA,
         "n_params": counts["n_params"],
         "n_params_non_embedding": n,

@@ -2,6 +2,10 @@
 
 Pure data (no torch import): the workflow plans with it, the harness runs it, the raw log
 stores it, and the analysis side reads it back from the raw log.
+
+Every field carries its documentation, from which the command-line help is generated:
+    new_field: int = field(default=0, metadata=doc("one-line meaning", unit="steps", allowed=">= 0"))
+`allowed` is a tuple of choices (string fields become argparse choices) or a phrase; numbers need a unit.
 """
 
 from __future__ import annotations
@@ -9,10 +13,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
-from scalestudy.llama_configs import MODELS, ModelConfig, get_model_config
+from scalestudy import catalog
+from scalestudy.llama_configs import ModelConfig, get_model_config
 
 DEVICES = ("cpu", "cuda")
 BACKENDS = ("torch", "megatron")
@@ -32,37 +37,107 @@ class SpecError(ValueError):
 
 
 @dataclass(frozen=True)
+class FieldDoc:
+    """What a spec field means: one line, its unit ("" when it has none) and its allowed values
+    (a tuple of choices, or a phrase such as ">= 1"). `scalestudy ... --help` is generated from it."""
+
+    meaning: str
+    unit: str = ""
+    allowed: tuple[str, ...] | str = ""
+
+
+def doc(meaning: str, *, unit: str = "", allowed: tuple[str, ...] | str = "") -> dict[str, FieldDoc]:
+    """Field metadata: `field(default=..., metadata=doc("meaning", unit=..., allowed=...))`."""
+    return {"doc": FieldDoc(meaning, unit, allowed)}
+
+
+def field_doc(f: dataclasses.Field) -> FieldDoc:
+    try:
+        return f.metadata["doc"]
+    except KeyError:
+        raise TypeError(f"spec field {f.name!r} has no doc(...) metadata") from None
+
+
+def help_line(meaning: str, *, unit: str = "", allowed: tuple[str, ...] | str = "", default: Any = None) -> str:
+    """One help line: `meaning [unit: U; allowed: A; default: D]` (the parts that apply)."""
+    allowed = ", ".join(allowed) if isinstance(allowed, tuple) else allowed
+    parts = [f"unit: {unit}" if unit else "", f"allowed: {allowed}" if allowed else "",
+             f"default: {default}" if default is not None else ""]
+    parts = [p for p in parts if p]
+    return f"{meaning} [{'; '.join(parts)}]" if parts else meaning
+
+
+def describe_field(f: dataclasses.Field, default: Any = None) -> str:
+    d = field_doc(f)
+    return help_line(d.meaning, unit=d.unit, allowed=d.allowed, default=f.default if default is None else default)
+
+
+_POSITIVE = ">= 1"
+_COUNT = ">= 0"
+
+
+@dataclass(frozen=True)
 class RunSpec:
-    model: str = "tiny"
-    n_layers: int = 0  # 0: the model's own depth; otherwise a slice of the model with this many layers
-    seq_len: int = 128
-    micro_batch: int = 1  # sequences per data-parallel rank per forward/backward
-    global_batch: int = 0  # sequences per optimizer step; 0: one micro batch per dp rank
-    nodes: int = 1
-    procs_per_node: int = 1
-    device: str = "cpu"
-    dp_replicate: int = 1
-    dp_shard: int = -1  # -1: the processes left after dp_replicate, tp and pp
-    tp: int = 1
-    pp: int = 1
-    pp_schedule: str = "1f1b"
-    pp_microbatches: int = 0  # 0: pp (1 without pipeline parallelism)
-    pp_stages_per_rank: int = 1  # >1 only with interleaved_1f1b
-    sequence_parallel: bool = False
-    reshard_after_forward: bool = False  # the paper's setting
-    fsdp_forward_prefetch: int = 1  # blocks prefetched explicitly; 0: FSDP2's implicit default
-    fsdp_backward_prefetch: int = 1
-    activation_checkpointing: str = "none"
-    compile: bool = False
-    precision: str = "bf16"  # bf16: bf16 compute, fp32 master weights and gradient reduction
-    backend: str = "torch"
-    optimizer: str = "adamw"  # AdamW [assumed]; sgd makes gradient errors visible in tests
-    lr: float = 3e-4
-    seed: int = 0
-    warmup_iters: int = 10
-    measured_iters: int = 50
-    profile_iters: int = 0  # measured iterations traced by torch.profiler; 0: no trace
-    profile_start: int = 2  # first traced iteration, counted within the measured ones
+    model: str = field(default="tiny", metadata=doc(
+        "model shape from the catalog", allowed="a model name of the catalog (scalestudy/catalog/models.yaml or a SCALESTUDY_CATALOG file)"))
+    n_layers: int = field(default=0, metadata=doc(
+        "train a slice of the model with this many layers; 0: the model's own depth", unit="layers", allowed=_COUNT))
+    seq_len: int = field(default=128, metadata=doc("sequence length", unit="tokens", allowed=_POSITIVE))
+    micro_batch: int = field(default=1, metadata=doc(
+        "sequences per data-parallel rank per forward/backward", unit="sequences", allowed=_POSITIVE))
+    global_batch: int = field(default=0, metadata=doc(
+        "sequences per optimizer step; 0: one micro batch per dp rank (and pipeline microbatch)",
+        unit="sequences", allowed=">= 0, a multiple of micro_batch*dp*pp_microbatches"))
+    nodes: int = field(default=1, metadata=doc("hosts the run spans", unit="nodes", allowed=_POSITIVE))
+    procs_per_node: int = field(default=1, metadata=doc(
+        "processes per host (one per GPU)", unit="processes", allowed=_POSITIVE))
+    device: str = field(default="cpu", metadata=doc("where the model runs", allowed=DEVICES))
+    dp_replicate: int = field(default=1, metadata=doc(
+        "replicated data-parallel degree (DDP, or HSDP's replica groups)", unit="ranks", allowed=_POSITIVE))
+    dp_shard: int = field(default=-1, metadata=doc(
+        "sharded data-parallel degree (FSDP2); -1: the processes left after dp_replicate, tp and pp",
+        unit="ranks", allowed="-1 or >= 1; dp_replicate*dp_shard*tp*pp = nodes*procs_per_node"))
+    tp: int = field(default=1, metadata=doc(
+        "tensor-parallel degree", unit="ranks", allowed=">= 1, divides heads, KV heads, FFN width, vocabulary"))
+    pp: int = field(default=1, metadata=doc(
+        "pipeline-parallel degree", unit="ranks", allowed=">= 1; pp*pp_stages_per_rank divides the layers"))
+    pp_schedule: str = field(default="1f1b", metadata=doc("pipeline schedule", allowed=PP_SCHEDULES))
+    pp_microbatches: int = field(default=0, metadata=doc(
+        "microbatches per pipeline step; 0: pp*pp_stages_per_rank (1 without pipeline parallelism)",
+        unit="microbatches", allowed=">= pp when pp > 1; a multiple of pp for interleaved_1f1b"))
+    pp_stages_per_rank: int = field(default=1, metadata=doc(
+        "pipeline stages each rank holds", unit="stages", allowed=">= 2 with interleaved_1f1b, else 1"))
+    sequence_parallel: bool = field(default=False, metadata=doc(
+        "shard norms and dropout over the sequence within the TP group", allowed="true, false; true needs tp > 1"))
+    reshard_after_forward: bool = field(default=False, metadata=doc(
+        "FSDP2 frees gathered parameters after forward (false: the paper's setting)", allowed=("true", "false")))
+    fsdp_forward_prefetch: int = field(default=1, metadata=doc(
+        "blocks FSDP2 prefetches explicitly in forward; 0: FSDP2's implicit default", unit="blocks", allowed=_COUNT))
+    fsdp_backward_prefetch: int = field(default=1, metadata=doc(
+        "blocks FSDP2 prefetches explicitly in backward; 0: FSDP2's implicit default", unit="blocks",
+        allowed=_COUNT))
+    activation_checkpointing: str = field(default="none", metadata=doc(
+        "recompute activations in backward", allowed=AC_MODES))
+    compile: bool = field(default=False, metadata=doc("torch.compile each block", allowed=("true", "false")))
+    precision: str = field(default="bf16", metadata=doc(
+        "bf16: bf16 compute, fp32 master weights and gradient reduction; fp32: fp32 throughout",
+        allowed=PRECISIONS))
+    backend: str = field(default="torch", metadata=doc(
+        "training code: torch (FSDP2/DTensor, torchtitan style) or megatron (megatron-core)", allowed=BACKENDS))
+    optimizer: str = field(default="adamw", metadata=doc(
+        "AdamW [assumed by the study]; sgd makes gradient errors visible in tests", allowed=OPTIMIZERS))
+    lr: float = field(default=3e-4, metadata=doc("learning rate", unit="per step", allowed="> 0"))
+    seed: int = field(default=0, metadata=doc(
+        "seed of weights and data; repeats differ only here", unit="index", allowed=_COUNT))
+    warmup_iters: int = field(default=10, metadata=doc(
+        "optimizer steps run before measuring", unit="steps", allowed=_COUNT))
+    measured_iters: int = field(default=50, metadata=doc(
+        "optimizer steps measured after warm-up", unit="steps", allowed=_POSITIVE))
+    profile_iters: int = field(default=0, metadata=doc(
+        "measured steps traced by torch.profiler; 0: no trace", unit="steps",
+        allowed=">= 0; profile_start+profile_iters <= measured_iters"))
+    profile_start: int = field(default=2, metadata=doc(
+        "first traced step, counted within the measured ones", unit="steps", allowed=_COUNT))
 
     def __post_init__(self) -> None:
         problems = _validate(self)
@@ -183,8 +258,9 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
     for name, allowed in choices.items():
         if getattr(s, name) not in allowed:
             p.append((name, f"{getattr(s, name)!r} is not one of {', '.join(allowed)}"))
-    if s.model not in MODELS:
-        p.append(("model", f"unknown model {s.model!r}; known: {', '.join(sorted(MODELS))}"))
+    if s.model not in catalog.models():
+        p.append(("model", f"unknown model {s.model!r}; known: {', '.join(sorted(catalog.models()))} "
+                           f"(add yours with a catalog file: {catalog.ENV_VAR})"))
     for name in ("seq_len", "micro_batch", "nodes", "procs_per_node", "dp_replicate", "tp", "pp",
                  "pp_stages_per_rank", "measured_iters"):
         if getattr(s, name) < 1:

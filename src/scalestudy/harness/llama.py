@@ -98,6 +98,10 @@ class Transformer(nn.Module):
 
     def __init__(self, cfg: ModelConfig, seq_len: int):
         super().__init__()
+        if cfg.mlp != "swiglu" or cfg.tied_embeddings:
+            raise ValueError(f"model {cfg.name!r} ({cfg.mlp} MLP, tied embeddings {cfg.tied_embeddings}): the harness "
+                             "builds Llama-style models only (SwiGLU, untied output head); the performance model "
+                             "takes it")
         self.cfg = cfg
         self.seq_len = seq_len
         self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim)

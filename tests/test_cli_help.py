@@ -1,0 +1,60 @@
+"""Every option of every command explains itself; spec options are generated from the fields' doc()."""
+
+import argparse
+from dataclasses import fields
+
+import pytest
+
+from scalestudy.cli import build_parser, main
+from scalestudy.collectives_spec import CollectivesSpec
+from scalestudy.spec import RunSpec, field_doc
+
+
+def _commands(parser: argparse.ArgumentParser, path=("scalestudy",)):
+    yield " ".join(path), parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _commands(sub, (*path, name))
+
+
+COMMANDS = dict(_commands(build_parser()))
+
+
+@pytest.mark.parametrize("cls", [RunSpec, CollectivesSpec])
+def test_every_spec_field_is_documented(cls):
+    for f in fields(cls):
+        d = field_doc(f)
+        assert d.meaning.strip(), f.name
+        if str(f.type) in ("int", "float"):
+            assert d.unit, f"{cls.__name__}.{f.name} has no unit"
+        assert d.allowed, f"{cls.__name__}.{f.name} has no allowed values"
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_option_has_meaning_unit_and_allowed_values(command):
+    for a in COMMANDS[command]._actions:
+        if isinstance(a, argparse._HelpAction):
+            continue
+        name = "/".join(a.option_strings) or a.dest
+        assert a.help and not a.help.startswith("default"), f"{command} {name}: no meaning"
+        if a.type in (int, float):
+            assert "unit: " in a.help and "allowed: " in a.help, f"{command} {name}: {a.help!r}"
+        if a.choices is not None and not isinstance(a, argparse._SubParsersAction):
+            assert len(a.choices) > 0
+
+
+def test_spec_help_comes_from_the_field_doc(capsys):
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "sharded data-parallel degree (FSDP2); -1: the processes left after dp_replicate, tp and pp" in out
+    assert "[unit: ranks; allowed: -1 or >= 1;" in out
+    assert "--device {cpu,cuda}" in out
+
+
+def test_choices_are_checked_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["plan", "--precision", "fp8"])
+    assert e.value.code == 2
+    assert "invalid choice: 'fp8'" in capsys.readouterr().err
