@@ -52,6 +52,10 @@ def test_launch_a_planned_two_process_run(tmp_path):
     assert len(list(got.iterations("measured"))) == 2 * run.spec.measured_iters
     text = log.read_text()
     assert "torch.distributed.run --nproc_per_node=2" in text and "ended with exit code 0" in text
+    # the worker's progress reaches the log although the launcher runs it --quiet; a summary ends it
+    steps = run.spec.warmup_iters + run.spec.measured_iters
+    assert f"[progress] step {steps}/{steps} measured | loss " in text and " tok/s | MFU " in text
+    assert f"[summary] run {run.run_id}: ok | " in text and f"raw log {run_dir}" in out.stdout
 
 
 @pytest.mark.multiproc

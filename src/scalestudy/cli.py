@@ -36,7 +36,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     run_dir = Path(args.run_dir) if args.run_dir else Path(args.out_root) / spec.run_id
     train(spec, run_dir, time_limit_s=args.time_limit_s, quiet=args.quiet, peak_tflops=args.peak_tflops,
-          power=args.power, power_period_s=args.power_period_s)
+          power=args.power, power_period_s=args.power_period_s, progress_every=args.progress_every)
     return 0
 
 
@@ -63,7 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out-root", default="runs", help="where run directories go (default ./runs)")
     p.add_argument("--time-limit-s", type=float, default=None, help=help_line("stop the run with status timeout after this long", unit="s", allowed="> 0",
                                   default="none"))
-    p.add_argument("--quiet", action="store_true", help="no per-iteration progress lines")
+    p.add_argument("--quiet", action="store_true",
+                   help="only rank 0 speaks (the workflow's launcher passes it); progress lines stay")
+    p.add_argument("--progress-every", type=int, default=None,
+                   help=help_line("a progress line (step, loss, tokens/s, MFU, memory, time left) every N steps",
+                                  unit="steps", allowed=">= 0; 0: none", default="about ten lines a run"))
     p.add_argument("--peak-tflops", type=float, default=None,
                    help=help_line("the device's peak for MFU, for a GPU missing from the peak table (or to override it)",
                                   unit="TFLOP/s per device", allowed="> 0", default="the peak table's"))

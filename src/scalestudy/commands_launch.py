@@ -70,7 +70,20 @@ def cmd_launch(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     stream = sys.stdout if outcome.exit_code == 0 else sys.stderr
     print(f"scalestudy launch: {outcome.message}", file=stream)
+    if outcome.exit_code == 0:
+        _summarize(outcome.run_dir, args.log)
     return outcome.exit_code
+
+
+def _summarize(run_dir: Path, log: str | None) -> None:
+    """The run's summary line, on this terminal (Snakemake's, under the workflow) and in its log."""
+    from scalestudy.run_summary import summary_line
+
+    line = summary_line(run_dir)
+    print(line, flush=True)
+    if log:
+        with open(log, "a") as f:
+            f.write(line + "\n")
 
 
 def cmd_study(args: argparse.Namespace) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import resource
 import time
 from pathlib import Path
@@ -11,7 +13,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from scalestudy import rawlog
-from scalestudy.harness import faults, provenance
+from scalestudy.harness import faults, optimisations, provenance
 from scalestudy.harness.run_start import begin_run
 from scalestudy.harness.data import local_batch
 from scalestudy.harness.llama import Transformer, init_weights
@@ -21,6 +23,7 @@ from scalestudy.harness.pipeline import build_schedule, split_model, stage_ids
 from scalestudy.harness.cpu_peak import calibrate_cpu_peak
 from scalestudy.harness.power import PowerMonitor
 from scalestudy.harness.profiling import ProfilerWindow
+from scalestudy.harness.progress import Progress, default_every
 from scalestudy.hardware import UnknownDeviceError, peak_flops
 from scalestudy.memory_estimate import estimate_memory
 from scalestudy.metrics import device_peak_record, flops_per_token
@@ -65,13 +68,26 @@ class Trainer:
         else:
             self.optimizer = torch.optim.SGD(params, lr=spec.lr, **fast)
         self.schedule = None
-        if dims.pp_enabled:
+        if dims.pp_enabled and spec.comm == "fake":
+            from scalestudy.harness.fake_comm import FakeStage
+
+            self.schedule = FakeStage(self.parts[0], self.stage_ids[0], spec, device, self._pp_loss)
+        elif dims.pp_enabled:
             self.schedule = build_schedule(self.parts, self.stage_ids, spec, dims.pp_mesh.get_group(), device,
                                            self._pp_loss)
 
     def _pp_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.flatten(0, 1), labels.flatten(0, 1)) / (
             self.spec.grad_accum * self.spec.pp_microbatches)
+
+    def attention_backends(self):
+        """cuDNN attention first, then SDPA's own order (flash, memory-efficient, math)."""
+        if self.device.type != "cuda" or not optimisations.enabled("sdpa"):
+            return contextlib.nullcontext()
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
+                            SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH], set_priority=True)
 
     def step(self, step: int) -> torch.Tensor:
         """One optimizer step over this rank's share of the global batch; returns the local loss."""
@@ -85,16 +101,17 @@ class Trainer:
             if self.schedule is not None:
                 losses: list[torch.Tensor] = []
                 args = (x,) if self.has_first else ()
-                self.schedule.step(*args, target=y if self.has_last else None, losses=losses)
+                with self.attention_backends():
+                    self.schedule.step(*args, target=y if self.has_last else None, losses=losses)
                 if self.has_last:
                     total += torch.stack(losses).sum().detach()
             else:
                 model = self.parts[0]
                 if spec.grad_accum > 1:
                     model.set_requires_gradient_sync(a == spec.grad_accum - 1)
-                logits = model(x)
-                loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(0, 1)) / spec.grad_accum
-                loss.backward()
+                with self.attention_backends():
+                    loss = model(x, y) / spec.grad_accum
+                    loss.backward()
                 total += loss.detach()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -130,12 +147,25 @@ def _sync(device: torch.device) -> None:
 
 
 def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, quiet: bool = False,
-          peak_tflops: float | None = None, power: bool = True, power_period_s: float = 0.1) -> str:
+          peak_tflops: float | None = None, power: bool = True, power_period_s: float = 0.1,
+          progress_every: int | None = None) -> str:
     """Run `spec` in this process (one rank of it) and write its raw log; returns the run's status
-    as this rank saw it. Classified failures return; unclassified ones re-raise after logging."""
+    as this rank saw it. Classified failures return; unclassified ones re-raise after logging.
+    Rank 0 prints a progress line every `progress_every` steps (None: about ten a run; 0: none)
+    and a summary at the end."""
     started = time.monotonic()
+    optimisations.apply_allocator_setting()
     run = begin_run(spec, run_dir)
     rank, world, device, log, injector, run_dir = run.rank, run.world, run.device, run.log, run.injector, run.run_dir
+    fake_comm = memory_cap = None
+    if spec.device == "cuda":
+        from scalestudy.harness.fake_comm import cap_device_memory
+
+        memory_cap = cap_device_memory(spec, device)
+    if spec.comm == "fake":
+        from scalestudy.harness.fake_comm import start_record
+
+        fake_comm = start_record(spec, device)
     if rank == 0:
         rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
             "schema": rawlog.SCHEMA, "kind": "train", "run_id": spec.run_id, "config_id": spec.config_id, "spec": spec.to_dict(),
@@ -143,6 +173,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             "launch": {"time_limit_s": time_limit_s, "world_size": world, "comm_backend": spec.comm_backend,
                        "peak_tflops": peak_tflops, "power": power, "power_period_s": power_period_s},
             "provenance": provenance.collect(run.facts), "start_time_unix": round(time.time(), 3),
+            **({"rank_share": fake_comm} if fake_comm else {}), **({"memory_cap": memory_cap} if memory_cap else {}),
         })
     monitor = PowerMonitor(device.index if device.type == "cuda" and power else None, period_s=power_period_s)
     if power and device.type == "cuda":
@@ -153,7 +184,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
     try:
         run.check_world()
         torch.manual_seed(spec.seed)
-        dims = ParallelDims.from_spec(spec, world)
+        dims = ParallelDims.from_spec(spec, dist.get_world_size())  # the emulated world under fake comm
         if spec.backend == "megatron":  # an optional extra: imported only when asked for
             from scalestudy.harness.megatron_backend.trainer import MegatronTrainer
 
@@ -161,11 +192,23 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             log.log("backend", trainer.describe())
         else:
             trainer = Trainer(spec, dims, device)
-        log.log("device_peak", device_peak(spec, device, peak_tflops))
+        peak = device_peak(spec, device, peak_tflops)
+        log.log("device_peak", peak)
+        flops = flops_per_token(trainer.cfg, spec.seq_len)
         if rank == 0:
-            log.log("flops", flops_per_token(trainer.cfg, spec.seq_len))
+            log.log("flops", flops)
         total_iters = spec.warmup_iters + spec.measured_iters
+        progress = Progress(total_iters, spec.tokens_per_step, world,
+                            default_every(total_iters) if progress_every is None else progress_every,
+                            flops["flops_per_token"], peak.get("peak_flops_per_s"))
+        if rank == 0:
+            print(f"[scalestudy] run {spec.run_id}: {spec.layout} on {world} process{'es' if world > 1 else ''}, {total_iters} steps "
+                  f"({spec.warmup_iters} warm-up); raw log {run_dir}", flush=True)
         profiler.start()
+        collect_between_steps = optimisations.enabled("gc")
+        if collect_between_steps:  # no collector pauses inside a step; torchtitan does the same
+            gc.collect()
+            gc.disable()
         for step in range(total_iters):
             if step == spec.warmup_iters:
                 _sync(device)
@@ -180,11 +223,13 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             _sync(device)
             dt = time.perf_counter() - t0
             loss = trainer.global_loss(local)
+            if collect_between_steps:
+                gc.collect(1)
+            memory = memory_now(device)
             log.log("iteration", {"step": step, "phase": phase, "step_time_s": dt, "tokens": spec.tokens_per_step,
-                                  "loss": loss, "memory": memory_now(device)})
-            if rank == 0 and not quiet:
-                print(f"step {step + 1:>4}/{total_iters} [{phase:>8}] {dt:8.4f} s "
-                      f"{spec.tokens_per_step / dt:12,.0f} tok/s  loss {loss:.4f}", flush=True)
+                                  "loss": loss, "memory": memory})
+            if rank == 0 and (line := progress.update(step, phase, dt, loss, memory)):
+                print(line, flush=True)
             profiler.step()
         _sync(device)
         log.log("energy", monitor.stop())
@@ -198,4 +243,9 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         profiler.stop()
         monitor.stop()
         return run.fail(e, quiet=quiet)
-    return run.finish()
+    finally:
+        gc.enable()
+    status = run.finish()
+    if rank == 0:
+        print(progress.summary(spec.run_id, status, run_dir), flush=True)
+    return status

@@ -1,0 +1,78 @@
+"""What rank 0 prints while a run trains: a progress line every N steps (step / total, loss,
+tokens/s, MFU, memory, time left), as torchtitan's and Megatron's loggers do. Pure Python."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+GIB = 1024**3
+
+
+def default_every(total_steps: int) -> int:
+    """About ten progress lines a run, at least one a step."""
+    return max(1, total_steps // 10)
+
+
+def format_duration(seconds: float) -> str:
+    s = int(round(max(0.0, seconds)))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def memory_bytes(memory: dict) -> int | None:
+    """The peak memory of a `memory` value (train.memory_now): allocated on a GPU, RSS on CPU."""
+    return memory.get("peak_allocated_bytes", memory.get("peak_rss_bytes"))
+
+
+@dataclass
+class Progress:
+    """Progress of one run as rank 0 sees it. `update` takes each step and returns the line to
+    print every `every` steps (and at the last step); None otherwise, and always when every is 0."""
+
+    total_steps: int
+    tokens_per_step: int
+    world_size: int
+    every: int
+    flops_per_token: float | None = None
+    peak_flops_per_s: float | None = None  # per device; None: no MFU
+    started: float = field(default_factory=time.monotonic)
+    _window: list[float] = field(default_factory=list)
+    _measured: list[float] = field(default_factory=list)
+    _memory: int | None = None
+
+    def update(self, step: int, phase: str, step_time_s: float, loss: float, memory: dict) -> str | None:
+        self._window.append(step_time_s)
+        if phase == "measured":
+            self._measured.append(step_time_s)
+        self._memory = memory_bytes(memory)
+        done = step + 1
+        if self.every <= 0 or (done % self.every and done != self.total_steps):
+            return None
+        mean = sum(self._window) / len(self._window)
+        self._window.clear()
+        tokens_per_s = self.tokens_per_step / mean if mean > 0 else float("nan")
+        parts = [f"step {done:>{len(str(self.total_steps))}}/{self.total_steps} {phase:<8}", f"loss {loss:.4f}",
+                 f"{tokens_per_s:,.0f} tok/s", f"MFU {self.mfu(tokens_per_s)}"]
+        parts.append(self._mem())
+        elapsed = time.monotonic() - self.started
+        parts.append(f"elapsed {format_duration(elapsed)}, left ~{format_duration(mean * (self.total_steps - done))}")
+        return "[progress] " + " | ".join(parts)
+
+    def mfu(self, tokens_per_s: float) -> str:
+        if not self.flops_per_token or not self.peak_flops_per_s:
+            return "n/a (no peak)"
+        return f"{100 * tokens_per_s / self.world_size * self.flops_per_token / self.peak_flops_per_s:.1f}%"
+
+    def _mem(self) -> str:
+        return f"mem {self._memory / GIB:.2f} GiB" if self._memory is not None else "mem ?"
+
+    def summary(self, run_id: str, status: str, run_dir) -> str:
+        """The run's last line: status, tokens/s and MFU over the measured steps (rank 0's step
+        times; the tables take the slowest rank's), peak memory, the raw-log directory."""
+        if self._measured:
+            tokens_per_s = self.tokens_per_step * len(self._measured) / sum(self._measured)
+            speed = f"{tokens_per_s:,.0f} tok/s | MFU {self.mfu(tokens_per_s)}"
+        else:
+            speed = "no measured steps"
+        return (f"[summary] run {run_id}: {status} | {speed} | peak {self._mem()} | "
+                f"{format_duration(time.monotonic() - self.started)} | raw log {run_dir}")
