@@ -10,9 +10,11 @@ FIGURE_CATEGORIES = {
     "model_sizes": "Scaling",
     "hardware_generations": "Hardware",
     "power": "Power",
+    "rank_grid": "Rank shares",
+    "rank_memory": "Rank shares",
 }
 
-for figure_name in FIGURES:
+for figure_name in ALL_FIGURES:
 
     rule:
         name:
@@ -20,7 +22,7 @@ for figure_name in FIGURES:
         # light work on the submit host: under --profile slurm only the runs are cluster jobs
         localrule: True
         input:
-            tables,
+            figure_inputs(figure_name),
         output:
             pdf=report(
                 f"figures/{{study}}/{figure_name}.pdf",
