@@ -7,6 +7,7 @@ from pathlib import Path
 import yaml
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 
 from scalestudy.launch import job_resources
 from scalestudy.slurm import SiteError, load_site
@@ -96,6 +97,21 @@ except SiteError as e:
 # A run stopped by a time limit or a preemption is run again this many times (the launcher
 # exits 3 for it while attempts remain; the last attempt records the status as data).
 RUN_RETRIES = SITE.retries
+
+
+# The study's cost at the workflow's start (also on a dry run): jobs by size, GPU-hours at the
+# requested time limits and expected; a plan over its GPU-hour budget is refused here, before
+# anything is submitted (scalestudy.cost). Not repeated inside the cluster's jobs.
+if workflow.is_main_process and STUDY.launch:
+    from scalestudy.cost import BudgetError, budget_of, check_budget, format_cost, study_cost
+
+    try:
+        _cost = study_cost(STUDY, SITE)
+        _budget, _budget_source = budget_of(STUDY, SITE, config.get("gpu_hours_budget"))
+        logger.info(format_cost(_cost, _budget, _budget_source))
+        check_budget(_cost, _budget, _budget_source)
+    except (BudgetError, SiteError) as e:
+        raise WorkflowError(str(e)) from None
 
 
 def run_resource(key):
