@@ -23,7 +23,8 @@ def test_calibration_from_the_h200_reference():
     for eta in (c.eta_elementwise, c.eta_optimizer, c.eta_fsdp_copy):
         assert 0.05 < eta < 1.0
     assert 0 < c.gap_fraction < 0.1
-    assert cal.power is not None and 0.1 < cal.power.idle_fraction < 0.25 and cal.power.busy_fraction > 0.9
+    assert cal.power is not None and cal.power.device == "NVIDIA H200" and cal.power.idle_w < cal.power.cap_w
+    assert {r["run_id"] for r in cal.power_held_out} >= {TRACED, SLICE}  # all measured runs check the duty fit
     assert {r["run_id"] for r in cal.held_out} == {SLICE, "llama2-7b-n1x1-r1s1t1p1-gb2-660d5325af-seed0"}
     # the run that went out of memory is read but neither fitted nor predicted
     assert any(r.status == "oom" for r in cal.runs)

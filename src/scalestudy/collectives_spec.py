@@ -65,6 +65,18 @@ class CollectivesSpec:
         return self.nodes * self.procs_per_node
 
     @property
+    def processes(self) -> int:
+        return self.world_size
+
+    @property
+    def launch_nodes(self) -> int:
+        return self.nodes
+
+    @property
+    def launch_procs_per_node(self) -> int:
+        return self.procs_per_node
+
+    @property
     def comm_backend(self) -> str:
         return "nccl" if self.device == "cuda" else "gloo"
 

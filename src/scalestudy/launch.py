@@ -127,14 +127,14 @@ def job_resources(spec: Spec, time_limit_s: float | None = None, site: slurm.Sit
     not set). One torchrun agent a node starts procs_per_node processes."""
     limit = time_limit_s or default_time_limit_s(spec)
     cuda = spec.device == "cuda"
-    per_node = spec.procs_per_node
+    per_node = spec.launch_procs_per_node
     res = {
         "threads": per_node,
-        "gpus": spec.world_size if cuda else 0,
+        "gpus": spec.processes if cuda else 0,
         "time_limit_s": int(math.ceil(limit)),
     }
     res.update(slurm.job_resources(
-        nodes=spec.nodes, procs_per_node=per_node, cuda=cuda, site=site or slurm.Site(), what=f"run {spec.run_id}",
+        nodes=spec.launch_nodes, procs_per_node=per_node, cuda=cuda, site=site or slurm.Site(), what=f"run {spec.run_id}",
         runtime_min=int(math.ceil((limit + 2 * DEFAULT_GRACE_S) / 60)) + 2,
         mem_mb=16384 * per_node if cuda else 1024 + 768 * per_node))
     return res
@@ -150,7 +150,7 @@ def _module_args(spec: Spec, spec_file: Path, run_dir: Path) -> list[str]:
 
 
 def torchrun_command(spec: Spec, spec_file: Path, run_dir: Path, python: str = sys.executable) -> list[str]:
-    return [python, "-m", "torch.distributed.run", f"--nproc_per_node={spec.procs_per_node}", "--nnodes=1",
+    return [python, "-m", "torch.distributed.run", f"--nproc_per_node={spec.launch_procs_per_node}", "--nnodes=1",
             "--rdzv-backend=c10d", "--rdzv-endpoint=localhost:0", "-m", *_module_args(spec, spec_file, run_dir)]
 
 
@@ -158,22 +158,22 @@ def launch_command(spec: Spec, spec_file: Path, run_dir: Path, python: str = sys
                    allocation: slurm.Allocation | None = None, site: slurm.Site | None = None) -> list[str]:
     """torchrun on this host, or inside a SLURM allocation srun + torchrun on its nodes (one-node
     runs already inside a job step start torchrun directly: the step holds the node)."""
-    if allocation is None or (allocation.in_step and spec.nodes == 1):
-        if spec.nodes != 1:
-            raise LaunchError(f"{spec.run_id} needs {spec.nodes} nodes; outside a SLURM job this launcher starts "
+    if allocation is None or (allocation.in_step and spec.launch_nodes == 1):
+        if spec.launch_nodes != 1:
+            raise LaunchError(f"{spec.run_id} needs {spec.launch_nodes} nodes; outside a SLURM job this launcher starts "
                               "single-node runs only (run the workflow with --profile slurm)")
         return torchrun_command(spec, spec_file, run_dir, python)
-    if len(allocation.hosts) < spec.nodes:
-        raise LaunchError(f"{spec.run_id} needs {spec.nodes} nodes; SLURM job {allocation.job_id} has "
+    if len(allocation.hosts) < spec.launch_nodes:
+        raise LaunchError(f"{spec.run_id} needs {spec.launch_nodes} nodes; SLURM job {allocation.job_id} has "
                           f"{len(allocation.hosts)} ({allocation.nodelist})")
     site = site or slurm.Site()
     cuda = spec.device == "cuda"
-    res = slurm.job_resources(nodes=spec.nodes, procs_per_node=spec.procs_per_node, cuda=cuda, runtime_min=0,
+    res = slurm.job_resources(nodes=spec.launch_nodes, procs_per_node=spec.launch_procs_per_node, cuda=cuda, runtime_min=0,
                               mem_mb=0, site=site, what=f"run {spec.run_id}")
     return slurm.srun_torchrun_command(
-        nodes=spec.nodes, procs_per_node=spec.procs_per_node, first_host=allocation.first_host,
+        nodes=spec.launch_nodes, procs_per_node=spec.launch_procs_per_node, first_host=allocation.first_host,
         job_id=allocation.job_id, module_args=_module_args(spec, spec_file, run_dir), python=python,
-        cpus_per_task=res["cpus_per_task"], gpus_per_node=spec.procs_per_node if cuda else None,
+        cpus_per_task=res["cpus_per_task"], gpus_per_node=spec.launch_procs_per_node if cuda else None,
         port=slurm.rdzv_port(allocation.job_id, site.rdzv_port), overlap=allocation.in_step,
         srun_extra=site.srun_extra)
 
@@ -188,8 +188,8 @@ def launch(spec: Spec, run_dir: Path | str, *, time_limit_s: float | None = None
     run_dir = Path(run_dir)
     env = dict(os.environ if env is None else env)
     allocation = slurm.current_allocation(env) if slurm.job_id_of(env) else None
-    if spec.nodes != 1 and allocation is None:
-        raise LaunchError(f"{spec.run_id} needs {spec.nodes} nodes; outside a SLURM job this launcher starts "
+    if spec.launch_nodes != 1 and allocation is None:
+        raise LaunchError(f"{spec.run_id} needs {spec.launch_nodes} nodes; outside a SLURM job this launcher starts "
                           "single-node runs only (run the workflow with --profile slurm)")
     if (run_dir / rawlog.STATUS_FILE).exists():
         before = json.loads((run_dir / rawlog.STATUS_FILE).read_text()).get("status")
@@ -202,7 +202,7 @@ def launch(spec: Spec, run_dir: Path | str, *, time_limit_s: float | None = None
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     env.setdefault("PYTHONUNBUFFERED", "1")
     if env.get("OMP_NUM_THREADS", "").isdigit():  # Snakemake sets it to the job's threads: share them out
-        env["OMP_NUM_THREADS"] = str(max(1, int(env["OMP_NUM_THREADS"]) // spec.procs_per_node))
+        env["OMP_NUM_THREADS"] = str(max(1, int(env["OMP_NUM_THREADS"]) // spec.launch_procs_per_node))
     if log_path is not None:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     log: IO[str]
@@ -215,7 +215,7 @@ def launch(spec: Spec, run_dir: Path | str, *, time_limit_s: float | None = None
             (open(log_path, "a" if attempt > 1 else "w") if log_path is not None else _Stdout()) as log:
         # the spec file must be readable on every node of a multi-node run: on the shared file
         # system next to the run's directory, not in this host's /tmp
-        spec_dir = Path(tmp) if allocation is None or spec.nodes == 1 else stage.parent
+        spec_dir = Path(tmp) if allocation is None or spec.launch_nodes == 1 else stage.parent
         spec_file = spec_dir / (f".{stage.name}.spec.json" if spec_dir != Path(tmp) else "spec.json")
         spec_file.parent.mkdir(parents=True, exist_ok=True)
         spec_file.write_text(json.dumps(spec.to_dict(), indent=1, sort_keys=True) + "\n")
@@ -400,7 +400,7 @@ def _conclude(spec: Spec, run_dir: Path, returncode: int, timed_out: bool, signa
     """The outcome of the run written in run_dir (this attempt's directory); copies of it go
     where final_dir's would (crashed/ next to raw/)."""
     final_dir = final_dir or run_dir
-    world = spec.world_size
+    world = spec.processes
     stopped = timed_out or signalled is not None
     verdict = (stop or {}).get("status")
     if verdict == "preempted":

@@ -26,6 +26,10 @@ PP_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
 AC_MODES = ("none", "full")
 OPTIMIZERS = ("adamw", "sgd")
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "tp")
+COMM_MODES = ("default", "fake")
+# Fields added after runs were committed: left out of the config id while at their default, so
+# that the ids of earlier runs stay what they were.
+ID_EXEMPT_AT_DEFAULT = {"comm": "default", "emulate_rank": 0, "device_memory_cap_gib": 0.0}
 
 
 class SpecError(ValueError):
@@ -138,6 +142,15 @@ class RunSpec:
         allowed=">= 0; profile_start+profile_iters <= measured_iters"))
     profile_start: int = field(default=2, metadata=doc(
         "first traced step, counted within the measured ones", unit="steps", allowed=_COUNT))
+    comm: str = field(default="default", metadata=doc(
+        "fake: one process runs the share of rank emulate_rank of the whole layout, collectives return at once "
+        "without moving data (torch's fake process group; see docs/rank-shares.md)", allowed=COMM_MODES))
+    emulate_rank: int = field(default=0, metadata=doc(
+        "the rank whose share a fake-communication run computes", unit="rank",
+        allowed=">= 0, < nodes*procs_per_node; nonzero needs comm fake"))
+    device_memory_cap_gib: float = field(default=0.0, metadata=doc(
+        "run as a GPU of this memory size (the caching allocator's per-process fraction); 0: no cap", unit="GiB",
+        allowed=">= 0; needs device cuda"))
 
     def __post_init__(self) -> None:
         problems = _validate(self)
@@ -181,7 +194,22 @@ class RunSpec:
 
     @property
     def comm_backend(self) -> str:
+        if self.comm == "fake":
+            return "fake"
         return "nccl" if self.device == "cuda" else "gloo"
+
+    @property
+    def processes(self) -> int:
+        """Processes the launcher starts: the world, or one for a fake-communication rank share."""
+        return 1 if self.comm == "fake" else self.world_size
+
+    @property
+    def launch_nodes(self) -> int:
+        return 1 if self.comm == "fake" else self.nodes
+
+    @property
+    def launch_procs_per_node(self) -> int:
+        return 1 if self.comm == "fake" else self.procs_per_node
 
     @property
     def mesh_shape(self) -> dict[str, int]:
@@ -208,6 +236,9 @@ class RunSpec:
         """Stable id of the configuration: every field but the seed."""
         d = self.to_dict()
         d.pop("seed")
+        for name, default in ID_EXEMPT_AT_DEFAULT.items():
+            if d[name] == default:
+                d.pop(name)
         digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
         degrees = f"r{self.dp_replicate}s{self.dp_shard}t{self.tp}p{self.pp}"
         return f"{self.model}-n{self.nodes}x{self.procs_per_node}-{degrees}-gb{self.global_batch}-{digest}"
@@ -254,6 +285,7 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
     choices = {
         "device": DEVICES, "backend": BACKENDS, "precision": PRECISIONS,
         "pp_schedule": PP_SCHEDULES, "activation_checkpointing": AC_MODES, "optimizer": OPTIMIZERS,
+        "comm": COMM_MODES,
     }
     for name, allowed in choices.items():
         if getattr(s, name) not in allowed:
@@ -273,6 +305,18 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
         p.append(("dp_shard", f"must be at least 1, or -1 for the rest, got {s.dp_shard}"))
     if s.lr <= 0:
         p.append(("lr", f"must be positive, got {s.lr}"))
+    if s.device_memory_cap_gib < 0:
+        p.append(("device_memory_cap_gib", f"must not be negative, got {s.device_memory_cap_gib}"))
+    if s.device_memory_cap_gib and s.device != "cuda":
+        p.append(("device_memory_cap_gib", "a memory cap needs device cuda"))
+    if s.emulate_rank and s.comm != "fake":
+        p.append(("emulate_rank", "only a fake-communication run (comm: fake) emulates a rank"))
+    if not 0 <= s.emulate_rank < s.world_size:
+        p.append(("emulate_rank", f"{s.emulate_rank} is not a rank of the world of {s.world_size}"))
+    if s.comm == "fake" and s.backend != "torch":
+        p.append(("comm", "fake communication runs with backend torch only"))
+    if s.comm == "fake" and s.pp_schedule == "interleaved_1f1b" and s.pp > 1:
+        p.append(("comm", "fake communication emulates gpipe and 1f1b pipeline stages, not interleaved_1f1b"))
     if p:
         return p
     world = s.world_size

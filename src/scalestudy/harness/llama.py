@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from scalestudy.harness.loss import linear_cross_entropy
+from scalestudy.harness.optimisations import enabled
 from scalestudy.llama_configs import ModelConfig
 
 
@@ -23,7 +25,21 @@ def precompute_freqs_cis(head_dim: int, seq_len: int, theta: float, device=None)
     return torch.polar(torch.ones(seq_len, head_dim // 2, device=device), torch.outer(t, freqs))
 
 
+def precompute_rope(head_dim: int, seq_len: int, theta: float, device=None) -> torch.Tensor:
+    """The rotation table in real form: [seq_len, head_dim // 2, 2] holding (cos, sin)."""
+    freqs_cis = precompute_freqs_cis(head_dim, seq_len, theta, device)
+    return torch.view_as_real(freqs_cis).contiguous()
+
+
+def rope_table(head_dim: int, seq_len: int, theta: float, device=None) -> torch.Tensor:
+    if enabled("rope"):
+        return precompute_rope(head_dim, seq_len, theta, device)
+    return precompute_freqs_cis(head_dim, seq_len, theta, device)
+
+
 def apply_rotary_emb(xq: torch.Tensor, xk: torch.Tensor, freqs_cis: torch.Tensor):
+    if not freqs_cis.is_complex():
+        return _rotate_real(xq, freqs_cis), _rotate_real(xk, freqs_cis)
     xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
     xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
     f = freqs_cis[: xq.shape[1]].view(1, xq.shape[1], 1, xq_.shape[-1])
@@ -32,13 +48,27 @@ def apply_rotary_emb(xq: torch.Tensor, xk: torch.Tensor, freqs_cis: torch.Tensor
     return xq_out.type_as(xq), xk_out.type_as(xk)
 
 
+def _rotate_real(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """The complex product of apply_rotary_emb in real arithmetic (fp32, as there): torch.compile
+    fuses it into one kernel, where complex tensors would break the graph."""
+    seqlen = x.shape[1]
+    cos = table[:seqlen, :, 0].view(1, seqlen, 1, -1)
+    sin = table[:seqlen, :, 1].view(1, seqlen, 1, -1)
+    xf = x.float().unflatten(-1, (-1, 2))
+    re, im = xf[..., 0], xf[..., 1]
+    return torch.stack((re * cos - im * sin, re * sin + im * cos), dim=-1).flatten(3).type_as(x)
+
+
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
+        self.fused = enabled("norm")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.fused:  # statistics in fp32 inside the kernel; one rounding of the output
+            return F.rms_norm(x, (x.shape[-1],), self.weight, self.eps)
         xf = x.float()
         out = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         return out.type_as(x) * self.weight
@@ -108,15 +138,27 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleDict({str(i): TransformerBlock(cfg) for i in range(cfg.n_layers)})
         self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
-        self.register_buffer("freqs_cis", precompute_freqs_cis(cfg.head_dim, seq_len, cfg.rope_theta),
-                             persistent=False)
+        self.register_buffer("freqs_cis", rope_table(cfg.head_dim, seq_len, cfg.rope_theta), persistent=False)
+        # tokens per chunk of the fused output projection + loss; 0: full logits (tensor parallelism
+        # shards the output layer over the vocabulary, which the chunked loss does not handle)
+        self.loss_chunk_tokens = 1024 if enabled("loss") else 0
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits in fp32, or with `labels` the mean cross-entropy loss; a stage without the
+        output layer returns its hidden states."""
         h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens
         for layer in self.layers.values():
             h = layer(h, self.freqs_cis)
         h = self.norm(h) if self.norm is not None else h
-        return self.output(h).float() if self.output is not None else h
+        if self.output is None:
+            return h
+        if labels is not None and self.loss_chunk_tokens:
+            return linear_cross_entropy(h.flatten(0, 1), self.output.weight, labels.flatten(0, 1),
+                                        self.loss_chunk_tokens)
+        logits = self.output(h).float()
+        if labels is None:
+            return logits
+        return F.cross_entropy(logits.flatten(0, 1), labels.flatten(0, 1))
 
 
 def canonical_name(name: str) -> str:
@@ -158,4 +200,4 @@ def init_weights(model: nn.Module, cfg: ModelConfig, seed: int, device: torch.de
             p.copy_(full)
     for mod in model.modules():
         if isinstance(mod, Transformer):
-            mod.freqs_cis = precompute_freqs_cis(cfg.head_dim, mod.seq_len, cfg.rope_theta, device=device)
+            mod.freqs_cis = rope_table(cfg.head_dim, mod.seq_len, cfg.rope_theta, device=device)

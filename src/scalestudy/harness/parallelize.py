@@ -31,6 +31,7 @@ def apply_tp(model: nn.Module, tp_mesh, sequence_parallel: bool) -> None:
         if sequence_parallel:
             top["norm"] = SequenceParallel()
         top["output"] = ColwiseParallel(input_layouts=seq, output_layouts=Replicate(), use_local_output=True)
+        model.loss_chunk_tokens = 0  # the chunked loss needs the whole vocabulary on each rank
     if top:
         parallelize_module(model, tp_mesh, top)
     for block in model.layers.values():

@@ -15,7 +15,8 @@ import torch
 
 import scalestudy
 
-ENV_PREFIXES = ("NCCL_", "TORCH_", "GLOO_", "CUDA_", "OMP_", "SLURM_", "PYTORCH_", "MASTER_", "NVIDIA_")
+ENV_PREFIXES = ("NCCL_", "TORCH_", "GLOO_", "CUDA_", "OMP_", "SLURM_", "PYTORCH_", "MASTER_", "NVIDIA_",
+                "SCALESTUDY_HARNESS_")
 LIBRARIES = ("torch", "numpy", "megatron-core", "nvidia-ml-py", "pandas", "seaborn", "snakemake")
 
 

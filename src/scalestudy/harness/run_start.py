@@ -32,10 +32,12 @@ def _free_port() -> int:
 def init_distributed(spec) -> tuple[int, int, torch.device]:
     """Join the process group for `spec` (any spec with world_size, procs_per_node, device and
     comm_backend): gloo on CPU, NCCL bound to the local GPU on cuda. A one-process spec may
-    also run without a launcher."""
+    also run without a launcher, and so does a fake-communication one (spec `comm: fake`), which
+    joins a fake process group as the rank it emulates; its own rank and world are 0 and 1."""
+    processes = getattr(spec, "processes", spec.world_size)
     if "RANK" not in os.environ:
-        if spec.world_size != 1:
-            raise faults.InvalidConfig(f"the spec needs {spec.world_size} processes: start it with "
+        if processes != 1:
+            raise faults.InvalidConfig(f"the spec needs {processes} processes: start it with "
                                        f"torchrun --nproc_per_node {spec.procs_per_node}")
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=str(_free_port()))
@@ -48,6 +50,13 @@ def init_distributed(spec) -> tuple[int, int, torch.device]:
         torch.cuda.set_device(device)
     else:
         device = torch.device("cpu")
+    if spec.comm_backend == "fake":
+        from scalestudy.harness.fake_comm import init_fake_process_group
+
+        if world != 1:
+            raise faults.InvalidConfig(f"a fake-communication run is one process; the launcher started {world}")
+        init_fake_process_group(spec)
+        return rank, world, device
     timeout = datetime.timedelta(seconds=float(os.environ.get(COMM_TIMEOUT_ENV, 300)))
     kwargs = {"device_id": device} if device.type == "cuda" else {}
     dist.init_process_group(spec.comm_backend, timeout=timeout, **kwargs)
@@ -79,9 +88,9 @@ class RunContext:
     facts: list[dict]
 
     def check_world(self) -> None:
-        if self.world != self.spec.world_size:
-            raise faults.InvalidConfig(f"the launcher started {self.world} processes but the spec needs "
-                                       f"nodes*procs_per_node = {self.spec.world_size}")
+        need = getattr(self.spec, "processes", self.spec.world_size)
+        if self.world != need:
+            raise faults.InvalidConfig(f"the launcher started {self.world} processes but the spec needs {need}")
 
     def fail(self, e: BaseException, *, quiet: bool) -> str:
         """Record a failure; return its status if classified, re-raise it if not."""
@@ -118,6 +127,9 @@ def begin_run(spec, run_dir: Path) -> RunContext:
         prepare_run_dir(run_dir)
     dist.barrier()
     log = rawlog.RankLog(run_dir, rank, spec.run_id)
-    facts = [None] * world
-    dist.all_gather_object(facts, provenance.local_facts(device))
+    if spec.comm_backend == "fake":  # one process: no peers to ask
+        facts = [provenance.local_facts(device)]
+    else:
+        facts = [None] * world
+        dist.all_gather_object(facts, provenance.local_facts(device))
     return RunContext(spec, run_dir, rank, world, device, log, faults.FaultInjector(rank), facts)

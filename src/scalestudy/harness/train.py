@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import resource
 import time
 from pathlib import Path
@@ -11,7 +13,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from scalestudy import rawlog
-from scalestudy.harness import faults, provenance
+from scalestudy.harness import faults, optimisations, provenance
 from scalestudy.harness.run_start import begin_run
 from scalestudy.harness.data import local_batch
 from scalestudy.harness.llama import Transformer, init_weights
@@ -66,13 +68,26 @@ class Trainer:
         else:
             self.optimizer = torch.optim.SGD(params, lr=spec.lr, **fast)
         self.schedule = None
-        if dims.pp_enabled:
+        if dims.pp_enabled and spec.comm == "fake":
+            from scalestudy.harness.fake_comm import FakeStage
+
+            self.schedule = FakeStage(self.parts[0], self.stage_ids[0], spec, device, self._pp_loss)
+        elif dims.pp_enabled:
             self.schedule = build_schedule(self.parts, self.stage_ids, spec, dims.pp_mesh.get_group(), device,
                                            self._pp_loss)
 
     def _pp_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.flatten(0, 1), labels.flatten(0, 1)) / (
             self.spec.grad_accum * self.spec.pp_microbatches)
+
+    def attention_backends(self):
+        """cuDNN attention first, then SDPA's own order (flash, memory-efficient, math)."""
+        if self.device.type != "cuda" or not optimisations.enabled("sdpa"):
+            return contextlib.nullcontext()
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        return sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
+                            SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH], set_priority=True)
 
     def step(self, step: int) -> torch.Tensor:
         """One optimizer step over this rank's share of the global batch; returns the local loss."""
@@ -86,16 +101,17 @@ class Trainer:
             if self.schedule is not None:
                 losses: list[torch.Tensor] = []
                 args = (x,) if self.has_first else ()
-                self.schedule.step(*args, target=y if self.has_last else None, losses=losses)
+                with self.attention_backends():
+                    self.schedule.step(*args, target=y if self.has_last else None, losses=losses)
                 if self.has_last:
                     total += torch.stack(losses).sum().detach()
             else:
                 model = self.parts[0]
                 if spec.grad_accum > 1:
                     model.set_requires_gradient_sync(a == spec.grad_accum - 1)
-                logits = model(x)
-                loss = F.cross_entropy(logits.flatten(0, 1), y.flatten(0, 1)) / spec.grad_accum
-                loss.backward()
+                with self.attention_backends():
+                    loss = model(x, y) / spec.grad_accum
+                    loss.backward()
                 total += loss.detach()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -138,8 +154,18 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
     Rank 0 prints a progress line every `progress_every` steps (None: about ten a run; 0: none)
     and a summary at the end."""
     started = time.monotonic()
+    optimisations.apply_allocator_setting()
     run = begin_run(spec, run_dir)
     rank, world, device, log, injector, run_dir = run.rank, run.world, run.device, run.log, run.injector, run.run_dir
+    fake_comm = memory_cap = None
+    if spec.device == "cuda":
+        from scalestudy.harness.fake_comm import cap_device_memory
+
+        memory_cap = cap_device_memory(spec, device)
+    if spec.comm == "fake":
+        from scalestudy.harness.fake_comm import start_record
+
+        fake_comm = start_record(spec, device)
     if rank == 0:
         rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
             "schema": rawlog.SCHEMA, "kind": "train", "run_id": spec.run_id, "config_id": spec.config_id, "spec": spec.to_dict(),
@@ -147,6 +173,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             "launch": {"time_limit_s": time_limit_s, "world_size": world, "comm_backend": spec.comm_backend,
                        "peak_tflops": peak_tflops, "power": power, "power_period_s": power_period_s},
             "provenance": provenance.collect(run.facts), "start_time_unix": round(time.time(), 3),
+            **({"rank_share": fake_comm} if fake_comm else {}), **({"memory_cap": memory_cap} if memory_cap else {}),
         })
     monitor = PowerMonitor(device.index if device.type == "cuda" and power else None, period_s=power_period_s)
     if power and device.type == "cuda":
@@ -157,7 +184,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
     try:
         run.check_world()
         torch.manual_seed(spec.seed)
-        dims = ParallelDims.from_spec(spec, world)
+        dims = ParallelDims.from_spec(spec, dist.get_world_size())  # the emulated world under fake comm
         if spec.backend == "megatron":  # an optional extra: imported only when asked for
             from scalestudy.harness.megatron_backend.trainer import MegatronTrainer
 
@@ -178,6 +205,10 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             print(f"[scalestudy] run {spec.run_id}: {spec.layout} on {world} process{'es' if world > 1 else ''}, {total_iters} steps "
                   f"({spec.warmup_iters} warm-up); raw log {run_dir}", flush=True)
         profiler.start()
+        collect_between_steps = optimisations.enabled("gc")
+        if collect_between_steps:  # no collector pauses inside a step; torchtitan does the same
+            gc.collect()
+            gc.disable()
         for step in range(total_iters):
             if step == spec.warmup_iters:
                 _sync(device)
@@ -192,6 +223,8 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             _sync(device)
             dt = time.perf_counter() - t0
             loss = trainer.global_loss(local)
+            if collect_between_steps:
+                gc.collect(1)
             memory = memory_now(device)
             log.log("iteration", {"step": step, "phase": phase, "step_time_s": dt, "tokens": spec.tokens_per_step,
                                   "loss": loss, "memory": memory})
@@ -210,6 +243,8 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         profiler.stop()
         monitor.stop()
         return run.fail(e, quiet=quiet)
+    finally:
+        gc.enable()
     status = run.finish()
     if rank == 0:
         print(progress.summary(spec.run_id, status, run_dir), flush=True)

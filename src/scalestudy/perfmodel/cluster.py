@@ -13,8 +13,9 @@ panel, assumed. Keys (all required unless marked optional):
                  collectives benchmarks), bus_efficiency_intra, ll128_bw_factor,
                  ring_latency_us {nvlink_simple, net_simple, nvlink_ll128, net_ll128, base}
   overlap:       interference (fractional slow-down of computation while a collective overlaps it)
-  power:         comm_power_fraction (busy and idle power come from the calibration runs, carried
-                 to this GPU as fractions of tdp_w)
+  power:         hbm_bytes_per_bus_byte (HBM traffic of a collective, for the power of exposed
+                 communication; the powers themselves come from the measured duty-cycle fit,
+                 perfmodel/power.py, carried to this GPU as fractions of tdp_w)
   uncertainty:   relative half-widths of the box of assumed parameters (ring_latency,
                  intra_bandwidth, inter_bandwidth, interference, comm_power)
 

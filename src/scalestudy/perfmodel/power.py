@@ -1,55 +1,135 @@
-"""GPU board power from utilisation, calibrated from measured power (NVML, GPU board only).
+"""GPU board power from what the GPU does, fitted to a duty-cycle measurement (NVML, board only).
 
-    P = P_idle + (P_busy - P_idle) x u_compute + (P_comm - P_idle) x u_exposed,
-    P_comm = P_idle + comm_power_fraction x (P_busy - P_idle)
+The measurement (benchmarks/power_duty.py, one H200, data/power-duty/h200-power-duty.jsonl.gz):
+phases of bf16 matrix products, large device-to-device copies and idle gaps of several lengths and
+ratios; each phase's mean power from NVML's total-energy counter, its compute share u_c, copy
+share u_m and idle share u_i = 1 - u_c - u_m from the kernels' own timing. The fit:
 
-u_compute: the share of the step in which computation kernels run; u_exposed: the share in which
-only communication runs (exposed communication). P_idle is the measured idle power (sampled
-before warm-up); P_busy follows from each measured run's mean power and its utilisation (from its
-trace, or predicted by the compute model for an untraced run), averaged over the calibration runs.
-The result is capped at the TDP (the board power limit). Both are carried to another GPU as
-fractions of its board power limit (TDP) [assumed];
-comm_power_fraction is the cluster's [assumed] value. GPU board power only: CPU, memory, network
-and cooling are not included (as in the measurements).
+    P = min(cap, u_c x P_compute + u_m x P_copy + u_i x P_gap(g)),
+    P_gap(g) = P_idle + (P_warm - P_idle) x exp(-g / tau)      (g: the length of each idle gap)
+
+P_compute is what matrix products would draw without the board limit (above the cap: the limit
+throttles them); P_warm is the power of a short gap (clocks and voltage still up); tau is found by
+a grid search and the four powers by least squares on relative error (numpy). Inside a training
+step the gaps between kernels are microseconds: an idle share there draws P_warm.
+
+Communication: an NCCL kernel moves its bytes through HBM at a small fraction of the copy
+kernel's rate. An exposed collective is modelled as a warm gap plus that fraction of the copy
+power: P_comm = P_warm + f x (P_copy - P_warm), f = hbm_bytes_per_bus_byte x bus bandwidth /
+HBM bandwidth [assumed: 3 bytes through HBM a bus byte: receive, reduce-read, write].
+
+To another GPU the powers carry as fractions of the board limit (power cap) [assumed]. GPU board
+power only: CPU, memory, network and cooling are not included (as in the measurements).
 """
 
 from __future__ import annotations
 
+import gzip
+import json
+import math
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+DUTY_FILE = Path("data") / "power-duty" / "h200-power-duty.jsonl.gz"
+TAU_GRID_S = tuple(float(x) for x in np.geomspace(0.005, 2.0, 120))
 
 
 @dataclass(frozen=True)
-class PowerCalibration:
-    idle_fraction: float  # of TDP
-    busy_fraction: float  # of TDP
-    calib_tdp_w: float
-    run_ids: tuple[str, ...]
-    detail: dict = field(default_factory=dict)
+class DutyPhase:
+    phase: str
+    mean_power_w: float
+    compute_share: float
+    copy_share: float
+    gap_s: float  # length of each idle gap (0: none)
+
+    @property
+    def idle_share(self) -> float:
+        return max(0.0, 1.0 - self.compute_share - self.copy_share)
+
+
+@dataclass(frozen=True)
+class PowerModel:
+    idle_w: float
+    warm_w: float
+    tau_s: float
+    compute_w: float  # unthrottled; the cap limits it
+    copy_w: float
+    cap_w: float  # the board limit of the measured GPU
+    device: str
+    rel_rms: float
+    rel_max: float
+    n_phases: int
+    source: str
+    residuals: dict = field(default_factory=dict)  # phase -> relative error
 
     def as_dict(self) -> dict:
         return asdict(self)
 
+    def gap_w(self, gap_s: float) -> float:
+        return self.idle_w + (self.warm_w - self.idle_w) * math.exp(-gap_s / self.tau_s)
 
-def calibrate(runs, tdp_w: float, utilisation: dict[str, float]) -> PowerCalibration:
-    """`utilisation`: run id -> u_compute of each run (measured or predicted)."""
-    rows = [r for r in runs if r.ok and r.mean_power_w and r.idle_power_w and r.run_id in utilisation]
-    if not rows:
-        raise ValueError("no measured run with power and idle power to calibrate the power model")
-    idle = sum(r.idle_power_w for r in rows) / len(rows)
-    busy = []
-    detail = {}
-    for r in rows:
-        u = utilisation[r.run_id]
-        b = r.idle_power_w + (r.mean_power_w - r.idle_power_w) / u
-        busy.append(b)
-        detail[r.run_id] = {"mean_power_w": r.mean_power_w, "idle_power_w": r.idle_power_w, "u_compute": u,
-                            "busy_power_w": b}
-    return PowerCalibration(idle / tdp_w, sum(busy) / len(busy) / tdp_w, tdp_w, tuple(r.run_id for r in rows),
-                            detail)
+    def power_w(self, u_compute: float, u_copy: float = 0.0, gap_s: float = 0.0, cap_w: float | None = None,
+                u_comm: float = 0.0, comm_hbm_fraction: float = 0.0) -> float:
+        """Board power for the shares of a period; `cap_w` the target GPU's limit (the powers scale
+        with it [assumed]); u_comm: share in which only communication kernels run."""
+        cap = cap_w or self.cap_w
+        k = cap / self.cap_w
+        u_c = min(max(u_compute, 0.0), 1.0)
+        u_m = min(max(u_copy, 0.0), 1.0 - u_c)
+        u_x = min(max(u_comm, 0.0), 1.0 - u_c - u_m)
+        u_i = max(0.0, 1.0 - u_c - u_m - u_x)
+        comm = self.warm_w + min(max(comm_hbm_fraction, 0.0), 1.0) * (self.copy_w - self.warm_w)
+        p = u_c * self.compute_w + u_m * self.copy_w + u_x * comm + u_i * self.gap_w(gap_s)
+        return min(cap, k * p)
 
 
-def power_w(cal: PowerCalibration, tdp_w: float, u_compute: float, u_exposed: float, comm_fraction: float) -> float:
-    idle, busy = cal.idle_fraction * tdp_w, cal.busy_fraction * tdp_w
-    u_c = min(max(u_compute, 0.0), 1.0)
-    u_x = min(max(u_exposed, 0.0), 1.0 - u_c)
-    return min(tdp_w, idle + (busy - idle) * u_c + comm_fraction * (busy - idle) * u_x)
+def read_duty(path: Path | str) -> tuple[dict, list[DutyPhase]]:
+    header, phases = {}, []
+    with gzip.open(path, "rt") as f:
+        for line in f:
+            r = json.loads(line)
+            if r["kind"] == "header":
+                header = r
+            elif r["kind"] == "phase":
+                c = min(float(r["compute_share"]), 1.0)
+                phases.append(DutyPhase(r["phase"], float(r["mean_power_w"]), c, min(float(r["copy_share"]), 1.0 - c),
+                                        float(r.get("gap_s") or 0.0)))
+    if not phases:
+        raise ValueError(f"{path}: no phase records (is it a power_duty.py output?)")
+    return header, phases
+
+
+def _features(p: DutyPhase, tau: float) -> list[float]:
+    w = math.exp(-p.gap_s / tau) if p.gap_s > 0 else 1.0
+    return [p.compute_share, p.copy_share, p.idle_share * (1.0 - w), p.idle_share * w]
+
+
+def fit(phases: list[DutyPhase], cap_w: float, device: str = "", source: str = "") -> PowerModel:
+    y = np.array([p.mean_power_w for p in phases])
+    best = None
+    for tau in TAU_GRID_S:
+        a = np.array([_features(p, tau) for p in phases])
+        coef, *_ = np.linalg.lstsq(a / y[:, None], np.ones_like(y), rcond=None)
+        rel = np.minimum(a @ coef, cap_w) / y - 1.0
+        rms = float(np.sqrt(np.mean(rel ** 2)))
+        if best is None or rms < best[0]:
+            best = (rms, tau, coef, rel)
+    rms, tau, (pc, pm, pi, pw), rel = best
+    return PowerModel(idle_w=float(pi), warm_w=float(pw), tau_s=float(tau), compute_w=float(pc), copy_w=float(pm),
+                      cap_w=cap_w, device=device, rel_rms=rms, rel_max=float(np.max(np.abs(rel))),
+                      n_phases=len(phases), source=source,
+                      residuals={p.phase: float(r) for p, r in zip(phases, rel)})
+
+
+def fit_file(path: Path | str) -> PowerModel:
+    header, phases = read_duty(path)
+    return fit(phases, float(header.get("power_limit_w") or 700.0), header.get("device", ""),
+               f"measured: duty cycles on one {header.get('device', 'GPU')} ({Path(path).name}), NVML energy counter")
+
+
+def load(root: Path | str = ".") -> PowerModel:
+    from scalestudy.checkout import checkout_path
+
+    return fit_file(checkout_path(str(DUTY_FILE), root))

@@ -9,7 +9,8 @@ the smallest and largest value over the corners (not a probability interval):
   intra_bw      NVLink bus bandwidth x (1 +- uncertainty.intra_bandwidth)
   inter_bw      network bus bandwidth x (1 +- uncertainty.inter_bandwidth)
   interference  overlap.interference x (1 +- uncertainty.interference)
-  comm_power    power.comm_power_fraction x (1 +- uncertainty.comm_power)  (power only)
+  comm_power    HBM traffic of exposed collectives (power.hbm_bytes_per_bus_byte) x (1 +- uncertainty.comm_power)
+                (power only; the duty-cycle fit itself is measured, perfmodel/power.py)
 `corners` keeps each corner's values in a fixed order (CORNERS) so that comparisons between two
 predictions (a ratio, a difference) can be banded jointly: the same corner for both.
 """
@@ -21,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from scalestudy.bandwidth import busbw_factor
 from scalestudy.metrics import flops_per_token
 from scalestudy.perfmodel import MODEL_VERSION
 from scalestudy.perfmodel import compute as compute_mod
@@ -42,13 +44,14 @@ CORNERS = tuple(itertools.product((-1, 1), repeat=len(AXES)))
 @dataclass
 class Calibration:
     compute: compute_mod.ComputeCalibration
-    power: power_mod.PowerCalibration | None
+    power: power_mod.PowerModel | None
     compute_error: float  # relative half-width of the compute box
     compute_error_source: str
     fit_run_ids: tuple[str, ...]
     held_out: list[dict]  # per held-out run: measured and predicted step time and power
     runs: list  # perfmodel.measured.MeasuredRun, all read
     digest: str
+    power_held_out: list[dict] = field(default_factory=list)  # measured training runs against the power fit
 
     def provenance(self) -> dict:
         return {"fit_run_ids": list(self.fit_run_ids),
@@ -56,7 +59,7 @@ class Calibration:
                 "digest": self.digest, "compute": self.compute.as_dict(),
                 "power": self.power.as_dict() if self.power else None,
                 "compute_error": self.compute_error, "compute_error_source": self.compute_error_source,
-                "held_out": self.held_out}
+                "held_out": self.held_out, "power_held_out": self.power_held_out}
 
 
 def _tdp_of(gpu: str | None, root: Path | str) -> float:
@@ -95,19 +98,26 @@ def calibrate(raw_dirs, root: Path | str = ".", fit_run_ids: tuple[str, ...] | N
     pc = None
     try:
         tdp = _tdp_of(cc.gpu, root)
-        pc = power_mod.calibrate(fit, tdp, util)
-    except ValueError:
+        pc = power_mod.load(root)
+    except (ValueError, FileNotFoundError):
         tdp = None
-    held = []
+    held, power_held = [], []
     for r in ok:
-        if r.run_id in fit_ids or r.spec.world_size != 1:
+        if r.spec.world_size != 1:
+            continue
+        if pc is not None and r.mean_power_w:  # every run is held out from the power fit (duty cycles)
+            p = pc.power_w(util[r.run_id], cap_w=tdp)
+            power_held.append({"run_id": r.run_id, "what": _describe(r.spec), "u_compute": util[r.run_id],
+                               "measured_power_w": r.mean_power_w, "predicted_power_w": p,
+                               "power_error": p / r.mean_power_w - 1.0})
+        if r.run_id in fit_ids:
             continue
         pred = compute_mod.single_gpu_step(r.spec, cc)
         row = {"run_id": r.run_id, "what": _describe(r.spec), "measured_step_s": r.step_time_s,
                "predicted_step_s": pred, "step_error": pred / r.step_time_s - 1.0,
                "measured_power_w": r.mean_power_w, "predicted_power_w": None, "power_error": None}
         if pc is not None and r.mean_power_w:
-            p = power_mod.power_w(pc, tdp, util[r.run_id], 0.0, 0.0)
+            p = pc.power_w(util[r.run_id], cap_w=tdp)
             row.update(predicted_power_w=p, power_error=p / r.mean_power_w - 1.0)
         held.append(row)
     if held:
@@ -115,7 +125,7 @@ def calibrate(raw_dirs, root: Path | str = ".", fit_run_ids: tuple[str, ...] | N
         src = f"measured: largest held-out step-time error over {len(held)} runs"
     else:
         err, src = DEFAULT_COMPUTE_ERROR, "assumed: no run held out"
-    return Calibration(cc, pc, err, src, tuple(sorted(fit_ids)), held, runs, digest(runs))
+    return Calibration(cc, pc, err, src, tuple(sorted(fit_ids)), held, runs, digest(runs), power_held)
 
 
 @lru_cache(maxsize=8)
@@ -171,7 +181,7 @@ def _scales(cluster, cal: Calibration, corner: tuple[int, ...] | None) -> dict:
                        intra_bw=1.0 / (1.0 + c["intra_bw"] * u("intra_bandwidth")),
                        inter_bw=1.0 / (1.0 + c["inter_bw"] * u("inter_bandwidth"))),
         "interference": kappa * (1.0 + c["interference"] * u("interference")),
-        "comm_power": cluster.v("power.comm_power_fraction") * (1.0 + c["comm_power"] * u("comm_power")),
+        "comm_power": cluster.v("power.hbm_bytes_per_bus_byte") * (1.0 + c["comm_power"] * u("comm_power")),
     }
 
 
@@ -243,7 +253,12 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
             "exposed_comm_s": exposed, "exposed_comm_share": exposed / step, "bubble_s": bubble * spec.grad_accum,
             "u_compute": min(1.0, compute_s / step), "u_exposed": min(1.0, exposed / step)}
     if cal.power is not None:
-        p = power_mod.power_w(cal.power, cluster.v("tdp_w"), vals["u_compute"], vals["u_exposed"], sc["comm_power"])
+        coll_s = sum(t["time_per_step_s"] for t in timed if t["op"] != "send")
+        bus_rate = sum(busbw_factor(t["op"], t["group"]["n"]) * t["size_bytes"] * t["calls"] for t in timed
+                       if t["op"] != "send" and t["group"]["n"] > 1) / coll_s if coll_s > 0 else 0.0
+        vals["comm_hbm_fraction"] = min(1.0, sc["comm_power"] * bus_rate / cluster.hbm)
+        p = cal.power.power_w(vals["u_compute"], cap_w=cluster.v("tdp_w"), u_comm=vals["u_exposed"],
+                              comm_hbm_fraction=vals["comm_hbm_fraction"])
         vals.update(power_w_per_gpu=p, power_w_total=p * spec.world_size,
                     tokens_per_joule=tps / (p * spec.world_size))
     else:
@@ -260,8 +275,9 @@ def sources(cluster, cal: Calibration, cm: CollectiveModel) -> dict:
         "calibrated_from_measurements": {
             "compute": f"{cal.compute.method} of runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}",
             "compute_error": f"{cal.compute_error:.4f} ({cal.compute_error_source})",
-            "power": (f"busy and idle power of runs {', '.join(cal.power.run_ids)}, as fractions of "
-                      f"{cal.power.calib_tdp_w:g} W [carried to other GPUs by TDP: assumed]") if cal.power else None,
+            "power": (f"{cal.power.source}: fit RMS {cal.power.rel_rms:.1%}, worst {cal.power.rel_max:.1%} over "
+                      f"{cal.power.n_phases} phases; carried to other GPUs as fractions of the "
+                      f"{cal.power.cap_w:g} W board limit [assumed]") if cal.power else None,
         },
         "collectives": cm.sources()["rules"],
         "published": ["inter-node all-reduce: " + (cm.panel.source if cm.panel else "none")],

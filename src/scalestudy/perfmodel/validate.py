@@ -70,8 +70,14 @@ def held_out(raw_dir=DEFAULT_CALIBRATION, root: Path | str = ".") -> dict:
         cal_b = calibrate(raw_dir, root, fit_run_ids=b_fit)
         folds["B"] = {"fit": list(cal_b.fit_run_ids), "method": cal_b.compute.method, "rows": cal_b.held_out}
     worst = max((abs(r["step_error"]) for f in folds.values() for r in f["rows"]), default=None)
+    power = None
+    if cal.power is not None:
+        pm = cal.power
+        power = {"fit": {k: getattr(pm, k) for k in ("idle_w", "warm_w", "tau_s", "compute_w", "copy_w", "cap_w",
+                                                     "device", "rel_rms", "rel_max", "n_phases", "source")},
+                 "training_runs": cal.power_held_out}
     return {"calibration": ", ".join(raw_dir), "folds": folds, "worst_step_error": worst,
-            "target": TARGET, "within_target": worst is not None and worst <= TARGET}
+            "target": TARGET, "within_target": worst is not None and worst <= TARGET, "power": power}
 
 
 # ---- the paper's claims ------------------------------------------------------------------------
@@ -238,7 +244,21 @@ def format_report(rep: dict) -> str:
     w = rep["held_out"]["worst_step_error"]
     lines += ["", f"Worst held-out step-time error: {100 * w:.1f}% (target {100 * TARGET:.0f}%: "
               f"{'met' if rep['held_out']['within_target'] else 'NOT met'})" if w is not None else
-              "No held-out run.", "", "## The paper's numbers, predicted (band: corners of the uncertainty box)", ""]
+              "No held-out run.", ""]
+    pw = rep["held_out"].get("power")
+    if pw:
+        f = pw["fit"]
+        lines += ["## GPU board power: duty-cycle fit (measured) and the training runs it was not fitted to", "",
+                  f"Fit ({f['source']}; {f['n_phases']} phases): idle {f['idle_w']:.1f} W, short gap "
+                  f"{f['warm_w']:.1f} W (tau {1000 * f['tau_s']:.0f} ms), copies {f['copy_w']:.1f} W, matrix products "
+                  f"{f['compute_w']:.1f} W unthrottled (cap {f['cap_w']:.0f} W); relative error RMS "
+                  f"{100 * f['rel_rms']:.1f}%, worst {100 * f['rel_max']:.1f}%"]
+        for r in pw["training_runs"]:
+            lines.append(f"  {r['run_id']} ({r['what']}, compute share {r['u_compute']:.3f}): "
+                         f"{r['measured_power_w']:.1f} W measured, {r['predicted_power_w']:.1f} predicted "
+                         f"({100 * r['power_error']:+.1f}%)")
+        lines.append("")
+    lines += ["## The paper's numbers, predicted (band: corners of the uncertainty box)", ""]
     for r in rep["claims"]:
         unit = r["unit"]
         paper = "not reported" if r["paper"] is None else f"{r['paper']:+.2f}{unit}"

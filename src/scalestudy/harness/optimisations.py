@@ -1,0 +1,42 @@
+"""The harness's speed and memory optimisations, each of which can be turned off for a
+before/after measurement: SCALESTUDY_HARNESS_OFF=norm,loss (or `all`). None of them changes what
+is computed (same model, precision policy, optimizer and batch), only how.
+
+norm   fused torch.nn.functional.rms_norm (else the hand-written fp32-upcast RMSNorm)
+rope   rotary embedding in real arithmetic (else complex multiplication)
+loss   chunked linear + cross-entropy that never holds the full fp32 logits (harness/loss.py)
+sdpa   cuDNN attention first in SDPA's backend priority, where the device has it
+gc     Python's garbage collector off during steps, collected between them (as torchtitan does)
+alloc  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (set before the first CUDA allocation)
+"""
+
+from __future__ import annotations
+
+import os
+
+OFF_ENV = "SCALESTUDY_HARNESS_OFF"
+NAMES = ("norm", "rope", "loss", "sdpa", "gc", "alloc")
+
+
+def turned_off() -> frozenset[str]:
+    raw = os.environ.get(OFF_ENV, "")
+    names = {n.strip() for n in raw.split(",") if n.strip()}
+    if "all" in names:
+        return frozenset(NAMES)
+    unknown = names - set(NAMES)
+    if unknown:
+        raise ValueError(f"{OFF_ENV}={raw!r}: unknown optimisation(s) {sorted(unknown)}; known: {', '.join(NAMES)}, all")
+    return frozenset(names)
+
+
+def enabled(name: str) -> bool:
+    if name not in NAMES:
+        raise KeyError(f"no harness optimisation named {name!r}")
+    return name not in turned_off()
+
+
+def apply_allocator_setting() -> None:
+    """Expandable segments for the CUDA caching allocator, unless the user set the allocator's
+    configuration or turned this off; must run before the process's first CUDA allocation."""
+    if enabled("alloc"):
+        os.environ.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
