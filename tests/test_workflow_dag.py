@@ -105,12 +105,19 @@ def test_an_unknown_config_key_is_refused():
     assert out.returncode != 0 and "stuyd" in out.stderr + out.stdout
 
 
-def test_every_figure_has_a_caption_that_names_runs_and_hardware():
+def test_every_figure_caption_comes_from_its_description_and_names_runs_and_hardware():
+    from scalestudy.analysis.figures import caption
+
     report = REPO / "workflow" / "report"
+    assert (report / "figure.rst").read_text().strip() == "{{ snakemake.params.caption }}"
+    study = load_study("paper-model", REPO)
     for figure in FIGURES:
-        text = (report / f"{figure}.rst").read_text()
-        assert "{{ snakemake.params.runs }}" in text and "{{ snakemake.params.hardware }}" in text, figure
-    assert "GPU board power only" in (report / "power.rst").read_text()
+        text = caption(figure, study, runs="RUNS")
+        assert "Runs: RUNS." in text and study.hardware.split(" (")[0] in text, figure
+        assert "PREDICTED by the performance model" in text and "Measured" not in text, figure
+        assert f"--forcerun figure_{figure}" in text, figure
+    measured = caption("power", load_study("h200-reference", REPO))
+    assert "GPU board power only" in measured and "Measured" in measured and "PREDICTED" not in measured
     assert (report / "claims.rst").exists() and (report / "workflow.rst").exists()
 
 

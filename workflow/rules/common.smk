@@ -9,6 +9,7 @@ import yaml
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
+from scalestudy.analysis.code_version import code_version
 from scalestudy.launch import job_resources
 from scalestudy.slurm import SiteError, load_site
 from scalestudy.studies import FIGURES, StudyError, load_study, study_path
@@ -149,6 +150,28 @@ def raw_inputs(wildcards):
 
 def study_hardware(wildcards):
     return get_study(wildcards.study).hardware
+
+
+# The analysis code's version (package version and source hash): a parameter of the rules that
+# make tables, figures and claims, so that a change to that code reruns them.
+CODE_VERSION = code_version()
+
+
+def figure_category(figure):
+    from scalestudy.analysis.figures import description
+
+    return description(figure).category
+
+
+def figure_caption(figure):
+    """The report caption of a figure of the study, from its module's DESCRIPTION."""
+
+    def caption(wildcards):
+        from scalestudy.analysis.figures import caption as make_caption
+
+        return make_caption(figure, get_study(wildcards.study), runs=figure_runs(figure)(wildcards))
+
+    return caption
 
 
 def figure_runs(figure):
