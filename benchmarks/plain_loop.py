@@ -74,6 +74,7 @@ def main() -> None:
         "measured_iters": len(times), "tokens_per_s": tps,
         "mfu": tps * fpt / (a.peak_tflops * 1e12) if tps else None, "peak_tflops": a.peak_tflops,
         "step_times_s": times, "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+        "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
         "device": torch.cuda.get_device_name(), "torch": torch.__version__,
     }))
 
