@@ -88,3 +88,15 @@ def test_rank_share_tables(tmp_path):
     assert rows[fsdp.run_id]["tokens_per_s"] is None and "communication not executed" in rows[fsdp.run_id][
         "throughput_reason"]
     assert rows[fsdp.run_id]["peak_memory_bytes"] == 50 << 30
+    from scalestudy.analysis.aggregate import aggregate
+    from scalestudy.analysis.csv_format import read_csv_rows
+    from scalestudy.analysis.figures import render
+
+    aggregate(study, allow_missing=True)
+    rank_shares.write_tables(study)
+    render("rank_grid", study, formats=("csv",))
+    render("rank_memory", study, formats=("csv",))
+    grid = read_csv_rows(study.figures_dir / "rank_grid.csv")
+    oom = [r for r in grid if r["status"] == "oom"]
+    assert oom and all(r["y"] == "" for r in oom if "compute time" in r["y_quantity"])
+    assert {r["label"] for r in grid} == {rank_shares.rank_share.LABEL}

@@ -229,8 +229,10 @@ def rank_tables(wildcards):
 
 
 def figure_inputs(figure):
-    """A figure's tables: the rank-share tables for the rank figures, the study's tables otherwise."""
-    return rank_tables if figure in RANK_FIGURES else tables
+    """A figure's tables: the study's, and for the rank figures the rank-share tables too."""
+    if figure in RANK_FIGURES:
+        return lambda wildcards: tables(wildcards) + rank_tables(wildcards)
+    return tables
 
 
 def all_targets(wildcards):
