@@ -55,6 +55,16 @@ def test_dry_run_uses_the_run_jobs_resources():
     assert "scalestudy launch --study paper --run-id llama2-7b-n256x8-" in out.stdout
 
 
+def test_dry_run_prints_the_cost_and_refuses_a_plan_over_budget():
+    out = snakemake("-n", "--cores", "2", "--config", "study=paper", "gpu_hours_budget=5000")
+    assert out.returncode != 0
+    text = out.stdout + out.stderr
+    assert "cost of study paper: 393 jobs, 82,751 GPU-hours at the requested time limits" in text
+    assert ("study paper asks for 82,751 GPU-hours at the requested time limits (~11,025 expected) for 393 jobs, "
+            "over its budget of 5,000 GPU-hours (--config gpu_hours_budget)") in text
+    assert "Job stats:" not in text  # refused before planning a single job
+
+
 def test_lint_is_clean():
     out = snakemake("--lint")
     assert out.returncode == 0, out.stderr + out.stdout
