@@ -159,7 +159,7 @@ def study(name: str, grid: Grid, *, hardware: str, predicted: bool = False):
     runs = [SimpleNamespace(spec=SimpleNamespace(device=r["spec.device"])) for r in grid.runs]
     return SimpleNamespace(name=name, hardware=hardware, runs=runs, prediction={"cluster": "x"} if predicted else None,
                            assumptions=("Sequence length 4096 [assumed]", "AdamW [assumed]"),
-                           figures=None, collectives=[])
+                           figures=None, collectives=[], tables_dir=f"/nonexistent/{name}/tables")
 
 
 def paper_fixture():

@@ -11,6 +11,9 @@ from scalestudy.analysis import figures
 from scalestudy.analysis.figures import FIGURES, common, figure_data
 
 SERIES_LIMIT = {"collectives_bandwidth": 10}  # one line a node count, as the paper's Fig. 2
+# figures whose data the synthetic tables do not hold (rank shares come from tables of their own):
+# drawn as their explicit empty panel, which is checked too
+NO_DATA = {"rank_grid", "rank_memory"}
 
 
 def _draw(name, fd, study):
@@ -32,7 +35,8 @@ def test_figure_layout(fixture, name):
     study, tables = fixture
     with matplotlib.rc_context(common.style()):
         fd = figure_data(name, tables, study)
-        assert not fd.empty_reason or name == "power" and study.name.startswith("smoke"), fd.empty_reason
+        assert not fd.empty_reason or name in NO_DATA or name == "power" and study.name.startswith("smoke"), \
+            fd.empty_reason
         fig = _draw(name, fd, study)
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
