@@ -106,6 +106,8 @@ class Study:
     # A study predicted by scalestudy.perfmodel instead of run: {cluster, calibration, variants}
     # (see workflow/studies/paper-model.yaml); None for a study of measurements.
     prediction: dict | None = None
+    gpu_hours_budget: float | None = None  # refuse to submit a plan asking more (scalestudy.cost)
+    expected_cost_cluster: str | None = None  # workflow/clusters NAME: the expected GPU-hours
 
     @property
     def raw_dir(self) -> Path:
@@ -304,6 +306,7 @@ def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Pat
         assumptions=tuple(data.get("assumptions", ())), runs=planned, collectives=collectives,
         figures=figures, root=Path(root), launch=data.get("launch", True), time_limit_s=data.get("time_limit_s"),
         dropped=tuple(dropped), source=source, prediction=dict(prediction) if prediction else None,
+        gpu_hours_budget=data.get("gpu_hours_budget"), expected_cost_cluster=data.get("expected_cost_cluster"),
     )
 
 

@@ -18,6 +18,7 @@ rule aggregate:
         "data/{study}/logs/aggregate.log",
     params:
         study=study_arg,
+        code=CODE_VERSION,
     conda:
         "../envs/scalestudy.yaml"
     shell:

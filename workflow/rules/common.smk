@@ -7,7 +7,9 @@ from pathlib import Path
 import yaml
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 
+from scalestudy.analysis.code_version import code_version
 from scalestudy.launch import job_resources
 from scalestudy.slurm import SiteError, load_site
 from scalestudy.studies import FIGURES, StudyError, load_study, study_path
@@ -98,6 +100,21 @@ except SiteError as e:
 RUN_RETRIES = SITE.retries
 
 
+# The study's cost at the workflow's start (also on a dry run): jobs by size, GPU-hours at the
+# requested time limits and expected; a plan over its GPU-hour budget is refused here, before
+# anything is submitted (scalestudy.cost). Not repeated inside the cluster's jobs.
+if workflow.is_main_process and STUDY.launch:
+    from scalestudy.cost import BudgetError, budget_of, check_budget, format_cost, study_cost
+
+    try:
+        _cost = study_cost(STUDY, SITE)
+        _budget, _budget_source = budget_of(STUDY, SITE, config.get("gpu_hours_budget"))
+        logger.info(format_cost(_cost, _budget, _budget_source))
+        check_budget(_cost, _budget, _budget_source)
+    except (BudgetError, SiteError) as e:
+        raise WorkflowError(str(e)) from None
+
+
 def run_resource(key):
     """A job resource of a planned run (scalestudy.launch.job_resources); None: not set."""
 
@@ -133,6 +150,28 @@ def raw_inputs(wildcards):
 
 def study_hardware(wildcards):
     return get_study(wildcards.study).hardware
+
+
+# The analysis code's version (package version and source hash): a parameter of the rules that
+# make tables, figures and claims, so that a change to that code reruns them.
+CODE_VERSION = code_version()
+
+
+def figure_category(figure):
+    from scalestudy.analysis.figures import description
+
+    return description(figure).category
+
+
+def figure_caption(figure):
+    """The report caption of a figure of the study, from its module's DESCRIPTION."""
+
+    def caption(wildcards):
+        from scalestudy.analysis.figures import caption as make_caption
+
+        return make_caption(figure, get_study(wildcards.study), runs=figure_runs(figure)(wildcards))
+
+    return caption
 
 
 def figure_runs(figure):
