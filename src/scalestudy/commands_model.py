@@ -101,17 +101,22 @@ def cmd_validate(args: argparse.Namespace) -> int:
         from scalestudy.perfmodel.predict import calibrate
 
         data, rows = predict_ledger(calibrate(args.calibration, Path(args.root)), Path(args.root))
-        if args.out:
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            write_csv(rows, args.out)
+        if args.out or args.figure:
+            out = Path(args.out or Path(args.figure).with_name(Path(args.figure).name + "_ledger.csv"))
+            out.parent.mkdir(parents=True, exist_ok=True)
+            write_csv(rows, out)
+            if args.figure:
+                from scalestudy.analysis.figures.model_validation import render
+
+                render(out, args.figure)
         if args.json:
             print(json.dumps({"rows": [r.as_dict() for r in rows], "groups": group_summary(data, rows)}, indent=1,
                              sort_keys=True, default=str))
         else:
             sys.stdout.write(format_ledger(data, rows))
         return 0
-    if args.out:
-        raise SystemExit("scalestudy model validate: --out goes with --external (the ledger's CSV)")
+    if args.out or args.figure:
+        raise SystemExit("scalestudy model validate: --out and --figure go with --external (the ledger)")
     rep = report(args.calibration, Path(args.root))
     if args.json:
         print(json.dumps(rep, indent=1, sort_keys=True, default=str))
@@ -187,6 +192,9 @@ def register(subparsers) -> None:
     q.add_argument("--external", action="store_true",
                    help="predict the external ledger (workflow/validation/external.yaml) instead of C1-C4")
     q.add_argument("--out", metavar="CSV", help="with --external: write the ledger with predictions to this CSV file")
+    q.add_argument("--figure", metavar="PATH", help="with --external: draw the model_validation figure to "
+                                                   "PATH.pdf, PATH.png and PATH.csv (the ledger CSV beside it "
+                                                   "unless --out names one)")
     q.set_defaults(func=_guard(cmd_validate))
 
     q = sub.add_parser("study", help="predict every run of a prediction study; write predicted raw logs")

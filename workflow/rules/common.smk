@@ -220,4 +220,8 @@ def figure_files(wildcards):
 
 def all_targets(wildcards):
     claims = expand("figures/{study}/claims.{ext}", study=STUDY.name, ext=("csv", "md"))
-    return study_figures(STUDY.name) + claims
+    validation = []
+    if STUDY.prediction:  # the performance model against published runs (workflow/rules/model.smk)
+        validation = expand("figures/{study}/model_validation{ext}", study=STUDY.name,
+                            ext=(".pdf", ".png", ".csv", "_ledger.csv"))
+    return study_figures(STUDY.name) + claims + validation
