@@ -6,7 +6,7 @@ from scalestudy.analysis.csv_format import read_csv_rows, split_list
 from scalestudy.analysis.figures import FIGURES, common, figure_data, render, render_all
 
 EXPECTED = ["collectives_bandwidth", "weak_scaling", "kernel_breakdown", "strong_scaling", "tp_pp_grid",
-            "model_sizes", "hardware_generations", "power"]
+            "model_sizes", "hardware_generations", "power", "rank_grid", "rank_memory"]
 
 
 @pytest.fixture(scope="module")

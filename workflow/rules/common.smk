@@ -12,7 +12,7 @@ from snakemake.logging import logger
 from scalestudy.analysis.code_version import code_version
 from scalestudy.launch import job_resources
 from scalestudy.slurm import SiteError, load_site
-from scalestudy.studies import FIGURES, StudyError, load_study, study_path
+from scalestudy.studies import ALL_FIGURES, FIGURES, RANK_FIGURES, StudyError, load_study, study_path
 
 
 @lru_cache(maxsize=None)
@@ -140,6 +140,8 @@ def raw_inputs(wildcards):
     if study.prediction:
         return [f"data/{study.name}/raw"]  # rule predict writes every run of it at once
     dirs = [f"data/{study.name}/raw/{run_id}" for run_id in study.run_ids + study.collectives_ids]
+    if study.partial:  # the committed raw logs hold some of the planned runs; the rest stay planned
+        dirs = [d for d in dirs if Path(d).is_dir()]
     if not study.launch and not any(Path(d).is_dir() for d in dirs):
         raise WorkflowError(
             f"study {study.name!r} is not launched by the workflow (launch: false) and "
@@ -218,10 +220,28 @@ def figure_files(wildcards):
     return study_figures(wildcards.study)
 
 
+def rank_table_files(study):
+    return expand("data/{study}/tables/{table}.csv", study=study, table=("rank_shares", "rank_configs"))
+
+
+def rank_tables(wildcards):
+    return rank_table_files(wildcards.study)
+
+
+def figure_inputs(figure):
+    """A figure's tables: the study's, and for the rank figures the rank-share tables too."""
+    if figure in RANK_FIGURES:
+        return lambda wildcards: tables(wildcards) + rank_tables(wildcards)
+    return tables
+
+
 def all_targets(wildcards):
-    claims = expand("figures/{study}/claims.{ext}", study=STUDY.name, ext=("csv", "md"))
-    validation = []
+    targets = study_figures(STUDY.name)
+    if any(r.spec.comm == "fake" for r in STUDY.runs):
+        targets += rank_table_files(STUDY.name)
+    if not set(STUDY.figures) <= set(RANK_FIGURES):  # the paper's claims need throughputs; rank shares are none
+        targets += expand("figures/{study}/claims.{ext}", study=STUDY.name, ext=("csv", "md"))
     if STUDY.prediction:  # the performance model against published runs (workflow/rules/model.smk)
-        validation = expand("figures/{study}/model_validation{ext}", study=STUDY.name,
-                            ext=(".pdf", ".png", ".csv", "_ledger.csv"))
-    return study_figures(STUDY.name) + claims + validation
+        targets += expand("figures/{study}/model_validation{ext}", study=STUDY.name,
+                          ext=(".pdf", ".png", ".csv", "_ledger.csv"))
+    return targets

@@ -4,7 +4,7 @@
 # params.code (the analysis code's version) reruns it when that code changes.
 # `snakemake --forcerun figure_NAME -- figures/STUDY/NAME.pdf` rebuilds one.
 
-for figure_name in FIGURES:
+for figure_name in ALL_FIGURES:
 
     rule:
         name:
@@ -12,7 +12,7 @@ for figure_name in FIGURES:
         # light work on the submit host: under --profile slurm only the runs are cluster jobs
         localrule: True
         input:
-            tables,
+            figure_inputs(figure_name),
         output:
             pdf=report(
                 f"figures/{{study}}/{figure_name}.pdf",

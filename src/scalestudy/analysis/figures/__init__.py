@@ -38,11 +38,12 @@ from pathlib import Path
 from typing import Iterable
 
 from scalestudy.analysis.figures import (collectives_bandwidth, common, hardware_generations, kernel_breakdown,
-                                         model_sizes, power, strong_scaling, tp_pp_grid, weak_scaling)
+                                         model_sizes, power, rank_grid, rank_memory, strong_scaling, tp_pp_grid,
+                                         weak_scaling)
 from scalestudy.analysis.figures.description import Description, Quantity  # noqa: F401 (for figure modules)
 
 FIGURES = {m.NAME: m for m in (collectives_bandwidth, weak_scaling, kernel_breakdown, strong_scaling, tp_pp_grid,
-                               model_sizes, hardware_generations, power)}
+                               model_sizes, hardware_generations, power, rank_grid, rank_memory)}
 FORMATS = common.FORMATS
 
 
