@@ -100,3 +100,31 @@ def test_rank_share_tables(tmp_path):
     oom = [r for r in grid if r["status"] == "oom"]
     assert oom and all(r["y"] == "" for r in oom if "compute time" in r["y_quantity"])
     assert {r["label"] for r in grid} == {rank_shares.rank_share.LABEL}
+
+
+def test_prediction_takes_compute_and_memory_from_a_measured_share():
+    from pathlib import Path
+
+    from scalestudy.perfmodel.cluster import load_cluster
+    from scalestudy.perfmodel.predict import cached_calibration, predict
+    from scalestudy.perfmodel.rank_shares import MeasuredShare, share_key
+
+    repo = Path(__file__).resolve().parents[1]
+    cal = cached_calibration([str(repo / "data" / "h200-reference" / "raw")], repo)
+    h100 = load_cluster("h100-paper", repo)
+    spec = RunSpec(model="llama2-7b", device="cuda", seq_len=4096, micro_batch=2, nodes=32, procs_per_node=8,
+                   warmup_iters=10, measured_iters=50)
+    plain = predict(spec, h100, cal, band=False)
+    assert plain.sources["inputs_from"]["compute"].startswith("the model")
+    measured = plain.values["compute_s"] * 1.5
+    shares = {share_key(spec.replace(comm="fake", device_memory_cap_gib=79.6, warmup_iters=2, measured_iters=3)):
+              MeasuredShare("paper-rank", "ok", measured, 52 << 30, 79.6, ("r0",))}
+    moved = predict(spec, h100, cal, band=False, shares=shares)
+    assert moved.values["compute_s"] == pytest.approx(measured, rel=0.05)
+    assert moved.values["step_time_s"] > plain.values["step_time_s"]
+    assert moved.values["memory_measured_gib"] == 52 and moved.values["fits_memory"]
+    assert "measured" in moved.sources["inputs_from"]["compute"]
+    oom = {k: MeasuredShare("paper-rank", "oom", None, None, 79.6, ("r1",)) for k in shares}
+    failed = predict(spec, h100, cal, band=False, shares=oom)
+    assert not failed.values["fits_memory"] and any(n.startswith("measured:") for n in failed.notes)
+    assert failed.values["compute_s"] == plain.values["compute_s"]

@@ -70,6 +70,9 @@ def prediction_inputs(wildcards):
     files += sorted(str(p) for p in Path("workflow/clusters").glob("*.yaml"))
     for d in study.prediction.get("calibration", []):
         files += sorted(str(p) for p in Path(d).glob("*/status.json"))
+    shares = study.prediction.get("rank_shares")
+    if shares and Path(f"data/{shares}/tables/rank_configs.csv").exists():  # measured rank shares (committed)
+        files.append(f"data/{shares}/tables/rank_configs.csv")
     return files
 
 

@@ -186,6 +186,10 @@ def _scales(cluster, cal: Calibration, corner: tuple[int, ...] | None) -> dict:
     }
 
 
+def _with_compute(sc: dict, factor: float) -> dict:
+    return {**sc, "compute": sc["compute"] * factor}
+
+
 def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc: dict,
               options: ModelOptions = ModelOptions()) -> tuple[dict, list[dict]]:
     vp = options.tp_loss == "vocab_parallel"
@@ -304,8 +308,11 @@ def sources(cluster, cal: Calibration, cm: CollectiveModel) -> dict:
 
 
 def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None = None, *,
-            band: bool = True, options: ModelOptions = ModelOptions()) -> Prediction:
+            band: bool = True, options: ModelOptions = ModelOptions(), shares: dict | None = None) -> Prediction:
+    """`shares`: measured rank shares by perfmodel.rank_shares.share_key (their compute and memory
+    replace the model's where one matches)."""
     from scalestudy.memory_estimate import GIB, estimate_memory
+    from scalestudy.perfmodel import rank_shares
 
     if spec.world_size > cluster.max_gpus:
         raise ValueError(f"{spec.run_id} needs {spec.world_size} GPUs; cluster {cluster.name} has {cluster.max_gpus}")
@@ -314,6 +321,10 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
                          f"{cluster.gpus_per_node} GPUs a node")
     cm = cm or CollectiveModel.for_cluster(cluster)
     vals, timed = _evaluate(spec, cluster, cal, cm, _scales(cluster, cal, None), options)
+    share = (shares or {}).get(rank_shares.share_key(spec))
+    factor = rank_shares.compute_factor(share, vals["compute_s"])
+    if factor != 1.0:
+        vals, timed = _evaluate(spec, cluster, cal, cm, _with_compute(_scales(cluster, cal, None), factor), options)
     mem = estimate_memory(spec).total_bytes
     vals["memory_estimate_gib"] = mem / GIB
     vals["fits_memory"] = mem <= cluster.v("memory_gib") * GIB
@@ -321,14 +332,15 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
     bands: dict[str, list] = {}
     if band:
         for corner in CORNERS:
-            cv, _ = _evaluate(spec, cluster, cal, cm, _scales(cluster, cal, corner), options)
+            cv, _ = _evaluate(spec, cluster, cal, cm, _with_compute(_scales(cluster, cal, corner), factor), options)
             for m in METRICS:
                 corners[m].append(cv.get(m))
         for m in METRICS:
             xs = [x for x in corners[m] + [vals.get(m)] if x is not None]
             bands[m] = [min(xs), max(xs)] if xs else [None, None]
     notes = []
-    if not vals["fits_memory"]:
+    rank_shares.apply_memory(vals, notes, share)
+    if not vals["fits_memory"] and share is None:
         notes.append(f"the memory estimate ({vals['memory_estimate_gib']:.0f} GiB) exceeds the GPU's "
                      f"{cluster.v('memory_gib'):g} GiB: the run would likely fail with oom")
     cfg = spec.model_config()
@@ -344,7 +356,10 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
                       compute=asdict(compute_mod.compute_times(spec, cal.compute, cluster.peak_flops, cluster.hbm,
                                                                vocab_parallel_loss=options.tp_loss == "vocab_parallel",
                                                                recompute=options.recompute_fractions())),
-                      sources={**sources(cluster, cal, cm), "options": options.as_dict()}, notes=notes)
+                      sources={**sources(cluster, cal, cm), "options": options.as_dict(),
+                               "inputs_from": rank_shares.inputs_from(
+                                   share, factor, f"runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}")},
+                      notes=notes)
 
 
 def joint_band(a: Prediction, b: Prediction, metric: str, how: str = "ratio") -> tuple[float, float, float]:

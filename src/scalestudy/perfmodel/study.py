@@ -36,6 +36,11 @@ def predict_study(study, out_dir: Path | str | None = None, root: Path | str | N
     cfg = study.prediction
     cal = calibrate(list(cfg["calibration"]), root)
     options = ModelOptions.from_dict(cfg.get("options"))
+    shares = {}
+    if cfg.get("rank_shares"):  # measured rank shares replace the model's compute and memory where they match
+        from scalestudy.perfmodel.rank_shares import load_shares
+
+        shares = load_shares(cfg["rank_shares"], root)
     clusters, models = {}, {}
 
     def cluster(name):
@@ -53,7 +58,7 @@ def predict_study(study, out_dir: Path | str | None = None, root: Path | str | N
         if run_dir.exists():
             shutil.rmtree(run_dir)
         try:
-            pred = predict(p.spec, cl, cal, cm, options=options)
+            pred = predict(p.spec, cl, cal, cm, options=options, shares=shares)
         except ValueError as e:
             run = {"kind": KIND, "run_id": p.run_id, "config_id": p.config_id, "spec": p.spec.to_dict(),
                    "provenance": _provenance(cl, cal, p.spec.world_size, root, command), "launch": None}
