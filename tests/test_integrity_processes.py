@@ -45,10 +45,17 @@ def run_processes(launcher_pid: int) -> list[int]:
 
 
 def workers(launcher_pid: int) -> list[int]:
-    """The training processes (children of torchrun, not torchrun itself)."""
+    """The training processes: children of the run's agent (torchrun, or scalestudy.local_workers
+    whose forked workers share its command line), not the agent itself."""
     pids = run_processes(launcher_pid)
-    return [p for p in pids if "torch.distributed.run" not in Path(f"/proc/{p}/cmdline").read_bytes().decode(
-        errors="replace").replace("\0", " ")]
+    return [p for p in pids if _ppid(p) in pids]
+
+
+def _ppid(pid: int) -> int | None:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def torchrun_pid(launcher_pid: int) -> int:

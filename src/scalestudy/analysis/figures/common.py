@@ -549,10 +549,19 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
                         ax.annotate(str(r.get("annotation") or r.get("label") or ""), (r["x"], r["y"]), textcoords="offset points",
                                     xytext=(0, 7), fontsize=NOTE_FONTSIZE, color=color, ha="center",
                                     rotation=30)
-            for r in rows:
-                if r["series"] == s and r.get("y") is None and r.get("x") is not None:
-                    mark_failed(ax, r["x"], short_status(r)[:28], color)
-                    failed_seen = True
+            elif not muted:
+                ax.plot([], [], marker="x", linestyle="none", color=color, mew=2, label=f"{s} (no value)")
+        failed_here: dict = {}
+        for r in rows:
+            if r.get("y") is None and r.get("x") is not None and r["series"] in colors:
+                failed_here.setdefault(r["x"], []).append(r)
+        for x, fails in sorted(failed_here.items(), key=lambda kv: str(kv[0])):
+            statuses = sorted({short_status(r) for r in fails})
+            color = colors[fails[0]["series"]] if len(fails) == 1 else "#555555"
+            text = (f"{fails[0]['series']}: {statuses[0]}" if len(fails) == 1
+                    else f"{len(fails)} failed: {', '.join(statuses)}")
+            mark_failed(ax, x, text[:28], color)
+            failed_seen = True
         xs = [r["x"] for r in rows if r.get("x") is not None]
         if log_x:
             log2_axis(ax, xs, x_format)
@@ -576,6 +585,9 @@ def bound_axis(ax, quantity_label: str, desc: Description) -> None:
     try:
         q = desc.quantity(quantity_label)
     except KeyError:
+        return
+    if q.log:
+        ax.set_yscale("log")
         return
     lo, hi = ax.get_ylim()
     if q.low is not None and lo < q.low:

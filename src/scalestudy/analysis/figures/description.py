@@ -18,13 +18,15 @@ PREDICTED_BASIS = ("PREDICTED by the performance model (scalestudy.perfmodel), n
 class Quantity:
     """A plotted quantity: `label` names it in the CSV (x_quantity / y_quantity), on the axis and
     in the caption; `metric` is its column stem in the summary table (times `scale`); values
-    outside [low, high] cannot be, and are marked invalid rather than drawn."""
+    outside [low, high] cannot be, and are marked invalid rather than drawn; `log`: drawn on a
+    log axis."""
     name: str
     unit: str = ""
     metric: str | None = None
     scale: float = 1.0
     low: float | None = 0.0
     high: float | None = None
+    log: bool = False  # drawn on a log axis (it spans orders of magnitude)
 
     @property
     def label(self) -> str:

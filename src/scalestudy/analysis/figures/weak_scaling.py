@@ -21,7 +21,7 @@ DESCRIPTION = Description(
     x=GPUS,
     quantities=(Quantity("tokens/s per device", "tokens/s", "tokens_per_s_per_device"),
                 Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0),
-                Quantity("global tokens/s", "tokens/s", "tokens_per_s")),
+                Quantity("global tokens/s", "tokens/s", "tokens_per_s", log=True)),
     category="Scaling",
     notes=(common.FAILED_NOTE,),
     paper_result="per-device throughput of Llama-2 7B FSDP falls by 37.22% from 128 to 2048 GPUs (claim C1).",
