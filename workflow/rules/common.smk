@@ -252,4 +252,7 @@ def all_targets(wildcards):
         targets += rank_table_files(STUDY.name)
     if not set(STUDY.figures) <= set(RANK_FIGURES):  # the paper's claims need throughputs; rank shares are none
         targets += expand("figures/{study}/claims.{ext}", study=STUDY.name, ext=("csv", "md"))
+    if STUDY.prediction:  # the performance model against published runs (workflow/rules/model.smk)
+        targets += expand("figures/{study}/model_validation{ext}", study=STUDY.name,
+                          ext=(".pdf", ".png", ".csv", "_ledger.csv"))
     return targets
