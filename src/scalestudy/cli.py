@@ -31,12 +31,17 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
 def cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from scalestudy.harness.faults import InvalidConfig
     from scalestudy.harness.train import train
 
     spec = spec_from_args(args)
     run_dir = Path(args.run_dir) if args.run_dir else Path(args.out_root) / spec.run_id
-    train(spec, run_dir, time_limit_s=args.time_limit_s, quiet=args.quiet, peak_tflops=args.peak_tflops,
-          power=args.power, power_period_s=args.power_period_s, progress_every=args.progress_every)
+    try:
+        train(spec, run_dir, time_limit_s=args.time_limit_s, quiet=args.quiet, peak_tflops=args.peak_tflops,
+              power=args.power, power_period_s=args.power_period_s, progress_every=args.progress_every)
+    except InvalidConfig as e:  # raised before a raw log exists (e.g. started without torchrun)
+        print(f"scalestudy train: {e}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -147,6 +147,27 @@ def job_resources(*, nodes: int, procs_per_node: int, cuda: bool, runtime_min: i
     }
 
 
+def submit_problem(site: Site, *, which=shutil.which) -> str | None:
+    """What stops `snakemake --profile slurm` from submitting from this host, in one sentence with
+    the fix; None when nothing does. The SLURM executor plugin runs sbatch and squeue, guesses a
+    job account with sacct when the site names none, and checks an account with sacctmgr: a
+    missing tool fails every submission (FileNotFoundError, retried) instead of saying so."""
+    if which("sbatch") is None:
+        return ("SLURM's sbatch is not on this host's PATH: run the workflow on the cluster's login node, "
+                "or without --profile slurm to run locally")
+    where = site.source if site.source != "defaults" else "slurm/site.yaml"
+    need = ["sacct"] if site.account is None else []
+    need += ["sacctmgr"]
+    missing = [t for t in need if which(t) is None]
+    if missing:
+        why = ("guesses the job account with sacct (no account in " + where + ") and checks it with sacctmgr"
+               if site.account is None else f"checks the account {site.account!r} (from {where}) with sacctmgr")
+        return (f"SLURM's accounting commands ({', '.join(missing)}) are not on this host's PATH, and the SLURM "
+                f"executor plugin {why}: install SLURM's client tools here (e.g. Debian's slurm-client; they work "
+                "without an accounting database, asking slurmctld), or submit from a host that has them")
+    return None
+
+
 # ---- the allocation -------------------------------------------------------------------
 _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 

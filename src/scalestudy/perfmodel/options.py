@@ -7,6 +7,9 @@ tp_loss          vocab_parallel: Megatron's vocab-parallel cross-entropy (each T
                  logit, sum of exponentials) [Megatron-LM, core/tensor_parallel/cross_entropy.py];
                  gather_logits: the full bf16 logits all-gathered on every TP rank (this package's
                  DTensor harness: ColwiseParallel output head with replicated output).
+recompute        None: as the spec's activation_checkpointing says; else one of compute.RECOMPUTE
+                 (none, full, selective_layer, selective_op: torchtitan's selective checkpointing),
+                 which the RunSpec cannot express.
 tp_comm_overlap  False: TP collectives run between the matrix products that need them (synchronous);
                  True: overlapped with the layer's matrix products (Megatron's TP communication
                  overlap): only what exceeds the layer's computation is exposed.
@@ -23,10 +26,20 @@ TP_LOSSES = ("vocab_parallel", "gather_logits")
 class ModelOptions:
     tp_loss: str = "vocab_parallel"
     tp_comm_overlap: bool = False
+    recompute: str | None = None
 
     def __post_init__(self):
+        from scalestudy.perfmodel.compute import RECOMPUTE
+
         if self.tp_loss not in TP_LOSSES:
             raise ValueError(f"tp_loss {self.tp_loss!r} is not one of {', '.join(TP_LOSSES)}")
+        if self.recompute is not None and self.recompute not in RECOMPUTE:
+            raise ValueError(f"recompute {self.recompute!r} is not one of {', '.join(RECOMPUTE)}")
+
+    def recompute_fractions(self) -> tuple[float, float, float] | None:
+        from scalestudy.perfmodel.compute import RECOMPUTE
+
+        return RECOMPUTE[self.recompute] if self.recompute else None
 
     def as_dict(self) -> dict:
         return asdict(self)

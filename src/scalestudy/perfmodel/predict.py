@@ -193,7 +193,8 @@ def _with_compute(sc: dict, factor: float) -> dict:
 def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc: dict,
               options: ModelOptions = ModelOptions()) -> tuple[dict, list[dict]]:
     vp = options.tp_loss == "vocab_parallel"
-    ct = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops, cluster.hbm, sc["compute"], vp)
+    ct = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops, cluster.hbm, sc["compute"], vp,
+                                   options.recompute_fractions())
     gpn = cluster.gpus_per_node
     colls = layout_collectives(spec, gpn, options)
     m_layer = spec.grad_accum * spec.pp_microbatches  # layer passes a step
@@ -353,7 +354,8 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
                       world_size=spec.world_size, label=strategy_label(spec), spec=spec.to_dict(), values=vals,
                       band=bands, corners=corners, collectives=timed,
                       compute=asdict(compute_mod.compute_times(spec, cal.compute, cluster.peak_flops, cluster.hbm,
-                                                               vocab_parallel_loss=options.tp_loss == "vocab_parallel")),
+                                                               vocab_parallel_loss=options.tp_loss == "vocab_parallel",
+                                                               recompute=options.recompute_fractions())),
                       sources={**sources(cluster, cal, cm), "options": options.as_dict(),
                                "inputs_from": rank_shares.inputs_from(
                                    share, factor, f"runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}")},
