@@ -67,6 +67,8 @@ class Site:
     srun_extra: str = ""  # added to the srun line of every run (e.g. --mpi=none, --cpu-bind=none)
     slurm_extra: str = ""  # added to every sbatch line (options the executor plugin does not set itself)
     gpu_hours_budget: int | None = None  # refuse a study asking more GPU-hours (unless the study sets its own)
+    catalog: str | None = None  # catalog files (comma-separated) of this site's GPU kinds and models
+    peak_tflops: float | None = None  # the peak for MFU of this site's GPU (a study's own wins)
 
     @property
     def source(self) -> str:
@@ -98,7 +100,11 @@ def load_site(path: os.PathLike | str | None = None, root: os.PathLike | str = "
             kwargs[key] = None if known[key].default is None else known[key].default
             continue
         want = known[key].type
-        if "bool" in str(want):
+        if "float" in str(want):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise SiteError(f"{p}: {key} must be a number > 0, not {value!r}")
+            value = float(value)
+        elif "bool" in str(want):
             if not isinstance(value, bool):
                 raise SiteError(f"{p}: {key} must be true or false, not {value!r}")
         elif "int" in str(want):
