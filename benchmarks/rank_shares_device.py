@@ -37,7 +37,8 @@ def plan(out: Path) -> None:
         group = min(ORDER.index(e) for e in r.experiments if e in ORDER)
         per_rank = flops_per_token(s.model_config(), s.seq_len)["flops_per_token"] * s.tokens_per_step / s.world_size
         degree = max(s.tp, s.pp) if "tp_pp_grid" in r.experiments else 0
-        rows.append({"key": [s.model == "llama2-70b", group, degree, s.tp * s.pp, per_rank, s.world_size, r.run_id],
+        rows.append({"key": [s.model == "llama2-70b", group, degree, s.tp * s.pp, per_rank, s.world_size,
+                             s.comm == "fake", r.run_id],
                      "run_id": r.run_id, "experiments": list(r.experiments), "spec": s.to_dict()})
     rows.sort(key=lambda x: x["key"])
     out.write_text(json.dumps([{k: v for k, v in x.items() if k != "key"} for x in rows], indent=1) + "\n")

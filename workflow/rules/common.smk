@@ -11,7 +11,7 @@ from snakemake.logging import logger
 
 from scalestudy.analysis.code_version import code_version
 from scalestudy.launch import job_resources
-from scalestudy.slurm import SiteError, load_site
+from scalestudy.slurm import SiteError, load_site, submit_problem
 from scalestudy.studies import ALL_FIGURES, FIGURES, RANK_FIGURES, StudyError, load_study, study_path
 
 
@@ -101,6 +101,14 @@ except SiteError as e:
 # A run stopped by a time limit or a preemption is run again this many times (the launcher
 # exits 3 for it while attempts remain; the last attempt records the status as data).
 RUN_RETRIES = SITE.retries
+
+
+# Under --profile slurm: refuse at once, in one sentence, what would fail every submission.
+onstart:
+    if getattr(workflow.executor_plugin, "name", None) == "slurm":
+        problem = submit_problem(SITE)
+        if problem:
+            raise WorkflowError(problem)
 
 
 # The study's cost at the workflow's start (also on a dry run): jobs by size, GPU-hours at the
