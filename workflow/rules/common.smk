@@ -251,7 +251,7 @@ def all_targets(wildcards):
     if any(r.spec.comm == "fake" for r in STUDY.runs):
         targets += rank_table_files(STUDY.name)
     if not set(STUDY.figures) <= set(RANK_FIGURES):  # the paper's claims need throughputs; rank shares are none
-        targets += expand("figures/{study}/claims.{ext}", study=STUDY.name, ext=("csv", "md"))
+        targets += expand("figures/{study}/claims.{ext}", study=STUDY.name, ext=("csv", "md", "html"))
     if STUDY.prediction:  # the performance model against published runs (workflow/rules/model.smk)
         targets += expand("figures/{study}/model_validation{ext}", study=STUDY.name,
                           ext=(".pdf", ".png", ".csv", "_ledger.csv"))
