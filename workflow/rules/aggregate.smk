@@ -21,4 +21,4 @@ rule aggregate:
     conda:
         "../envs/scalestudy.yaml"
     shell:
-        "scalestudy aggregate --study {params.study} > {log} 2>&1"
+        "scalestudy aggregate --study {params.study:q} > {log:q} 2>&1"

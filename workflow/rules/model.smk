@@ -19,4 +19,4 @@ rule predict:
     conda:
         "../envs/scalestudy.yaml"
     shell:
-        "scalestudy model study --study {params.study} --out {output} > {log} 2>&1"
+        "scalestudy model study --study {params.study:q} --out {output:q} > {log:q} 2>&1"
