@@ -4,6 +4,7 @@ import pytest
 
 from scalestudy.llama_configs import parameter_counts, get_model_config
 from scalestudy.perfmodel.layout_comm import bubble_fraction, layout_collectives, unit_params, volumes
+from scalestudy.perfmodel.options import HARNESS, ModelOptions
 from scalestudy.spec import RunSpec
 
 D, FFN, V, L = 4096, 11008, 32000, 32
@@ -13,8 +14,8 @@ A = 2 * 4096 * D * 2  # micro batch 2 x seq 4096 x width x bf16
 BASE = dict(model="llama2-7b", device="cuda", seq_len=4096, micro_batch=2, procs_per_node=8)
 
 
-def by(spec, name, unit=None):
-    cs = [c for c in layout_collectives(spec, 8) if c.name == name and (unit is None or c.unit == unit)]
+def by(spec, name, unit=None, options=ModelOptions()):
+    cs = [c for c in layout_collectives(spec, 8, options) if c.name == name and (unit is None or c.unit == unit)]
     assert cs, f"no {name} {unit}"
     return cs
 
@@ -83,8 +84,13 @@ def test_tp2_without_sequence_parallelism():
     (emb,) = by(s, "tp_all_reduce", "embedding")
     (head,) = by(s, "tp_all_reduce", "head")
     assert emb.calls == m and head.calls == m and head.phase == "backward"
-    (logits,) = by(s, "tp_logits_all_gather")
+    # the harness gathers the bf16 logits; Megatron's vocab-parallel loss (the default) all-reduces
+    # three fp32 numbers a token instead
+    (logits,) = by(s, "tp_logits_all_gather", options=HARNESS)
     assert logits.size_bytes == 2 * 4096 * V * 2
+    (loss,) = by(s, "tp_loss_all_reduce")
+    assert loss.size_bytes == 2 * 4096 * 4 and loss.calls == 3 * m and loss.op == "all_reduce"
+    assert not [c for c in layout_collectives(s, 8) if c.name == "tp_logits_all_gather"]
     # FSDP over the 4 data-parallel ranks at stride 2
     ag = by(s, "fsdp_all_gather", "block")[0]
     assert ag.group.n == 4 and ag.size_bytes == 2 * unit_params(s).block

@@ -5,6 +5,7 @@
     scalestudy claims --study NAME [--root DIR]
     scalestudy provenance FILE [--json] [--raw-dir DIR]
     scalestudy audit --study NAME [--root DIR]
+    scalestudy rank-shares --study NAME [--root DIR]
 
 Studies come from scalestudy.studies.load_study(name, root). A raw-log problem exits 2 with a
 message naming the file; `audit` and `provenance` exit 1 when they find a problem (a PROBLEM or
@@ -69,7 +70,8 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     from scalestudy.analysis.csv_format import read_csv_rows
 
     study = _study(args)
-    paths = aggregate(study, allow_missing=args.allow_missing)
+    # a partial study (committed raw logs of some planned runs) tabulates the rest as missing
+    paths = aggregate(study, allow_missing=args.allow_missing or study.partial)
     for p in paths:
         print(_show(p))
     for u in read_csv_rows(Path(study.tables_dir) / UNPLANNED_FILE):
@@ -142,6 +144,35 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+@_guard
+def cmd_rank_shares(args: argparse.Namespace) -> int:
+    from scalestudy.analysis import rank_shares
+    from scalestudy.rank_share import LABEL
+
+    study = _study(args)
+    for p in rank_shares.write_tables(study):
+        print(_show(p))
+    shares, configs = rank_shares.tables(study, verify_checksums=False)
+    print(f"{LABEL.upper()} - study {study.name}: {sum(r['status'] != 'planned' for r in shares)} of "
+          f"{len(shares)} planned rank shares measured")
+    print(f"  {'model':<12}{'GPUs':>6}{'TP':>4}{'PP':>4}{'mb':>4}{'M':>4}  {'status':<9}{'stages':>7}"
+          f"{'rank step s':>13}{'peak GiB':>10}")
+    for c in configs:
+        if c["status"] == "planned":
+            continue
+        step = f"{c['rank_step_time_s']:.3f}" if c["rank_step_time_s"] else "-"
+        peak = f"{c['peak_allocated_bytes'] / 2**30:.1f}" if c["peak_allocated_bytes"] else "-"
+        print(f"  {c['model']:<12}{c['world_size']:>6}{c['tp']:>4}{c['pp']:>4}{c['micro_batch']:>4}"
+              f"{c['pp_microbatches']:>4}  {c['status']:<9}{c['stages_measured']:>3}/{c['stages_planned']:<3}"
+              f"{step:>13}{peak:>10}")
+    agree = rank_shares.agreement(shares)
+    if agree:
+        print(f"agreement on one GPU (same shapes): real {agree['real_step_s']:.4f} s/step "
+              f"{agree['real_power_w'] or float('nan'):.0f} W, fake {agree['fake_step_s']:.4f} s/step "
+              f"{agree['fake_power_w'] or float('nan'):.0f} W")
+    return 0
+
+
 def _study_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--study", required=True, help="the study's name (workflow/studies/NAME.yaml) or a YAML path")
     p.add_argument("--root", default=".", help="the project root holding workflow/, data/ and figures/ (default .)")
@@ -175,6 +206,12 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--raw-dir", help="the study's raw-log directory (default: found from the file's place)")
     p.set_defaults(func=cmd_provenance)
+
+    p = subparsers.add_parser("rank-shares", help="tables of a study's rank shares (comm: fake): per-rank compute "
+                                                  "time, memory and status, and each configuration's stages "
+                                                  "put together (data/STUDY/tables/rank_*.csv)")
+    _study_options(p)
+    p.set_defaults(func=cmd_rank_shares)
 
     p = subparsers.add_parser("audit", help="check that tables, claims and figure data follow from the raw logs "
                                             "byte for byte, and every raw-log checksum; exit 1 on a problem")

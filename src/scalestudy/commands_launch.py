@@ -15,6 +15,7 @@ could not be started, 3 when a stopped run (timeout, preempted) should run again
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -87,12 +88,15 @@ def _summarize(run_dir: Path, log: str | None) -> None:
 
 
 def cmd_study(args: argparse.Namespace) -> int:
+    from scalestudy.cost import BudgetError, budget_of, check_budget, format_cost, study_cost
     from scalestudy.launch import job_resources
     from scalestudy.slurm import load_site
     from scalestudy.studies import load_study
 
     study = load_study(args.study, args.root)
     site = load_site(root=args.root)
+    cost = study_cost(study, site, expected=not args.no_expected, root=args.root)
+    budget, budget_source = budget_of(study, site)
     if args.json:
         print(json.dumps({
             "name": study.name, "hardware": study.hardware, "launch": study.launch, "figures": list(study.figures),
@@ -101,6 +105,10 @@ def cmd_study(args: argparse.Namespace) -> int:
                      for r in study.runs],
             "collectives": [{"run_id": c.run_id, "world_size": c.world_size} for c in study.collectives],
             "dropped": [{"experiment": d.experiment, "point": d.point, "reason": d.reason} for d in study.dropped],
+            "cost": {"unit": cost.unit, "jobs": cost.jobs, "requested_h": cost.requested_h,
+                     "expected_h": cost.expected_h, "expected_from": cost.expected_from,
+                     "by_size": [dataclasses.asdict(r) for r in cost.rows],
+                     "budget_h": budget, "budget_source": budget_source or None},
         }, indent=1))
         return 0
     print(f"study {study.name}: {study.hardware}" + ("" if study.launch else " (not launched: committed raw logs)"))
@@ -116,6 +124,25 @@ def cmd_study(args: argparse.Namespace) -> int:
     for d in study.dropped:
         point = ", ".join(f"{k}={v}" for k, v in d.point.items())
         print(f"  dropped from {d.experiment} ({point}): {d.reason}")
+    print(format_cost(cost, budget, budget_source))
+    try:
+        check_budget(cost, budget, budget_source)
+    except BudgetError as e:
+        print(f"scalestudy study: {e}", file=sys.stderr)
+        return 4
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from scalestudy.cost import format_status, study_status
+    from scalestudy.slurm import load_site
+    from scalestudy.studies import load_study
+
+    st = study_status(load_study(args.study, args.root), load_site(root=args.root))
+    if args.json:
+        print(json.dumps(dataclasses.asdict(st), indent=1))
+    else:
+        print(format_status(st))
     return 0
 
 
@@ -150,4 +177,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--root", default=".", help="the repository root (default .)")
     p.add_argument("--json", action="store_true", help="machine-readable, with each run's job resources")
     p.add_argument("--all-seeds", action="store_true", help="list every seed, not only the first")
+    p.add_argument("--no-expected", action="store_true",
+                   help="skip the performance model's expected GPU-hours (it calibrates first: seconds)")
     p.set_defaults(func=cmd_study)
+
+    p = subparsers.add_parser("status", help="a study in flight: jobs done (by status), running, failed and left; "
+                                             "GPU-hours spent and to come")
+    p.add_argument("--study", required=True, help="a study name or YAML path")
+    p.add_argument("--root", default=".", help="the repository root (default .)")
+    p.add_argument("--json", action="store_true", help="machine-readable")
+    p.set_defaults(func=cmd_status)

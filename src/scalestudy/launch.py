@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Union
 
-from scalestudy import rawlog, run_guard, slurm
+from scalestudy import local_workers, rawlog, run_guard, slurm
 from scalestudy.collectives_spec import CollectivesSpec
 from scalestudy.spec import RunSpec
 
@@ -162,6 +162,8 @@ def launch_command(spec: Spec, spec_file: Path, run_dir: Path, python: str = sys
         if spec.launch_nodes != 1:
             raise LaunchError(f"{spec.run_id} needs {spec.launch_nodes} nodes; outside a SLURM job this launcher starts "
                               "single-node runs only (run the workflow with --profile slurm)")
+        if allocation is None and local_workers.use_local_workers(spec.device, spec.launch_nodes, os.environ):
+            return local_workers.command(spec.launch_procs_per_node, _module_args(spec, spec_file, run_dir), python)
         return torchrun_command(spec, spec_file, run_dir, python)
     if len(allocation.hosts) < spec.launch_nodes:
         raise LaunchError(f"{spec.run_id} needs {spec.launch_nodes} nodes; SLURM job {allocation.job_id} has "

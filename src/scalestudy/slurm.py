@@ -66,6 +66,7 @@ class Site:
     rdzv_port: int = DEFAULT_RDZV_PORT
     srun_extra: str = ""  # added to the srun line of every run (e.g. --mpi=none, --cpu-bind=none)
     slurm_extra: str = ""  # added to every sbatch line (options the executor plugin does not set itself)
+    gpu_hours_budget: int | None = None  # refuse a study asking more GPU-hours (unless the study sets its own)
 
     @property
     def source(self) -> str:

@@ -21,7 +21,9 @@ A study file, in short (the schema documents every key):
 
 Planning values, resolved before the RunSpec is built: `global_batch_per_gpu: N` (global_batch =
 N x GPUs), `dp_replicate: rest` (the processes left after dp_shard, tp and pp) and
-`pp_microbatches: fill` (the whole local batch in one pipeline pass). A point whose spec cannot
+`pp_microbatches: fill` (the whole local batch in one pipeline pass), and for fake-communication
+rank shares `emulate_rank: stages` (one run for each distinct pipeline stage: first, one middle,
+last; rank 0 alone without pipeline parallelism). A point whose spec cannot
 work is an error naming the study, the experiment, the point and the field, unless the
 experiment says `skip_infeasible: true`: then it is dropped and listed in `Study.dropped`
 (as are points whose memory estimate exceeds the study's `device_memory_gib`).
@@ -43,6 +45,9 @@ from scalestudy.spec import RunSpec, SpecError
 FIGURES = ("collectives_bandwidth", "weak_scaling", "kernel_breakdown", "strong_scaling", "tp_pp_grid",
            "model_sizes", "hardware_generations", "power")
 FIGURE_GROUPS = FIGURES[1:]  # the experiment names that feed a figure of the same name
+# Figures of rank shares (spec comm: fake; scalestudy.rank_share), drawn from the rank_shares table
+RANK_FIGURES = ("rank_grid", "rank_memory")
+ALL_FIGURES = FIGURES + RANK_FIGURES
 STUDIES_DIR = Path("workflow") / "studies"
 SCHEMA_FILE = Path("workflow") / "schemas" / "study.schema.json"
 PLANNING_KEYS = ("global_batch_per_gpu",)
@@ -100,12 +105,15 @@ class Study:
     figures: tuple[str, ...]
     root: Path = field(default=Path("."))
     launch: bool = True  # False: never launched by the workflow; figures come from committed raw logs
+    partial: bool = False  # True: the committed raw logs may hold only some planned runs (the rest: planned)
     time_limit_s: float | None = None  # every run's wall-clock limit; None: estimated from its spec
     dropped: tuple[DroppedPoint, ...] = ()
     source: Path | None = None  # the YAML file
     # A study predicted by scalestudy.perfmodel instead of run: {cluster, calibration, variants}
     # (see workflow/studies/paper-model.yaml); None for a study of measurements.
     prediction: dict | None = None
+    gpu_hours_budget: float | None = None  # refuse to submit a plan asking more (scalestudy.cost)
+    expected_cost_cluster: str | None = None  # workflow/clusters NAME: the expected GPU-hours
 
     @property
     def raw_dir(self) -> Path:
@@ -321,8 +329,9 @@ def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Pat
     return Study(
         name=name, description=data["description"].strip(), hardware=data["hardware"],
         assumptions=tuple(data.get("assumptions", ())), runs=planned, collectives=collectives,
-        figures=figures, root=Path(root), launch=data.get("launch", True), time_limit_s=data.get("time_limit_s"),
+        figures=figures, root=Path(root), launch=data.get("launch", True), partial=data.get("partial", False), time_limit_s=data.get("time_limit_s"),
         dropped=tuple(dropped), source=source, prediction=dict(prediction) if prediction else None,
+        gpu_hours_budget=data.get("gpu_hours_budget"), expected_cost_cluster=data.get("expected_cost_cluster"),
     )
 
 
@@ -357,7 +366,11 @@ def _expand(study: str, exp: dict, defaults: dict, memory_gib: float | None,
                 raise StudyError(study, [(both[0], "set by both the grid and a layout")], experiment=name)
             where = {**point, **layout}
             try:
-                spec = resolve_spec(_merge(defaults, exp.get("set", {}), point, layout))
+                merged = _merge(defaults, exp.get("set", {}), point, layout)
+                stages = merged.get("emulate_rank") == "stages"
+                if stages:
+                    merged["emulate_rank"] = 0
+                spec = resolve_spec(merged)
             except SpecError as e:
                 if skip:
                     dropped.append(DroppedPoint(name, where, "; ".join(f"{f}: {r}" for f, r in e.problems)))
@@ -371,7 +384,13 @@ def _expand(study: str, exp: dict, defaults: dict, memory_gib: float | None,
                     dropped.append(DroppedPoint(name, where, f"memory estimate {need / GIB:.0f} GiB exceeds "
                                                              f"device_memory_gib {memory_gib:g}"))
                     continue
-            yield spec
+            if stages and spec.comm == "fake":
+                from scalestudy.rank_share import distinct_stages, rank_of
+
+                for kind in distinct_stages(spec):
+                    yield spec.replace(emulate_rank=rank_of(spec, pp_rank=kind.pp_rank))
+            else:
+                yield spec
 
 
 def resolve_spec(fields: dict) -> RunSpec:

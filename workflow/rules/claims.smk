@@ -19,6 +19,7 @@ rule claims:
         "data/{study}/logs/claims.log",
     params:
         study=study_arg,
+        code=CODE_VERSION,
     conda:
         "../envs/scalestudy.yaml"
     shell:

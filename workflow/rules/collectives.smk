@@ -6,8 +6,6 @@ rule collectives:
         directory("data/{study}/raw/{run_id}"),
     log:
         "data/{study}/logs/runs/{run_id}.log",
-    message:
-        "run {wildcards.run_id} of study {wildcards.study}: progress lines in {log}"
     wildcard_constraints:
         study=LAUNCHED_STUDIES,
         run_id=r"collectives-[^/]+",

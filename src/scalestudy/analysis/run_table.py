@@ -138,6 +138,12 @@ def run_row(log: RunLog, planned=None, raw_dir: str | None = None) -> dict:
     if status != "ok":
         row.update(_null_metrics(f"run status {status}"))
         return row
+    if spec.comm == "fake":  # never a throughput of the configuration: see analysis/rank_shares.py
+        from scalestudy.rank_share import LABEL
+
+        row.update(_null_metrics(f"{LABEL}: no throughput of the configuration (tables rank_*.csv)"))
+        row.update(_memory(log))
+        return row
     row.update(_throughput(log, spec))
     row.update(_mfu(log, row))
     row.update(_memory(log))

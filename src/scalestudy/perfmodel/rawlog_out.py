@@ -100,6 +100,9 @@ def write_predicted_run(run_dir: Path | str, run_id: str, config_id: str, spec, 
         status = "oom"
         error = (f"predicted: the memory estimate ({v['memory_estimate_gib']:.1f} GiB, scalestudy.memory_estimate, "
                  f"first-order) exceeds the {cluster.v('memory_gib'):g} GiB of a {cluster.gpu}")
+        measured = next((n for n in pred.notes if n.startswith("measured:")), None)
+        if measured:  # a measured rank share decided it (perfmodel.rank_shares)
+            error = f"predicted from a measurement: {measured[len('measured: '):]}"
     run = {"kind": KIND, "run_id": run_id, "config_id": config_id, "spec": spec.to_dict(),
            "provenance": _provenance(cluster, cal, spec.world_size, root, command), "launch": None}
     lines = [
