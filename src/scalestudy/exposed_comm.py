@@ -16,7 +16,10 @@ cpu_gloo_ops  (a CPU trace of the gloo backend, which has no kernels): gloo runs
 
 Each iteration is one `ProfilerStep#N` annotation. An event belongs to the step in which it
 started; a kernel belongs to the step in which the CPU launched it (matched by correlation
-id). Per-trace totals are sums over the steps; events outside every step are left out.
+id). On CPU traces an event's time counts within its step's window only, so exposed
+communication never exceeds the step, and its share of the step is taken against the same
+windows (run_table). Per-trace totals are sums over the steps; events outside every step are
+left out.
 """
 
 from __future__ import annotations
@@ -216,11 +219,20 @@ def _classify(trace: dict, path: str) -> _Classified:
 
 
 # ---- analysis ---------------------------------------------------------------------------
-def _step_overlap(step: int | None, wall_us: float, comm: Iterable[Interval],
-                  compute_by_thread: dict[Any, list[Interval]], mask_by_thread: dict[Any, list[Interval]]) -> StepOverlap:
+def _step_overlap(step: int | None, window: Interval, comm: Iterable[Interval],
+                  compute_by_thread: dict[Any, list[Interval]], mask_by_thread: dict[Any, list[Interval]],
+                  clip: bool = False) -> StepOverlap:
+    # clip (CPU traces): spans count within their step's window only. A gloo thread's wait that
+    # started in the step but ran on past its end would otherwise count time of the next step,
+    # and exposed communication could exceed the step it belongs to. GPU kernels run after the
+    # CPU window that launched them, so theirs are not clipped.
+    lo, hi = window
+    wall_us = hi - lo
     comm_u = intervals.union(comm)
     compute_u = intervals.union(*(intervals.subtract(spans, mask_by_thread.get(t, []))
                                   for t, spans in compute_by_thread.items()))
+    if clip:
+        comm_u, compute_u = intervals.clip(comm_u, lo, hi), intervals.clip(compute_u, lo, hi)
     comm_s = intervals.total(comm_u) * _US
     exposed_s = intervals.total(intervals.subtract(comm_u, compute_u)) * _US
     return StepOverlap(step=step, wall_s=wall_us * _US, compute_s=intervals.total(compute_u) * _US,
@@ -263,11 +275,12 @@ def analyse_trace(trace: os.PathLike | str | dict, *, name: str | None = None) -
                 dest[b][t].append(span)
 
     if c.steps:
-        walls = [(n, end - start) for n, start, end in c.steps]
+        windows = [(n, (start, end)) for n, start, end in c.steps]
     else:
         every = [s for _, s in c.comm] + [s for _, _, s in c.compute]
-        walls = [(None, (max(e for _, e in every) - min(s for s, _ in every)) if every else 0.0)]
-    per_step = [_step_overlap(n, wall, comm[i], compute[i], mask[i]) for i, (n, wall) in enumerate(walls)]
+        windows = [(None, (min(s for s, _ in every), max(e for _, e in every)) if every else (0.0, 0.0))]
+    per_step = [_step_overlap(n, win, comm[i], compute[i], mask[i], clip=c.kind == CPU_GLOO_OPS)
+                for i, (n, win) in enumerate(windows)]
     comm_s = sum(s.comm_s for s in per_step)
     exposed_s = sum(s.exposed_comm_s for s in per_step)
     return ExposedComm(

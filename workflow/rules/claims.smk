@@ -15,6 +15,12 @@ rule claims:
             labels={"table": "claims", "format": "CSV"},
         ),
         md="figures/{study}/claims.md",
+        html=report(
+            "figures/{study}/claims.html",
+            caption="../report/claims.rst",
+            category="Claims",
+            labels={"table": "claims", "format": "page"},
+        ),
     log:
         "data/{study}/logs/claims.log",
     params:

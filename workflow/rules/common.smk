@@ -10,7 +10,7 @@ from snakemake.logging import logger
 
 from scalestudy.analysis.code_version import code_version
 from scalestudy.launch import job_resources
-from scalestudy.slurm import SiteError, load_site
+from scalestudy.slurm import SiteError, load_site, submit_problem
 from scalestudy.studies import ALL_FIGURES, FIGURES, RANK_FIGURES, StudyError, load_study, study_headers, study_path
 
 
@@ -108,6 +108,14 @@ except SiteError as e:
 # A run stopped by a time limit or a preemption is run again this many times (the launcher
 # exits 3 for it while attempts remain; the last attempt records the status as data).
 RUN_RETRIES = SITE.retries
+
+
+# Under --profile slurm: refuse at once, in one sentence, what would fail every submission.
+onstart:
+    if getattr(workflow.executor_plugin, "name", None) == "slurm":
+        problem = submit_problem(SITE)
+        if problem:
+            raise WorkflowError(problem)
 
 
 # The study's cost at the workflow's start (also on a dry run): jobs by size, GPU-hours at the
@@ -250,7 +258,7 @@ def all_targets(wildcards):
     if any(r.spec.comm == "fake" for r in STUDY.runs):
         targets += rank_table_files(STUDY.name)
     if not set(STUDY.figures) <= set(RANK_FIGURES):  # the paper's claims need throughputs; rank shares are none
-        targets += expand("figures/{study}/claims.{ext}", study=STUDY.name, ext=("csv", "md"))
+        targets += expand("figures/{study}/claims.{ext}", study=STUDY.name, ext=("csv", "md", "html"))
     if STUDY.prediction:  # the performance model against published runs (workflow/rules/model.smk)
         targets += expand("figures/{study}/model_validation{ext}", study=STUDY.name,
                           ext=(".pdf", ".png", ".csv", "_ledger.csv"))

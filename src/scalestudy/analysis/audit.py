@@ -89,6 +89,33 @@ def _calibration_problems(run_dir: Path) -> list[str]:
     return out
 
 
+def made_by_other_code(figures_dir: Path) -> list[str]:
+    """Figures and claims whose recorded code version (PNG metadata, the figure CSV's
+    code_version column, claims.md) is not this code's: rebuild them (snakemake reruns them)."""
+    import re
+
+    from PIL import Image
+
+    from scalestudy.analysis.code_version import code_version
+    from scalestudy.analysis.csv_format import read_csv_rows
+
+    current = code_version()
+    found: list[tuple[Path, str | None]] = []
+    for p in sorted(Path(figures_dir).glob("*.png")):
+        with Image.open(p) as im:
+            found.append((p, im.text.get("Software")))
+    for p in sorted(Path(figures_dir).glob("*.csv")):
+        rows = read_csv_rows(p)
+        if rows and "label" in rows[0]:  # a figure's CSV (claims.csv has no label column)
+            found.append((p, rows[0].get("code_version")))
+    md = Path(figures_dir) / "claims.md"
+    if md.exists():
+        m = re.search(r"scalestudy \S+\+analysis\.[0-9a-f]+", md.read_text(encoding="utf-8"))
+        found.append((md, m.group(0) if m else None))
+    return [f"{p}: made by {v or 'code that recorded no version'}, not by this code ({current}): rebuild it"
+            for p, v in found if v != current]
+
+
 def audit(study, *, figures: bool = True, claims: bool = True) -> list[str]:
     from scalestudy.analysis import aggregate as agg
     from scalestudy.analysis import claims as claims_mod
@@ -129,4 +156,6 @@ def audit(study, *, figures: bool = True, claims: bool = True) -> list[str]:
                     drawn = Path(study.figures_dir) / f"{name}.{ext}"
                     if not drawn.exists():
                         problems.append(f"{drawn}: missing (figure {name} was not drawn)")
+    if figures or claims:
+        problems += made_by_other_code(Path(study.figures_dir))
     return problems

@@ -360,8 +360,9 @@ def _exposed_comm(log: RunLog, row: dict) -> dict:
             out["exposed_comm_reason"] = str(e)
             return out
         n = len(res.per_step) or 1
-        per_rank.append((res.compute_s / n, res.comm_s / n, res.exposed_comm_s / n, res.kind))
-    kinds = sorted({k for *_, k in per_rank})
+        per_rank.append((res.compute_s / n, res.comm_s / n, res.exposed_comm_s / n, res.kind,
+                         math.fsum(s.wall_s for s in res.per_step) / n))
+    kinds = sorted({p[3] for p in per_rank})
     k = len(per_rank)
     compute = math.fsum(p[0] for p in per_rank) / k
     comm = math.fsum(p[1] for p in per_rank) / k
@@ -369,9 +370,11 @@ def _exposed_comm(log: RunLog, row: dict) -> dict:
     out.update(compute_s=compute, comm_s=comm, exposed_comm_s=exposed,
                overlap_fraction=(1.0 - exposed / comm) if comm > 0 else None,
                exposed_comm_kind=kinds, n_traces=k)
-    traced_time = _traced_step_time(log, profiles)
+    # against the traced iterations themselves (tracing slows them, most of all on CPU): the
+    # trace's own step windows, the ones its exposed time was clipped to, else the logged times
+    wall = math.fsum(p[4] for p in per_rank) / k
+    traced_time = wall if wall > 0 else _traced_step_time(log, profiles)
     if traced_time:
-        # against the traced iterations themselves: tracing slows them, most of all on CPU
         out["exposed_comm_share"] = exposed / traced_time
     if comm <= 0:
         out["exposed_comm_reason"] = "the traces hold no communication"
