@@ -83,10 +83,11 @@ def test_impossible_values_in_a_study_are_refused_naming_the_field():
 
 def test_the_cli_refuses_an_infinite_lr(tmp_path):
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"model": "tiny", "device": "cpu", "lr": "inf"}))
+    spec.write_text('{"model": "tiny", "device": "cpu", "lr": Infinity}')  # what json.dumps writes for inf
     out = subprocess.run([sys.executable, "-m", "scalestudy", "launch", "--spec-json", str(spec), "--run-dir",
                           str(tmp_path / "r")], cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=120)
-    assert out.returncode == 2 and "lr" in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 2 and "lr: must be a finite positive number, got inf" in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 @pytest.mark.parametrize("content,words", [
