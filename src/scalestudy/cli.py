@@ -35,6 +35,13 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
 def cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from scalestudy.harness import metrics_sink
+
+    try:
+        metrics_sink.check(args.metrics_sink)
+    except metrics_sink.SinkUnavailable as e:
+        print(f"scalestudy train: {e}", file=sys.stderr)
+        return 2
     from scalestudy.harness.faults import InvalidConfig
     from scalestudy.harness.train import train
 
@@ -43,7 +50,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     peak = args.peak_tflops if args.peak_tflops is not None else float(os.environ.get(PEAK_TFLOPS_ENV) or 0) or None
     try:
         train(spec, run_dir, time_limit_s=args.time_limit_s, quiet=args.quiet, peak_tflops=peak,
-              power=args.power, power_period_s=args.power_period_s, progress_every=args.progress_every)
+              power=args.power, power_period_s=args.power_period_s, progress_every=args.progress_every,
+              metrics_sink=args.metrics_sink)
     except InvalidConfig as e:  # raised before a raw log exists (e.g. started without torchrun)
         print(f"scalestudy train: {e}", file=sys.stderr)
         return 2
@@ -85,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--power", action=argparse.BooleanOptionalAction, default=True,
                    help="GPU power and energy through NVML (default on)")
     p.add_argument("--power-period-s", type=float, default=0.1, help=help_line("NVML power sampling period", unit="s", allowed="> 0", default=0.1))
+    p.add_argument("--metrics-sink", default="none", choices=("none", "tensorboard", "wandb"),
+                   help=help_line("also log rank 0's per-step loss, tokens/s, MFU and memory live to TensorBoard "
+                                  "(RUN_DIR/tensorboard) or Weights & Biases (WANDB_PROJECT); its package must be "
+                                  "installed", allowed=("none", "tensorboard", "wandb"), default="none"))
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("plan", help="validate a spec and print its run id and memory estimate")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import bisect
 import gzip
 import json
+import math
 import os
 import re
 from collections import defaultdict
@@ -176,8 +177,31 @@ def _classify_cpu(events: list[dict]) -> tuple[list, list, list]:
     return comm, compute, mask
 
 
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _check_events(raw: list, path: str) -> list[dict]:
+    """The complete ('X') events of a profiler trace; TraceError naming the file for anything that
+    is not one (events that are not objects, times that are not numbers, no events at all)."""
+    if not raw:
+        raise TraceError(path, "no events: not a profiler trace (an empty trace)")
+    bad = [i for i, e in enumerate(raw) if not isinstance(e, dict)]
+    if bad:
+        raise TraceError(path, f"{len(bad)} of {len(raw)} trace events are not JSON objects (event {bad[0]} is "
+                               f"{raw[bad[0]]!r}): not a profiler trace")
+    events = [e for e in raw if e.get("ph") == "X"]
+    if not events:
+        raise TraceError(path, "no complete ('ph': 'X') events: not a profiler trace")
+    for i, e in enumerate(events):
+        if not _number(e.get("ts")) or not _number(e.get("dur", 0.0)):
+            raise TraceError(path, f"event {e.get('name')!r} has ts {e.get('ts')!r} and dur {e.get('dur')!r}: "
+                                   "times must be numbers")
+    return events
+
+
 def _classify(trace: dict, path: str) -> _Classified:
-    events = [e for e in trace["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    events = _check_events(trace["traceEvents"], path)
     if any(e.get("cat") == "kernel" for e in events):
         kind = GPU_KERNELS
         comm, compute, mask = _classify_gpu(events)
@@ -188,6 +212,9 @@ def _classify(trace: dict, path: str) -> _Classified:
                                    "ProfilerActivity.CUDA to measure exposed communication")
         kind = CPU_GLOO_OPS
         comm, compute, mask = _classify_cpu(events)
+    if not comm and not compute:
+        raise TraceError(path, "neither GPU kernels nor CPU operators (aten::, gloo) in its events: not a "
+                               "torch.profiler trace of a training step")
     return _Classified(kind, _profiler_steps(events), comm, compute, mask)
 
 

@@ -217,6 +217,25 @@ def study_names(root: Path | str = ".") -> list[str]:
     return sorted(p.stem for p in (Path(root) / STUDIES_DIR).glob("*.yaml"))
 
 
+def study_headers(root: Path | str = ".") -> tuple[dict[str, dict], dict[str, str]]:
+    """The top-level mapping of every workflow/studies/*.yaml by study name, and the files that
+    cannot be read (name -> a sentence naming the file): a broken file leaves out only its study."""
+    import yaml
+
+    headers, broken = {}, {}
+    for p in sorted((Path(root) / STUDIES_DIR).glob("*.yaml")):
+        try:
+            data = yaml.safe_load(p.read_text())
+        except (yaml.YAMLError, OSError, UnicodeDecodeError) as e:
+            broken[p.stem] = f"{p} is not valid YAML: {' '.join(str(e).split())}"
+            continue
+        if data is not None and not isinstance(data, dict):
+            broken[p.stem] = f"{p} does not hold a mapping of study fields"
+            continue
+        headers[p.stem] = data or {}
+    return headers, broken
+
+
 def schema_path(root: Path | str = ".") -> Path:
     return checkout_path(SCHEMA_FILE, root)
 

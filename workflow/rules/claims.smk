@@ -29,4 +29,4 @@ rule claims:
     conda:
         "../envs/scalestudy.yaml"
     shell:
-        "scalestudy claims --study {params.study} > {log} 2>&1"
+        "scalestudy claims --study {params.study:q} > {log:q} 2>&1"

@@ -1,11 +1,14 @@
 """Audit a study: do its tables, figure CSVs and claims follow from its raw logs, byte for byte?
 
 `audit(study)` returns a list of problems, each naming a file (empty: all is well):
-1. every checksum in every run's status.json is recomputed (a missing or changed raw-log file); for a
+1. every status.json's seal (the sha256 of its content: an edited status) and every checksum it
+   lists are recomputed (a missing or changed raw-log file); for a
    predicted run (scalestudy.perfmodel), also those of the measured runs it was calibrated from, as
    the prediction recorded them (a changed calibration file makes the prediction stale);
-2. run directories under raw/ that the study did not plan (an unfinished attempt of a planned
-   run that the harness moved aside is not a problem);
+2. run directories under raw/ that the study did not plan, and copies of planned runs anywhere but
+   raw/RUN_ID (backups, duplicates: never read); an unfinished attempt of a planned run that the
+   harness moved aside is not a problem; a status that contradicts its metrics (ok with fewer
+   measured steps than planned, oom with every step and no error) fails the rebuild;
 3. the tables, claims and every figure's CSV are rebuilt from the raw logs into a temporary
    directory and compared byte for byte with the ones in data/<study>/tables (tables) and
    figures/<study> (figure CSVs, claims.csv, claims.md); a missing file, a different one, and a figure without its pdf or png are
@@ -18,7 +21,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from scalestudy.rawlog import STATUS_FILE, RawLogError, find_runs, member_path, member_sha256
+from scalestudy.rawlog import STATUS_FILE, RawLogError, find_runs, member_path, member_sha256, seal_problem
 
 
 def _first_difference(a: bytes, b: bytes) -> str:
@@ -50,6 +53,9 @@ def verify_checksums(raw_dir: Path) -> list[str]:
         except json.JSONDecodeError as e:
             problems.append(f"{status_path}: not valid JSON ({e})")
             continue
+        broken = seal_problem(status)
+        if broken:
+            problems.append(f"{status_path}: {broken}")
         files = status.get("files_sha256")
         if not isinstance(files, dict) or not files:
             problems.append(f"{status_path}: lists no files with their sha256")

@@ -507,6 +507,13 @@ def evaluate(tables) -> list[dict]:
             r["n_seeds"] = PREDICTED
             if r.get("ours_text"):
                 r["ours_text"] = r["ours_text"].replace("95% CI", "model band")
+    # seeds the summary left out (outliers, measured beside another run): said in every claim they touch
+    left_out = {c["config_id"]: [n for n in split_list(c.get("notes")) if "left out of the statistics" in n]
+                for c in cfgs}
+    for r in rows:
+        flagged = [f"{cid}: {n}" for cid in (r.get("config_ids") or []) for n in left_out.get(cid, [])]
+        if flagged:
+            r["reason"] = "; ".join([x for x in [r.get("reason")] if x] + ["FLAGGED " + n for n in flagged])
     for r in rows:
         for k in CLAIM_COLUMNS:
             r.setdefault(k, None)

@@ -10,7 +10,10 @@ spec fields are prefixed `spec.` so that they never clash with derived columns s
 `world_size` or `seed`):
 
 identity      run_id, config_id, seed, label, experiments (';'-joined), kind, status, error,
-              culprit_ranks, raw_dir (the run directory, relative to the study's raw directory)
+              culprit_ranks, raw_dir (the run directory, relative to the study's raw directory),
+              contaminated (status.json's load record: another run of the package ran on its host
+              while it measured; empty where the run recorded no load), outlier (why its throughput
+              is an outlier against the other seeds, aggregate.seed_outliers; empty if it is not)
 layout        layout, model, world_size, nodes, procs_per_node, dp_replicate, dp_shard, tp, pp,
               global_batch, local_batch, seq_len, tokens_per_step, device, device_names, n_hosts
 throughput    n_measured_steps, tokens_per_s (global), tokens_per_s_per_device, step_time_mean_s,
@@ -43,7 +46,7 @@ from scalestudy.spec import RunSpec, SpecError
 SPEC_PREFIX = "spec."
 
 IDENTITY_COLUMNS = ["run_id", "config_id", "seed", "label", "experiments", "kind", "status", "error",
-                    "culprit_ranks", "raw_dir"]
+                    "culprit_ranks", "raw_dir", "contaminated", "outlier"]
 LAYOUT_COLUMNS = ["layout", "model", "world_size", "nodes", "procs_per_node", "dp_replicate", "dp_shard", "tp",
                   "pp", "global_batch", "local_batch", "seq_len", "tokens_per_step", "device", "device_names",
                   "n_hosts"]
@@ -111,8 +114,8 @@ def unread_row(planned, status: str, error: str, raw_dir: str | None) -> dict:
     spec = planned.spec
     row = {"run_id": planned.run_id, "config_id": getattr(planned, "config_id", spec.config_id), "seed": spec.seed,
            "kind": "train",
-           "status": status, "error": error, "culprit_ranks": None, "raw_dir": raw_dir,
-           **planned_columns(planned), **layout_columns(spec), "device_names": None, "n_hosts": None,
+           "status": status, "error": error, "culprit_ranks": None, "raw_dir": raw_dir, "contaminated": None,
+           "outlier": None, **planned_columns(planned), **layout_columns(spec), "device_names": None, "n_hosts": None,
            **_null_metrics(f"run {status}"), **spec_columns(spec)}
     return row
 
@@ -127,7 +130,8 @@ def run_row(log: RunLog, planned=None, raw_dir: str | None = None) -> dict:
         "run_id": log.run_id, "config_id": log.run.get("config_id", spec.config_id), "seed": spec.seed,
         **planned_columns(planned), "kind": log.run.get("kind", "train"), "status": status,
         "error": log.status.get("error"), "culprit_ranks": log.status.get("culprit_ranks") or [],
-        "raw_dir": raw_dir, **layout_columns(spec), "device_names": sorted(devices),
+        "raw_dir": raw_dir, "contaminated": (log.status.get("load") or {}).get("contaminated"), "outlier": None,
+        **layout_columns(spec), "device_names": sorted(devices),
         "n_hosts": len(prov.get("hosts") or []) or None,
     }
     row.update(spec_columns(spec))
