@@ -130,3 +130,29 @@ def test_a_study_without_runs_draws_every_figure(tmp_path):
         assert (study.figures_dir / f"{name}.csv").read_text() == ",".join(common.FIGURE_COLUMNS) + "\n"
     rows = read_csv_rows(claims(study)[0])
     assert {r["verdict"] for r in rows} == {"not comparable"}
+
+
+def test_family_names_the_strategy_never_the_gpu_count():
+    assert common.family({"tp": 1, "pp": 1, "dp_replicate": 1, "dp_shard": 1024}) == "FSDP"
+    assert common.family({"tp": 1, "pp": 1, "dp_replicate": 128, "dp_shard": 8}) == "HSDP"
+    assert common.family({"tp": 2, "pp": 1, "dp_shard": 512}) == "TP=2"
+    assert common.family({"tp": 1, "pp": 4, "dp_shard": 64}) == "PP=4"
+    assert common.family({"tp": 2, "pp": 2, "dp_shard": 8}) == "TP=2×PP=2"
+
+
+def test_series_names_add_what_differs_and_never_join_two_configurations_at_one_x():
+    def cfg(cid, world, **spec):
+        return {"config_id": cid, "world_size": world, "model": spec.pop("model", "llama2-7b")}, \
+            {"tp": 1, "pp": 1, "dp_replicate": 1, "dp_shard": world, "backend": "torch", "compile": False, **spec}
+
+    pairs = [cfg("a8", 8), cfg("a16", 16), cfg("m8", 8, backend="megatron"), cfg("m16", 16, backend="megatron"),
+             cfg("c8", 8, backend="megatron", compile=True), cfg("h16", 16, dp_replicate=2, dp_shard=8),
+             cfg("x8", 8, lr=1e-4)]
+    cfgs = [c for c, _ in pairs]
+    specs = {c["config_id"]: s for c, s in pairs}
+    names = common.series_names(cfgs, specs, "world_size")
+    assert names["m8"] == names["m16"] == "FSDP, megatron, eager"
+    assert names["c8"] == "FSDP, megatron, compiled" and names["h16"] == "HSDP, torch, eager"
+    keys = [(names[c["config_id"]], c["world_size"]) for c in cfgs]
+    assert len(keys) == len(set(keys))  # torch FSDP at 8 GPUs twice: they differ in lr, and say so
+    assert "lr=" in names["x8"] and "lr=" in names["a8"] and names["a16"] == "FSDP, torch, eager"

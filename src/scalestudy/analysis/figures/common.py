@@ -604,7 +604,8 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
         if not any(r.get("y") is not None for r in rows):
             ax.set_ylim(0, 1)
         elif fd.description is not None:
-            bound_axis(ax, rows[0]["y_quantity"] if rows else panel, fd.description)
+            bound_axis(ax, rows[0]["y_quantity"] if rows else panel, fd.description,
+                       [r["y"] for r in rows if r.get("y") is not None])
     if failed_seen:
         axes[0].plot([], [], marker="x", linestyle="none", color="#555555", mew=2,
                      label="x: failed / no value (status written above)")
@@ -612,14 +613,16 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
         figure_legend(fig, axes, ncol=legend_ncol, order=order)
 
 
-def bound_axis(ax, quantity_label: str, desc: Description) -> None:
+def bound_axis(ax, quantity_label: str, desc: Description, ys: Iterable[float] = ()) -> None:
     """Keep a panel's y axis within its quantity's possible range (no axis below zero for a
-    quantity that cannot be negative)."""
+    quantity that cannot be negative); a log axis for a quantity drawn so whose values span more
+    than a factor of ten."""
     try:
         q = desc.quantity(quantity_label)
     except KeyError:
         return
-    if q.log:
+    ys = [y for y in ys if y > 0]
+    if q.log and ys and max(ys) > 10 * min(ys):
         ax.set_yscale("log")
         return
     lo, hi = ax.get_ylim()

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 MEASURED_BASIS = ("Measured: each point is the mean over the study's seeds with a Student-t 95% confidence "
-                  "interval (none with one seed; for a quantity that cannot be negative the interval is "
-                  "computed on the log scale, so it never reaches below zero).")
+                  "interval (none with one seed); an interval reaching past what the quantity can be (below "
+                  "zero, above 100%) is drawn truncated there and the CSV's note says so.")
 PREDICTED_BASIS = ("PREDICTED by the performance model (scalestudy.perfmodel), not measured: one prediction a "
                    "configuration; an error bar is the model's uncertainty band, not a spread over seeds.")
 

@@ -102,5 +102,6 @@ def draw(fd: common.FigureData, study):
     share_ax = axes[len(groups):len(groups) + 1]
     colors_share = dict(zip(shares, common.palette(len(part_names) + len(shares))[len(part_names):]))
     common.draw_lines(fig, share_ax, share_fd, colors=colors_share, legend=False)
-    common.figure_legend(fig, axes)
+    common.figure_legend(fig, axes, order=lambda s: (part_names.index(s) if s in part_names else len(part_names),
+                                                     common.natural(s)))
     return fig
