@@ -190,6 +190,20 @@ def describe_field(name: str, value) -> str:
     return f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}"
 
 
+def shown_field(name: str, spec: dict) -> str:
+    """describe_field, or "" where the field means nothing for this configuration (sequence
+    parallelism without tensor parallelism, a pipeline schedule without pipelining)."""
+    if name == "sequence_parallel" and _int(spec.get("tp")) <= 1:
+        return ""
+    if name in ("pp_schedule", "pp_stages_per_rank") and _int(spec.get("pp")) <= 1:
+        return ""
+    return describe_field(name, spec.get(name))
+
+
+def _join(lead: str, parts: Iterable[str]) -> str:
+    return ", ".join([lead, *(p for p in parts if p)])
+
+
 def _varying(specs: list[dict], names: Iterable[str]) -> list[str]:
     return [n for n in names if len({str(s.get(n)) for s in specs}) > 1]
 
@@ -202,7 +216,7 @@ def series_names(cfgs: list[dict], specs: dict[str, dict], x_col: str,
     series never joins two configurations the legend does not tell apart."""
     full = {c["config_id"]: config_spec(c, specs) for c in cfgs}
     shown = [n for n in _varying(list(full.values()), SHOWN_FIELDS) if n not in lead_fields]
-    names = {cid: ", ".join([lead(s)] + [describe_field(n, s.get(n)) for n in shown]) for cid, s in full.items()}
+    names = {cid: _join(lead(s), (shown_field(n, s) for n in shown)) for cid, s in full.items()}
     return distinguish(cfgs, full, names, x_col)
 
 

@@ -44,8 +44,7 @@ def data(tables, study) -> common.FigureData:
     specs = common.specs_by_config(tables)
     full = {c["config_id"]: common.config_spec(c, specs) for c in cfgs}
     shown = [n for n in common._varying(list(full.values()), common.SHOWN_FIELDS)]
-    names = {cid: ", ".join([_lead(s)] + [common.describe_field(n, s.get(n)) for n in shown])
-             for cid, s in full.items()}
+    names = {cid: common._join(_lead(s), (common.shown_field(n, s) for n in shown)) for cid, s in full.items()}
     groups: dict[tuple, list[dict]] = {}
     for c in cfgs:
         if names[c["config_id"]].startswith(TPP):

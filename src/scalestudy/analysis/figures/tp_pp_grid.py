@@ -12,7 +12,7 @@ from scalestudy.analysis.figures.description import Description, Quantity
 
 NAME = "tp_pp_grid"
 EXPERIMENTS = ("tp_pp_grid",)
-WPS = Quantity("WPS (global tokens/s)", "tokens/s", "tokens_per_s")
+WPS = Quantity("WPS, all GPUs", "tokens/s", "tokens_per_s")
 MFU = Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0)
 SHARE = Quantity("exposed comm. share of step", "%", "exposed_comm_share", 100.0, 0.0, 100.0)
 PP = Quantity("PP degree", "", low=1.0)
@@ -23,7 +23,8 @@ DESCRIPTION = Description(
            "per second (WPS, all GPUs together), MFU and the exposed-communication share of the step time"),
     series="one row of panels per model, GPU count and global batch; a cell is one configuration",
     x=PP, quantities=(WPS, MFU, SHARE), category="Parallelism",
-    notes=("Cell: mean over seeds (the CSV holds the 95% CI), compact units (12.3k = 12 300, 2.6M = 2 600 000). "
+    notes=("Cell: the configuration's value (the mean over seeds where measured; the CSV holds the interval), in "
+           "compact units (12.3k = 12 300, 2.6M = 2 600 000). "
            "Hatched: failed (status in the cell) or invalid; blank: not run.",),
 )
 METRICS = [(WPS, "{}"), (MFU, "{:.3g}"), (SHARE, "{:.3g}")]
@@ -98,6 +99,10 @@ def draw(fd: common.FigureData, study):
                     cbar=True, cbar_kws={"label": metric_label}, linewidths=0.5, linecolor="white",
                     xticklabels=[str(p) for p in pps], yticklabels=[str(t) for t in tps])
         fmt = fmts.get(metric_label, "{:.3g}")
+        if fmt == "{}" and ax.collections and ax.collections[0].colorbar is not None:
+            from matplotlib.ticker import FuncFormatter
+
+            ax.collections[0].colorbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: compact(v)))
         for r in rows:
             i, j = tps.index(int(_TP.match(r["series"]).group(1))), pps.index(int(r["x"]))
             if r.get("y") is not None:
