@@ -35,6 +35,7 @@ class Progress:
     every: int
     flops_per_token: float | None = None
     peak_flops_per_s: float | None = None  # per device; None: no MFU
+    rank_share: str | None = None  # a fake-communication run's label: step time instead of tokens/s and MFU
     started: float = field(default_factory=time.monotonic)
     _window: list[float] = field(default_factory=list)
     _measured: list[float] = field(default_factory=list)
@@ -51,8 +52,9 @@ class Progress:
         mean = sum(self._window) / len(self._window)
         self._window.clear()
         tokens_per_s = self.tokens_per_step / mean if mean > 0 else float("nan")
-        parts = [f"step {done:>{len(str(self.total_steps))}}/{self.total_steps} {phase:<8}", f"loss {loss:.4f}",
-                 f"{tokens_per_s:,.0f} tok/s", f"MFU {self.mfu(tokens_per_s)}"]
+        speed = ([f"{mean:.4f} s/step ({self.rank_share})"] if self.rank_share else
+                 [f"{tokens_per_s:,.0f} tok/s", f"MFU {self.mfu(tokens_per_s)}"])
+        parts = [f"step {done:>{len(str(self.total_steps))}}/{self.total_steps} {phase:<8}", f"loss {loss:.4f}", *speed]
         parts.append(self._mem())
         elapsed = time.monotonic() - self.started
         parts.append(f"elapsed {format_duration(elapsed)}, left ~{format_duration(mean * (self.total_steps - done))}")
@@ -69,7 +71,9 @@ class Progress:
     def summary(self, run_id: str, status: str, run_dir) -> str:
         """The run's last line: status, tokens/s and MFU over the measured steps (rank 0's step
         times; the tables take the slowest rank's), peak memory, the raw-log directory."""
-        if self._measured:
+        if self._measured and self.rank_share:
+            speed = f"{sum(self._measured) / len(self._measured):.4f} s/step ({self.rank_share})"
+        elif self._measured:
             tokens_per_s = self.tokens_per_step * len(self._measured) / sum(self._measured)
             speed = f"{tokens_per_s:,.0f} tok/s | MFU {self.mfu(tokens_per_s)}"
         else:

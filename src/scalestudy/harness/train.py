@@ -200,7 +200,8 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         total_iters = spec.warmup_iters + spec.measured_iters
         progress = Progress(total_iters, spec.tokens_per_step, world,
                             default_every(total_iters) if progress_every is None else progress_every,
-                            flops["flops_per_token"], peak.get("peak_flops_per_s"))
+                            flops["flops_per_token"], peak.get("peak_flops_per_s"),
+                            rank_share=fake_comm["label"] if fake_comm else None)
         if rank == 0:
             print(f"[scalestudy] run {spec.run_id}: {spec.layout} on {world} process{'es' if world > 1 else ''}, {total_iters} steps "
                   f"({spec.warmup_iters} warm-up); raw log {run_dir}", flush=True)
