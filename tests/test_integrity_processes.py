@@ -44,27 +44,27 @@ def run_processes(launcher_pid: int) -> list[int]:
     return out
 
 
-def workers(launcher_pid: int) -> list[int]:
-    """The training processes: children of the run's agent (torchrun, or scalestudy.local_workers
-    whose forked workers share its command line), not the agent itself."""
-    pids = run_processes(launcher_pid)
-    return [p for p in pids if _ppid(p) in pids]
-
-
 def _ppid(pid: int) -> int | None:
     try:
         return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
+    except OSError:
         return None
 
 
-def torchrun_pid(launcher_pid: int) -> int:
-    pids = [p for p in run_processes(launcher_pid) if p not in workers(launcher_pid)]
+def agent_pid(launcher_pid: int) -> int:
+    """What the launcher started: torchrun, or the local-workers parent (CPU runs by default)."""
+    pids = [p for p in run_processes(launcher_pid) if _ppid(p) == launcher_pid]
     assert len(pids) == 1, pids
     return pids[0]
 
 
-def start_launch(tmp_path: Path, name: str, *, lock_dir: Path, **launch_args: str) -> tuple[subprocess.Popen, Path]:
+def workers(launcher_pid: int) -> list[int]:
+    """The training processes (the children of torchrun or of the local-workers parent)."""
+    return [p for p in run_processes(launcher_pid) if _ppid(p) != launcher_pid]
+
+
+def start_launch(tmp_path: Path, name: str, *, lock_dir: Path, env: dict | None = None,
+                 **launch_args: str) -> tuple[subprocess.Popen, Path]:
     spec = tmp_path / f"{name}.json"
     spec.write_text(json.dumps(TINY1))
     run_dir = tmp_path / name
@@ -72,7 +72,7 @@ def start_launch(tmp_path: Path, name: str, *, lock_dir: Path, **launch_args: st
             "--log", str(tmp_path / f"{name}.log")]
     for k, v in launch_args.items():
         args += [f"--{k.replace('_', '-')}", v]
-    proc = subprocess.Popen(args, cwd=REPO, env=child_env(SCALESTUDY_LOCK_DIR=str(lock_dir)),
+    proc = subprocess.Popen(args, cwd=REPO, env=child_env(SCALESTUDY_LOCK_DIR=str(lock_dir), **(env or {})),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     return proc, run_dir
 
@@ -99,14 +99,16 @@ def wait_gone(launcher_pid: int, timeout: float = 10.0) -> list[int]:
 @pytest.fixture(scope="module")
 def three_runs(tmp_path_factory):
     """Three long 1-process launches started at once (each with its own lock directory, so that
-    they start side by side): one to kill, one whose torchrun to kill, one to stop with a hung rank
+    they start side by side): one to kill, one whose torchrun to kill (the others start their
+    workers with scalestudy.local_workers, the default for CPU runs), one to stop with a hung rank
     (by SIGTERM to the launcher, a scheduler's limit: the launcher's time limit takes the same path,
     SIGTERM to torchrun, then SIGKILL after the grace period, without waiting for a limit that
     would have to cover a slow start on a loaded machine)."""
     tmp = tmp_path_factory.mktemp("faults")
     runs = {}
-    for name, extra in (("killed", {}), ("torchrun", {}), ("stopped", {"grace_s": "2"})):
-        runs[name] = start_launch(tmp, name, lock_dir=tmp / f"locks-{name}", **extra)
+    for name, env, extra in (("killed", {}, {}), ("torchrun", {"SCALESTUDY_LOCAL_LAUNCHER": "torchrun"}, {}),
+                             ("stopped", {}, {"grace_s": "2"})):
+        runs[name] = start_launch(tmp, name, lock_dir=tmp / f"locks-{name}", env=env, **extra)
     for name, (proc, _) in runs.items():
         wait_until_training(proc, tmp, name)
     yield tmp, runs
@@ -137,7 +139,7 @@ def test_kill_9_of_torchrun_leaves_no_process_and_the_run_is_crashed(three_runs)
     tmp, runs = three_runs
     proc, run_dir = runs["torchrun"]
     assert workers(proc.pid)
-    os.kill(torchrun_pid(proc.pid), signal.SIGKILL)
+    os.kill(agent_pid(proc.pid), signal.SIGKILL)
     out, err = proc.communicate(timeout=60)
     assert wait_gone(proc.pid, 2.0) == []
     assert proc.returncode == 0, out + err

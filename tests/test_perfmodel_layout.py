@@ -126,3 +126,17 @@ def test_pp4_sends_and_bubble():
 
 def test_one_gpu_issues_nothing():
     assert layout_collectives(RunSpec(**{**BASE, "procs_per_node": 1}), 8) == []
+
+
+def test_zero1_replaces_the_ddp_all_reduce():
+    s = RunSpec(nodes=2, dp_replicate=16, dp_shard=1, global_batch=32, **BASE)
+    ddp = {c.name for c in layout_collectives(s, 8)}
+    assert "hsdp_all_reduce" in ddp and not any(n.startswith("zero1") for n in ddp)
+    z = layout_collectives(s, 8, ModelOptions(distributed_optimizer=True))
+    assert not [c for c in z if c.name == "hsdp_all_reduce"]
+    (rs,) = [c for c in z if c.name == "zero1_reduce_scatter" and c.unit == "block"]
+    (ag,) = [c for c in z if c.name == "zero1_all_gather" and c.unit == "block"]
+    assert rs.size_bytes == 4 * P_LAYER and ag.size_bytes == 2 * P_LAYER and ag.calls == L and rs.group.n == 16
+    # reduce-scatter + all-gather move the all-reduce's bytes (busbw convention)
+    ar = [c for c in layout_collectives(s, 8) if c.name == "hsdp_all_reduce" and c.unit == "block"][0]
+    assert rs.bus_bytes_per_step + 2 * ag.bus_bytes_per_step == pytest.approx(ar.bus_bytes_per_step)

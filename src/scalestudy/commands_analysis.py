@@ -8,7 +8,8 @@
     scalestudy rank-shares --study NAME [--root DIR]
 
 Studies come from scalestudy.studies.load_study(name, root). A raw-log problem exits 2 with a
-message naming the file; `audit` exits 1 when it finds a problem. No torch import.
+message naming the file; `audit` and `provenance` exit 1 when they find a problem (a PROBLEM or
+MISMATCH). No torch import.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ def _fail(message: str) -> int:
 def _guard(fn):
     """Run a command; raw-log and missing-file errors exit 2 naming the file."""
     def run(args: argparse.Namespace) -> int:
+        from scalestudy.analysis.csv_format import UnreadableCsvError
         from scalestudy.analysis.provenance import ProvenanceError
         from scalestudy.rawlog import RawLogError
         from scalestudy.spec import SpecError
@@ -53,8 +55,10 @@ def _guard(fn):
             for err in errors:
                 print(f"scalestudy: {err}", file=sys.stderr)
             return 2
-        except (FileNotFoundError, ProvenanceError, SpecError) as e:
+        except (FileNotFoundError, ProvenanceError, SpecError, UnreadableCsvError) as e:
             return _fail(str(e))
+        except (IsADirectoryError, PermissionError) as e:
+            return _fail(f"{e.filename}: cannot read ({e.strerror})")
     run.__name__ = fn.__name__
     run.__doc__ = fn.__doc__
     return run
@@ -118,6 +122,10 @@ def cmd_provenance(args: argparse.Namespace) -> int:
         print(json.dumps(prov, indent=1, sort_keys=True))
     else:
         print(format_text(prov), end="")
+    if prov["problems"]:
+        print(f"scalestudy provenance: {len(prov['problems'])} problem(s): a raw-log file is missing, changed or "
+              f"unsealed (PROBLEM / MISMATCH above)", file=sys.stderr)
+        return 1
     return 0
 
 

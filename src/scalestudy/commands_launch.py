@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -43,14 +44,14 @@ def _load_spec(args: argparse.Namespace):
             except KeyError:
                 raise _Usage(f"study {study.name!r} plans no run {args.run_id!r}") from None
         run_dir = Path(args.run_dir) if args.run_dir else study.raw_dir / spec.run_id
-        return spec, run_dir, study.time_limit_s
+        return spec, run_dir, study.time_limit_s, study.peak_tflops
     path = args.spec_json or args.collectives_json
     data = json.loads(Path(path).read_text())
     spec = CollectivesSpec.from_dict(data) if args.collectives_json else RunSpec.from_dict(data)
     if args.run_id and args.run_id != spec.run_id:
         raise _Usage(f"--run-id {args.run_id} does not match the spec's run id {spec.run_id}")
     run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / spec.run_id
-    return spec, run_dir, None
+    return spec, run_dir, None, None
 
 
 class _Usage(Exception):
@@ -61,11 +62,17 @@ def cmd_launch(args: argparse.Namespace) -> int:
     from scalestudy.launch import EXIT_USAGE, LaunchError, launch
     from scalestudy.slurm import SiteError, load_site
 
+    from scalestudy.cli import PEAK_TFLOPS_ENV
+
     try:
-        spec, run_dir, study_limit = _load_spec(args)
+        spec, run_dir, study_limit, study_peak = _load_spec(args)
+        site = load_site(root=args.root)
+        peak = study_peak or site.peak_tflops
+        if peak:  # the workers' --peak-tflops: the study's, else the site's
+            os.environ[PEAK_TFLOPS_ENV] = str(peak)
         outcome = launch(spec, run_dir, time_limit_s=args.time_limit_s or study_limit, log_path=args.log,
                          grace_s=args.grace_s, attempt=args.attempt, max_attempts=max(args.max_attempts, args.attempt),
-                         site=load_site(root=args.root))
+                         site=site)
     except (_Usage, LaunchError, SiteError) as e:
         print(f"scalestudy launch: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -113,6 +113,8 @@ class Study:
     # (see workflow/studies/paper-model.yaml); None for a study of measurements.
     prediction: dict | None = None
     gpu_hours_budget: float | None = None  # refuse to submit a plan asking more (scalestudy.cost)
+    catalog: tuple[str, ...] = ()  # catalog files (model shapes, GPU kinds) the study adds
+    peak_tflops: float | None = None  # the peak for MFU of every run (else the GPU catalog's)
     expected_cost_cluster: str | None = None  # workflow/clusters NAME: the expected GPU-hours
 
     @property
@@ -215,6 +217,25 @@ def study_names(root: Path | str = ".") -> list[str]:
     return sorted(p.stem for p in (Path(root) / STUDIES_DIR).glob("*.yaml"))
 
 
+def study_headers(root: Path | str = ".") -> tuple[dict[str, dict], dict[str, str]]:
+    """The top-level mapping of every workflow/studies/*.yaml by study name, and the files that
+    cannot be read (name -> a sentence naming the file): a broken file leaves out only its study."""
+    import yaml
+
+    headers, broken = {}, {}
+    for p in sorted((Path(root) / STUDIES_DIR).glob("*.yaml")):
+        try:
+            data = yaml.safe_load(p.read_text())
+        except (yaml.YAMLError, OSError, UnicodeDecodeError) as e:
+            broken[p.stem] = f"{p} is not valid YAML: {' '.join(str(e).split())}"
+            continue
+        if data is not None and not isinstance(data, dict):
+            broken[p.stem] = f"{p} does not hold a mapping of study fields"
+            continue
+        headers[p.stem] = data or {}
+    return headers, broken
+
+
 def schema_path(root: Path | str = ".") -> Path:
     return checkout_path(SCHEMA_FILE, root)
 
@@ -233,7 +254,34 @@ def load_study(name: str, root: Path | str = ".") -> Study:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
         raise StudyError(study_name, [("yaml", f"{path} is not valid YAML: {e}")]) from None
+    from scalestudy.slurm import SiteError, load_site
+
+    try:
+        site = load_site(root=root)
+        use_catalog_files([f.strip() for f in (site.catalog or "").split(",") if f.strip()], root)
+    except (SiteError, ValueError) as e:
+        raise StudyError(study_name, [("site catalog", str(e))]) from None
     return study_from_dict(study_name, data, root=root, source=path)
+
+
+def use_catalog_files(paths: Iterable[str], root: Path | str = ".") -> list[Path]:
+    """Add catalog files (relative to root) to this process's catalog, once each, and to
+    SCALESTUDY_CATALOG so that the processes it starts (a run's workers) see them too."""
+    import os
+
+    from scalestudy import catalog
+
+    added = []
+    for p in paths:
+        path = Path(p) if Path(p).is_absolute() else Path(root) / p
+        path = path.resolve()
+        if str(path) not in catalog.files():
+            catalog.add_catalog_file(path)
+        listed = [f for f in os.environ.get(catalog.ENV_VAR, "").split(os.pathsep) if f]
+        if str(path) not in listed:
+            os.environ[catalog.ENV_VAR] = os.pathsep.join([*listed, str(path)])
+        added.append(path)
+    return added
 
 
 def validate_study_dict(name: str, data: Any, root: Path | str = ".") -> None:
@@ -281,6 +329,10 @@ def _error_words(e) -> str:
 
 def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Path | None = None) -> Study:
     validate_study_dict(name, data, root)
+    try:
+        use_catalog_files(data.get("catalog", ()), root)
+    except ValueError as e:  # catalog.CatalogError
+        raise StudyError(name, [("catalog", str(e))]) from None
     seeds = tuple(data["seeds"])
     defaults = dict(data.get("defaults", {}))
     memory_gib = data.get("device_memory_gib")
@@ -313,6 +365,7 @@ def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Pat
         figures=figures, root=Path(root), launch=data.get("launch", True), partial=data.get("partial", False), time_limit_s=data.get("time_limit_s"),
         dropped=tuple(dropped), source=source, prediction=dict(prediction) if prediction else None,
         gpu_hours_budget=data.get("gpu_hours_budget"), expected_cost_cluster=data.get("expected_cost_cluster"),
+        catalog=tuple(data.get("catalog", ())), peak_tflops=data.get("peak_tflops"),
     )
 
 

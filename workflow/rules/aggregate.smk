@@ -22,7 +22,7 @@ rule aggregate:
     conda:
         "../envs/scalestudy.yaml"
     shell:
-        "scalestudy aggregate --study {params.study} > {log} 2>&1"
+        "scalestudy aggregate --study {params.study:q} > {log:q} 2>&1"
 
 
 rule rank_shares:
@@ -41,4 +41,4 @@ rule rank_shares:
     conda:
         "../envs/scalestudy.yaml"
     shell:
-        "scalestudy rank-shares --study {params.study} > {log} 2>&1"
+        "scalestudy rank-shares --study {params.study:q} > {log:q} 2>&1"

@@ -15,6 +15,12 @@ rule claims:
             labels={"table": "claims", "format": "CSV"},
         ),
         md="figures/{study}/claims.md",
+        html=report(
+            "figures/{study}/claims.html",
+            caption="../report/claims.rst",
+            category="Claims",
+            labels={"table": "claims", "format": "page"},
+        ),
     log:
         "data/{study}/logs/claims.log",
     params:
@@ -23,4 +29,4 @@ rule claims:
     conda:
         "../envs/scalestudy.yaml"
     shell:
-        "scalestudy claims --study {params.study} > {log} 2>&1"
+        "scalestudy claims --study {params.study:q} > {log:q} 2>&1"

@@ -1,18 +1,17 @@
 # Functions of the workflow (no rules here): the study, its runs, and their job resources.
 # Every planning decision lives in the package (scalestudy.studies, scalestudy.launch).
 import re
+import sys
 from functools import lru_cache
 from pathlib import Path
-
-import yaml
 
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
 from scalestudy.analysis.code_version import code_version
 from scalestudy.launch import job_resources
-from scalestudy.slurm import SiteError, load_site
-from scalestudy.studies import ALL_FIGURES, FIGURES, RANK_FIGURES, StudyError, load_study, study_path
+from scalestudy.slurm import SiteError, load_site, submit_problem
+from scalestudy.studies import ALL_FIGURES, FIGURES, RANK_FIGURES, StudyError, load_study, study_headers, study_path
 
 
 @lru_cache(maxsize=None)
@@ -36,13 +35,21 @@ STUDY_SOURCES = {study_path(config["study"]).stem: config["study"]}
 STUDY = get_study(study_path(config["study"]).stem)
 
 
+# The other study files: one that cannot be read is left out (with a warning naming it), so
+# that it breaks only its own study.
+STUDY_HEADERS, BROKEN_STUDIES = study_headers()
+for _name, _why in sorted(BROKEN_STUDIES.items()):
+    if _name != STUDY.name:
+        print(f"scalestudy: warning: study {_name!r} is left out: {_why}", file=sys.stderr)
+
+
 def launched_studies():
     """A wildcard pattern of the studies whose runs the workflow may launch: a study marked
     `launch: false` has no rule that makes its raw logs, which must be committed instead."""
     names = {STUDY.name} if STUDY.launch else set()
-    for p in Path("workflow/studies").glob("*.yaml"):
-        if p.stem != STUDY.name and (yaml.safe_load(p.read_text()) or {}).get("launch", True):
-            names.add(p.stem)
+    for name, data in STUDY_HEADERS.items():
+        if name != STUDY.name and data.get("launch", True):
+            names.add(name)
     return "|".join(re.escape(n) for n in sorted(names)) or "(?!)"
 
 
@@ -53,9 +60,9 @@ def predicted_studies():
     """A wildcard pattern of the studies predicted by the performance model (a `prediction`
     section): rule `predict` makes their raw logs."""
     names = {STUDY.name} if STUDY.prediction else set()
-    for p in Path("workflow/studies").glob("*.yaml"):
-        if p.stem != STUDY.name and (yaml.safe_load(p.read_text()) or {}).get("prediction"):
-            names.add(p.stem)
+    for name, data in STUDY_HEADERS.items():
+        if name != STUDY.name and data.get("prediction"):
+            names.add(name)
     return "|".join(re.escape(n) for n in sorted(names)) or "(?!)"
 
 
@@ -101,6 +108,14 @@ except SiteError as e:
 # A run stopped by a time limit or a preemption is run again this many times (the launcher
 # exits 3 for it while attempts remain; the last attempt records the status as data).
 RUN_RETRIES = SITE.retries
+
+
+# Under --profile slurm: refuse at once, in one sentence, what would fail every submission.
+onstart:
+    if getattr(workflow.executor_plugin, "name", None) == "slurm":
+        problem = submit_problem(SITE)
+        if problem:
+            raise WorkflowError(problem)
 
 
 # The study's cost at the workflow's start (also on a dry run): jobs by size, GPU-hours at the
@@ -243,7 +258,7 @@ def all_targets(wildcards):
     if any(r.spec.comm == "fake" for r in STUDY.runs):
         targets += rank_table_files(STUDY.name)
     if not set(STUDY.figures) <= set(RANK_FIGURES):  # the paper's claims need throughputs; rank shares are none
-        targets += expand("figures/{study}/claims.{ext}", study=STUDY.name, ext=("csv", "md"))
+        targets += expand("figures/{study}/claims.{ext}", study=STUDY.name, ext=("csv", "md", "html"))
     if STUDY.prediction:  # the performance model against published runs (workflow/rules/model.smk)
         targets += expand("figures/{study}/model_validation{ext}", study=STUDY.name,
                           ext=(".pdf", ".png", ".csv", "_ledger.csv"))

@@ -37,4 +37,4 @@ for figure_name in ALL_FIGURES:
         conda:
             "../envs/scalestudy.yaml"
         shell:
-            "scalestudy figure {params.figure} --study {params.study} > {log} 2>&1"
+            "scalestudy figure {params.figure:q} --study {params.study:q} > {log:q} 2>&1"

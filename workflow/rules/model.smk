@@ -19,7 +19,7 @@ rule predict:
     conda:
         "../envs/scalestudy.yaml"
     shell:
-        "scalestudy model study --study {params.study} --out {output} > {log} 2>&1"
+        "scalestudy model study --study {params.study:q} --out {output:q} > {log:q} 2>&1"
 
 
 # The external validation ledger (workflow/validation/external.yaml) predicted with the study's
@@ -37,10 +37,10 @@ rule model_validation:
     wildcard_constraints:
         study=PREDICTED_STUDIES,
     params:
-        calibration=lambda wildcards: " ".join(get_study(wildcards.study).prediction["calibration"]),
+        calibration=lambda wildcards: list(get_study(wildcards.study).prediction["calibration"]),
         base=lambda wildcards: f"figures/{wildcards.study}/model_validation",
     conda:
         "../envs/scalestudy.yaml"
     shell:
-        "scalestudy model validate --external --calibration {params.calibration} --out {output.ledger} "
-        "--figure {params.base} > {log} 2>&1"
+        "scalestudy model validate --external --calibration {params.calibration:q} --out {output.ledger:q} "
+        "--figure {params.base:q} > {log:q} 2>&1"

@@ -38,7 +38,8 @@ def init_distributed(spec) -> tuple[int, int, torch.device]:
     if "RANK" not in os.environ:
         if processes != 1:
             raise faults.InvalidConfig(f"the spec needs {processes} processes: start it with "
-                                       f"torchrun --nproc_per_node {spec.procs_per_node}")
+                                       f"torchrun --nproc_per_node {spec.procs_per_node} -m scalestudy ..., or "
+                                       "let scalestudy launch --spec-json SPEC start them")
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=str(_free_port()))
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])

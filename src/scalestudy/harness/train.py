@@ -23,6 +23,7 @@ from scalestudy.harness.pipeline import build_schedule, split_model, stage_ids
 from scalestudy.harness.cpu_peak import calibrate_cpu_peak
 from scalestudy.harness.power import PowerMonitor
 from scalestudy.harness.profiling import ProfilerWindow
+from scalestudy.harness.metrics_sink import open_sink
 from scalestudy.harness.progress import Progress, default_every
 from scalestudy.hardware import UnknownDeviceError, peak_flops
 from scalestudy.memory_estimate import estimate_memory
@@ -148,11 +149,11 @@ def _sync(device: torch.device) -> None:
 
 def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, quiet: bool = False,
           peak_tflops: float | None = None, power: bool = True, power_period_s: float = 0.1,
-          progress_every: int | None = None) -> str:
+          progress_every: int | None = None, metrics_sink: str = "none") -> str:
     """Run `spec` in this process (one rank of it) and write its raw log; returns the run's status
     as this rank saw it. Classified failures return; unclassified ones re-raise after logging.
     Rank 0 prints a progress line every `progress_every` steps (None: about ten a run; 0: none)
-    and a summary at the end."""
+    and a summary at the end, and mirrors each step's numbers to `metrics_sink` (tensorboard, wandb)."""
     started = time.monotonic()
     optimisations.apply_allocator_setting()
     run = begin_run(spec, run_dir)
@@ -181,6 +182,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
     elif not power:
         monitor.reason = "power measurement switched off for this run (--no-power)"
     profiler = ProfilerWindow(spec, run_dir, rank, device)
+    progress = None
     try:
         run.check_world()
         torch.manual_seed(spec.seed)
@@ -201,6 +203,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         progress = Progress(total_iters, spec.tokens_per_step, world,
                             default_every(total_iters) if progress_every is None else progress_every,
                             flops["flops_per_token"], peak.get("peak_flops_per_s"),
+                            sink=open_sink(metrics_sink, run_dir, spec.run_id, spec.to_dict()) if rank == 0 else None,
                             rank_share=fake_comm["label"] if fake_comm else None)
         if rank == 0:
             print(f"[scalestudy] run {spec.run_id}: {spec.layout} on {world} process{'es' if world > 1 else ''}, {total_iters} steps "
@@ -246,6 +249,8 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         return run.fail(e, quiet=quiet)
     finally:
         gc.enable()
+        if progress is not None and progress.sink is not None:
+            progress.sink.close()
     status = run.finish()
     if rank == 0:
         print(progress.summary(spec.run_id, status, run_dir), flush=True)

@@ -76,7 +76,7 @@ def layers_per_rank(spec: RunSpec, cfg: ModelConfig) -> int:
     return cfg.n_layers // (spec.pp * spec.pp_stages_per_rank) * spec.pp_stages_per_rank
 
 
-def work(spec: RunSpec, vocab_parallel_loss: bool = False) -> StepWork:
+def work(spec: RunSpec, vocab_parallel_loss: bool = False, optimizer_shards: int | None = None) -> StepWork:
     cfg = spec.model_config()
     counts = parameter_counts(cfg)
     d, f, kv, t = cfg.dim, cfg.ffn_dim, cfg.n_kv_heads * cfg.head_dim, spec.tp
@@ -94,7 +94,7 @@ def work(spec: RunSpec, vocab_parallel_loss: bool = False) -> StepWork:
         elem_bytes_fwd_layer=elems * tokens * BYTES_PER_ELEMENT,
         head_matmul_flops_fwd=2.0 * cfg.vocab_size * d / t * tokens,
         head_elem_bytes=ELEMENTWISE_LOSS * cfg.vocab_size * tokens * BYTES_PER_ELEMENT / (t if vocab_parallel_loss else 1),
-        optimizer_bytes=ADAMW_BYTES_PER_PARAM * local_params / spec.dp_shard,
+        optimizer_bytes=ADAMW_BYTES_PER_PARAM * local_params / (optimizer_shards or spec.dp_shard),
         fsdp_copy_bytes=FSDP_COPY_BYTES_PER_PARAM * local_params if spec.dp_shard * spec.dp_replicate >= 1 else 0.0,
         layers=layers, has_head=True, recompute=spec.activation_checkpointing == "full")
 
@@ -153,13 +153,14 @@ class ComputeTimes:
 
 def compute_times(spec: RunSpec, cal: ComputeCalibration, peak_flops: float, hbm: float,
                   scale: float = 1.0, vocab_parallel_loss: bool = False,
-                  recompute: tuple[float, float, float] | None = None) -> ComputeTimes:
+                  recompute: tuple[float, float, float] | None = None,
+                  optimizer_shards: int | None = None) -> ComputeTimes:
     """Computation of `spec` on a GPU of `peak_flops` and `hbm` bytes/s; `scale` multiplies every
     kernel time (the uncertainty box); vocab_parallel_loss: the loss's element-wise work is split
     over the TP ranks (Megatron) instead of replicated; recompute: the fractions of the forward's
     (matrix products, attention, element-wise work) recomputed in backward, instead of the spec's
     activation checkpointing (selective checkpointing, RECOMPUTE)."""
-    w = work(spec, vocab_parallel_loss)
+    w = work(spec, vocab_parallel_loss, optimizer_shards)
     r_mm, r_at, r_el = recompute if recompute is not None else (1.0 if w.recompute else 0.0,) * 3
     mm = peak_flops * cal.eta_matmul
     at = peak_flops * cal.eta_attention

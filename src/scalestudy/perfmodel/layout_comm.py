@@ -22,6 +22,9 @@ all-reduce (reduce-scatter with SP) of A forward. Output head: an all-reduce (re
 SP) of A backward, with SP an all-gather of A forward, and the loss as ModelOptions.tp_loss says:
 Megatron's vocab-parallel cross-entropy (three all-reduces of an fp32 number a token) or, as the
 DTensor harness does (ColwiseParallel, replicated output), an all-gather of the bf16 logits.
+DDP (dp_shard 1) with ModelOptions.distributed_optimizer (ZeRO-1): a reduce-scatter of each unit's fp32
+gradients instead of the all-reduce, and an all-gather of its bf16 parameters once a step, before
+the next forward (on the FSDP stream: overlapped as prefetched all-gathers are).
 Pipeline parallelism: per micro batch, one send of the stage's output activation forward and one
 of its gradient backward (A, or A / tp with sequence parallelism); the schedule's bubble is
 (pp - 1) / (m + pp - 1) of the pipeline (m micro batches; m x stages per rank for interleaved).
@@ -119,7 +122,20 @@ def layout_collectives(spec: RunSpec, gpus_per_node: int, options: ModelOptions 
         if spec.reshard_after_forward and u.blocks > 1:
             out.append(Collective("fsdp_all_gather_bwd", "all_gather", "block", u.block * pb, fs,
                                   passes * (u.blocks - 1), "backward", "fsdp"))
-    if spec.dp_replicate > 1:
+    if spec.dp_replicate > 1 and spec.dp_shard == 1 and options.distributed_optimizer:
+        # ZeRO-1 (Megatron's distributed optimizer): the gradients reduce-scattered over the
+        # data-parallel group, each rank updates its shard, the bf16 parameters all-gathered
+        # before the next forward (overlapped with it); same bytes as the all-reduce in all
+        rg = g["dp_replicate"]
+        out += [
+            Collective("zero1_reduce_scatter", "reduce_scatter", "block", u.block * GRAD_REDUCE_BYTES, rg,
+                       rs_calls * u.blocks, "backward", "fsdp"),
+            Collective("zero1_reduce_scatter", "reduce_scatter", "root", u.root * GRAD_REDUCE_BYTES, rg, rs_calls,
+                       "backward", "fsdp"),
+            Collective("zero1_all_gather", "all_gather", "block", u.block * pb, rg, u.blocks, "forward", "fsdp"),
+            Collective("zero1_all_gather", "all_gather", "root", u.root * pb, rg, 1, "forward", "fsdp"),
+        ]
+    elif spec.dp_replicate > 1:
         rg = g["dp_replicate"]
         out += [
             Collective("hsdp_all_reduce", "all_reduce", "block", u.block * GRAD_REDUCE_BYTES / spec.dp_shard, rg,

@@ -10,6 +10,9 @@ tp_loss          vocab_parallel: Megatron's vocab-parallel cross-entropy (each T
 recompute        None: as the spec's activation_checkpointing says; else one of compute.RECOMPUTE
                  (none, full, selective_layer, selective_op: torchtitan's selective checkpointing),
                  which the RunSpec cannot express.
+distributed_optimizer  ZeRO-1 for DDP layouts (dp_shard 1): optimizer states sharded over the
+                 data-parallel group, gradients reduce-scattered and parameters all-gathered
+                 instead of all-reduced (Megatron's --use-distributed-optimizer).
 tp_comm_overlap  False: TP collectives run between the matrix products that need them (synchronous);
                  True: overlapped with the layer's matrix products (Megatron's TP communication
                  overlap): only what exceeds the layer's computation is exposed.
@@ -27,6 +30,7 @@ class ModelOptions:
     tp_loss: str = "vocab_parallel"
     tp_comm_overlap: bool = False
     recompute: str | None = None
+    distributed_optimizer: bool = False
 
     def __post_init__(self):
         from scalestudy.perfmodel.compute import RECOMPUTE

@@ -193,8 +193,9 @@ def _with_compute(sc: dict, factor: float) -> dict:
 def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc: dict,
               options: ModelOptions = ModelOptions()) -> tuple[dict, list[dict]]:
     vp = options.tp_loss == "vocab_parallel"
+    zero1 = options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1
     ct = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops, cluster.hbm, sc["compute"], vp,
-                                   options.recompute_fractions())
+                                   options.recompute_fractions(), spec.dp_replicate if zero1 else None)
     gpn = cluster.gpus_per_node
     colls = layout_collectives(spec, gpn, options)
     m_layer = spec.grad_accum * spec.pp_microbatches  # layer passes a step
@@ -212,7 +213,9 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
             key = {("fsdp_all_gather", "root"): "ag_root", ("fsdp_all_gather", "block"): "ag_block",
                    ("fsdp_all_gather_bwd", "block"): "ag_bwd_block", ("fsdp_reduce_scatter", "root"): "rs_root",
                    ("fsdp_reduce_scatter", "block"): "rs_block", ("hsdp_all_reduce", "root"): "rs_root",
-                   ("hsdp_all_reduce", "block"): "rs_block"}[(c.name, c.unit)]
+                   ("hsdp_all_reduce", "block"): "rs_block", ("zero1_reduce_scatter", "root"): "rs_root",
+                   ("zero1_reduce_scatter", "block"): "rs_block", ("zero1_all_gather", "root"): "ag_root",
+                   ("zero1_all_gather", "block"): "ag_block"}[(c.name, c.unit)]
             fsdp[key] += t_each
         elif c.op == "send":
             p2p[c.phase] += t_each * c.calls / m_layer
@@ -355,7 +358,10 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
                       band=bands, corners=corners, collectives=timed,
                       compute=asdict(compute_mod.compute_times(spec, cal.compute, cluster.peak_flops, cluster.hbm,
                                                                vocab_parallel_loss=options.tp_loss == "vocab_parallel",
-                                                               recompute=options.recompute_fractions())),
+                                                               recompute=options.recompute_fractions(),
+                                                               optimizer_shards=spec.dp_replicate if (
+                                                                   options.distributed_optimizer and spec.dp_shard == 1)
+                                                               else None)),
                       sources={**sources(cluster, cal, cm), "options": options.as_dict(),
                                "inputs_from": rank_shares.inputs_from(
                                    share, factor, f"runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}")},
