@@ -19,7 +19,6 @@ from scalestudy.harness.data import local_batch
 from scalestudy.harness.llama import Transformer, init_weights
 from scalestudy.harness.parallel_dims import ParallelDims
 from scalestudy.harness.parallelize import parallelize
-from scalestudy.harness.pipeline import build_schedule, split_model, stage_ids
 from scalestudy.harness.cpu_peak import calibrate_cpu_peak
 from scalestudy.harness.power import PowerMonitor
 from scalestudy.harness.profiling import ProfilerWindow
@@ -48,6 +47,10 @@ class Trainer:
         with torch.device("meta"):
             model = Transformer(self.cfg, spec.seq_len)
         if dims.pp_enabled:
+            # imported only here: torch.distributed.pipelining pulls in torch._dynamo, most of the
+            # harness's import time, which a run without pipeline parallelism need not pay
+            from scalestudy.harness.pipeline import split_model, stage_ids
+
             n_stages = spec.pp * spec.pp_stages_per_rank
             self.stage_ids = stage_ids(dims.pp_rank(), spec)
             self.parts = [split_model(model, sid, n_stages) for sid in self.stage_ids]
@@ -74,6 +77,8 @@ class Trainer:
 
             self.schedule = FakeStage(self.parts[0], self.stage_ids[0], spec, device, self._pp_loss)
         elif dims.pp_enabled:
+            from scalestudy.harness.pipeline import build_schedule
+
             self.schedule = build_schedule(self.parts, self.stage_ids, spec, dims.pp_mesh.get_group(), device,
                                            self._pp_loss)
 
@@ -203,7 +208,8 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         progress = Progress(total_iters, spec.tokens_per_step, world,
                             default_every(total_iters) if progress_every is None else progress_every,
                             flops["flops_per_token"], peak.get("peak_flops_per_s"),
-                            sink=open_sink(metrics_sink, run_dir, spec.run_id, spec.to_dict()) if rank == 0 else None)
+                            sink=open_sink(metrics_sink, run_dir, spec.run_id, spec.to_dict()) if rank == 0 else None,
+                            rank_share=fake_comm["label"] if fake_comm else None)
         if rank == 0:
             print(f"[scalestudy] run {spec.run_id}: {spec.layout} on {world} process{'es' if world > 1 else ''}, {total_iters} steps "
                   f"({spec.warmup_iters} warm-up); raw log {run_dir}", flush=True)
