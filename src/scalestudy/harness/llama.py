@@ -25,38 +25,13 @@ def precompute_freqs_cis(head_dim: int, seq_len: int, theta: float, device=None)
     return torch.polar(torch.ones(seq_len, head_dim // 2, device=device), torch.outer(t, freqs))
 
 
-def precompute_rope(head_dim: int, seq_len: int, theta: float, device=None) -> torch.Tensor:
-    """The rotation table in real form: [seq_len, head_dim // 2, 2] holding (cos, sin)."""
-    freqs_cis = precompute_freqs_cis(head_dim, seq_len, theta, device)
-    return torch.view_as_real(freqs_cis).contiguous()
-
-
-def rope_table(head_dim: int, seq_len: int, theta: float, device=None) -> torch.Tensor:
-    if enabled("rope"):
-        return precompute_rope(head_dim, seq_len, theta, device)
-    return precompute_freqs_cis(head_dim, seq_len, theta, device)
-
-
 def apply_rotary_emb(xq: torch.Tensor, xk: torch.Tensor, freqs_cis: torch.Tensor):
-    if not freqs_cis.is_complex():
-        return _rotate_real(xq, freqs_cis), _rotate_real(xk, freqs_cis)
     xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
     xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
     f = freqs_cis[: xq.shape[1]].view(1, xq.shape[1], 1, xq_.shape[-1])
     xq_out = torch.view_as_real(xq_ * f).flatten(3)
     xk_out = torch.view_as_real(xk_ * f).flatten(3)
     return xq_out.type_as(xq), xk_out.type_as(xk)
-
-
-def _rotate_real(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """The complex product of apply_rotary_emb in real arithmetic (fp32, as there): torch.compile
-    fuses it into one kernel, where complex tensors would break the graph."""
-    seqlen = x.shape[1]
-    cos = table[:seqlen, :, 0].view(1, seqlen, 1, -1)
-    sin = table[:seqlen, :, 1].view(1, seqlen, 1, -1)
-    xf = x.float().unflatten(-1, (-1, 2))
-    re, im = xf[..., 0], xf[..., 1]
-    return torch.stack((re * cos - im * sin, re * sin + im * cos), dim=-1).flatten(3).type_as(x)
 
 
 class RMSNorm(nn.Module):
@@ -138,7 +113,8 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleDict({str(i): TransformerBlock(cfg) for i in range(cfg.n_layers)})
         self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
-        self.register_buffer("freqs_cis", rope_table(cfg.head_dim, seq_len, cfg.rope_theta), persistent=False)
+        self.register_buffer("freqs_cis", precompute_freqs_cis(cfg.head_dim, seq_len, cfg.rope_theta),
+                             persistent=False)
         # tokens per chunk of the fused output projection + loss; 0: full logits (tensor parallelism
         # shards the output layer over the vocabulary, which the chunked loss does not handle)
         self.loss_chunk_tokens = 1024 if enabled("loss") else 0
@@ -200,4 +176,4 @@ def init_weights(model: nn.Module, cfg: ModelConfig, seed: int, device: torch.de
             p.copy_(full)
     for mod in model.modules():
         if isinstance(mod, Transformer):
-            mod.freqs_cis = rope_table(cfg.head_dim, mod.seq_len, cfg.rope_theta, device=device)
+            mod.freqs_cis = precompute_freqs_cis(cfg.head_dim, mod.seq_len, cfg.rope_theta, device=device)
