@@ -25,13 +25,38 @@ def precompute_freqs_cis(head_dim: int, seq_len: int, theta: float, device=None)
     return torch.polar(torch.ones(seq_len, head_dim // 2, device=device), torch.outer(t, freqs))
 
 
+def precompute_rope(head_dim: int, seq_len: int, theta: float, device=None) -> torch.Tensor:
+    """The rotation table in real form: [seq_len, head_dim // 2, 2] holding (cos, sin)."""
+    return torch.view_as_real(precompute_freqs_cis(head_dim, seq_len, theta, device)).contiguous()
+
+
+def rope_table(head_dim: int, seq_len: int, theta: float, *, real: bool, device=None) -> torch.Tensor:
+    if real:
+        return precompute_rope(head_dim, seq_len, theta, device)
+    return precompute_freqs_cis(head_dim, seq_len, theta, device)
+
+
 def apply_rotary_emb(xq: torch.Tensor, xk: torch.Tensor, freqs_cis: torch.Tensor):
+    if not freqs_cis.is_complex():
+        return _rotate_real(xq, freqs_cis), _rotate_real(xk, freqs_cis)
     xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
     xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
     f = freqs_cis[: xq.shape[1]].view(1, xq.shape[1], 1, xq_.shape[-1])
     xq_out = torch.view_as_real(xq_ * f).flatten(3)
     xk_out = torch.view_as_real(xk_ * f).flatten(3)
     return xq_out.type_as(xq), xk_out.type_as(xk)
+
+
+def _rotate_real(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """apply_rotary_emb's complex product in real arithmetic (fp32, as there): torch.compile fuses
+    it into one kernel, where it leaves complex operations to eager kernels. In eager it is slower
+    than the complex product (more kernels), so only compiled blocks get it."""
+    seqlen = x.shape[1]
+    cos = table[:seqlen, :, 0].view(1, seqlen, 1, -1)
+    sin = table[:seqlen, :, 1].view(1, seqlen, 1, -1)
+    xf = x.float().unflatten(-1, (-1, 2))
+    re, im = xf[..., 0], xf[..., 1]
+    return torch.stack((re * cos - im * sin, re * sin + im * cos), dim=-1).flatten(3).type_as(x)
 
 
 class RMSNorm(nn.Module):
@@ -118,6 +143,7 @@ class Transformer(nn.Module):
         # tokens per chunk of the fused output projection + loss; 0: full logits (tensor parallelism
         # shards the output layer over the vocabulary, which the chunked loss does not handle)
         self.loss_chunk_tokens = 1024 if enabled("loss") else 0
+        self.rope_real = False  # set by parallelize.apply_compile; init_weights builds the table
 
     def forward(self, tokens: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
         """Logits in fp32, or with `labels` the mean cross-entropy loss; a stage without the
@@ -176,4 +202,4 @@ def init_weights(model: nn.Module, cfg: ModelConfig, seed: int, device: torch.de
             p.copy_(full)
     for mod in model.modules():
         if isinstance(mod, Transformer):
-            mod.freqs_cis = precompute_freqs_cis(cfg.head_dim, mod.seq_len, cfg.rope_theta, device=device)
+            mod.freqs_cis = rope_table(cfg.head_dim, mod.seq_len, cfg.rope_theta, real=mod.rope_real, device=device)

@@ -4,11 +4,12 @@ is computed (same model, precision policy, optimizer and batch), only how.
 
 norm   fused torch.nn.functional.rms_norm (else the hand-written fp32-upcast RMSNorm)
 loss   chunked output projection + cross-entropy that never holds the full fp32 logits (harness/loss.py)
+rope   under torch.compile, rotary embedding in real arithmetic, which the compiled block fuses
 alloc  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (set before the first CUDA allocation)
 
 Measured on one H200 and dropped, for they did not help (data/h200-harness/README.md): rotary
-embedding in real arithmetic (10% slower in eager, no gain compiled), cuDNN attention first in
-SDPA's order, Python's garbage collector kept out of the steps.
+embedding in real arithmetic in eager blocks (10% slower there), cuDNN attention first in SDPA's
+order, Python's garbage collector kept out of the steps.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import os
 
 OFF_ENV = "SCALESTUDY_HARNESS_OFF"
-NAMES = ("norm", "loss", "alloc")
+NAMES = ("norm", "loss", "rope", "alloc")
 
 
 def turned_off() -> frozenset[str]:
