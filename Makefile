@@ -6,7 +6,10 @@ VENV ?= .venv
 # The torch build installed before the package. Here: the pinned CPU wheel. On a GPU cluster
 # pass your CUDA build, e.g. make TORCH_SPEC="torch==2.13.0 --index-url <your CUDA wheel index>",
 # or install torch yourself first (conda: see environment.yml).
-TORCH_SPEC ?= torch==2.13.0
+TORCH_SPEC ?= torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+# Every other package at the exact version tested (pip freeze of the tested venv); LOCK= to use
+# only pyproject.toml's version ranges.
+LOCK ?= requirements-lock.txt
 CORES ?= 2
 STUDY ?= smoke
 PYTEST_ARGS ?=
@@ -14,15 +17,20 @@ PYTEST_ARGS ?=
 BIN := $(abspath $(VENV))/bin
 export PATH := $(BIN):$(PATH)
 
-.PHONY: figures smoke test test-slurm venv clean
+.PHONY: figures smoke test test-slurm venv lock clean
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml $(LOCK)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet $(TORCH_SPEC)
-	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -m pip install --quiet $(if $(LOCK),-c $(LOCK)) -e ".[test]"
 	touch $@
+
+# rewrite the lock from this venv (after changing a dependency; then make test)
+lock: venv
+	{ sed -n '/^#/p' $(LOCK); $(BIN)/python -m pip freeze --exclude-editable | grep -v '^torch==\|^scalestudy'; } > $(LOCK).new
+	mv $(LOCK).new $(LOCK)
 
 figures: venv
 	snakemake --cores $(CORES) --config study=$(STUDY)

@@ -58,7 +58,7 @@ def write_train_run(raw_dir: Path, spec: RunSpec, *, status: str = "ok", step_ti
 
     run_dir = Path(raw_dir) / spec.run_id
     run_dir.mkdir(parents=True)
-    world = spec.world_size
+    world = spec.processes  # a fake-communication rank share is one process
     rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
         "schema": rawlog.SCHEMA, "kind": "train", "run_id": spec.run_id, "config_id": spec.config_id,
         "spec": spec.to_dict(), "layout": spec.layout, "launch": {"world_size": world},

@@ -2,11 +2,15 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# the launcher's device locks (scalestudy.run_guard) of this test process: tests that launch runs at
+# once (pytest-xdist) do not queue behind each other or behind runs of other checkouts on this host
+os.environ.setdefault("SCALESTUDY_LOCK_DIR", tempfile.mkdtemp(prefix="scalestudy-test-locks-"))
 
 
 def child_env(**extra: str) -> dict:

@@ -132,7 +132,7 @@ def test_corrupt_metrics_line_fails_naming_file_and_line(rich, tmp_path):
     metrics.write_text("\n".join(lines) + "\n")
     status = json.loads((victim / "status.json").read_text())
     status["files_sha256"]["metrics.jsonl"] = rawlog.sha256_file(metrics)  # past the checksum: the parser must catch it
-    (victim / "status.json").write_text(json.dumps(status))
+    rawlog.write_status(victim / "status.json", status)  # and past the seal
     with pytest.raises(RawLogError) as e:
         agg.build_tables(study)
     assert str(metrics) in str(e.value) and "line 3" in str(e.value)

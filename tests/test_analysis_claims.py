@@ -166,5 +166,7 @@ def test_claims_files_are_written(tmp_path):
     paths = claims.write_claims(t, study, tmp_path / "out")
     text = paths[1].read_text()
     assert "| C1 |" in text and "## Comparison rules" in text
+    page = paths[2].read_text()
+    assert paths[2].name == "claims.html" and "<table>" in page and "<td>C1</td>" in page
     assert paths[0].read_text().splitlines()[0] == ",".join(claims.CLAIM_COLUMNS)
     assert len(paths[0].read_text().splitlines()) == 1 + 9

@@ -6,7 +6,7 @@ from scalestudy.analysis.csv_format import read_csv_rows, split_list
 from scalestudy.analysis.figures import FIGURES, common, figure_data, render, render_all
 
 EXPECTED = ["collectives_bandwidth", "weak_scaling", "kernel_breakdown", "strong_scaling", "tp_pp_grid",
-            "model_sizes", "hardware_generations", "power"]
+            "model_sizes", "hardware_generations", "power", "rank_grid", "rank_memory"]
 
 
 @pytest.fixture(scope="module")
@@ -109,11 +109,12 @@ def test_cpu_study_labels_and_power_panel(tmp_path):
     assert {p.suffix for p in paths} == {".pdf", ".png", ".csv"}
     import matplotlib
 
+    from scalestudy.analysis.figures import draw
+
     with matplotlib.rc_context(common.style()):
         wfd = figure_data("weak_scaling", tables, study)
-        fig = FIGURES["weak_scaling"].draw(wfd, study)
-        common.header(fig, wfd, study)
-    texts = [t.get_text() for t in fig.texts]
+        fig = draw("weak_scaling", wfd, study)
+    texts = [t.get_text() for sub in fig.subfigs for t in sub.texts]
     assert common.CPU_WARNING in texts and any(study.hardware in t for t in texts)
 
 

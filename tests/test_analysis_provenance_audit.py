@@ -108,3 +108,16 @@ def test_cli_exit_codes_on_raw_log_errors(study, tmp_path, monkeypatch, capsys):
     assert cli("audit", "--study", "rich") == 1
     assert str(victim) in capsys.readouterr().out
     assert cli("provenance", str(tmp_path / "nowhere.csv")) == 2
+
+
+def test_audit_reports_figures_and_claims_made_by_other_code(study, monkeypatch):
+    from scalestudy.analysis import audit as audit_mod
+    from scalestudy.analysis.code_version import code_version
+
+    made_by = code_version()
+    assert audit_mod.made_by_other_code(study.figures_dir) == []
+    monkeypatch.setattr("scalestudy.analysis.code_version.code_version", lambda: "scalestudy 9+analysis.000000000000")
+    problems = audit_mod.made_by_other_code(study.figures_dir)
+    assert f"{study.figures_dir / 'weak_scaling.png'}: made by {made_by}, not by this code " \
+           "(scalestudy 9+analysis.000000000000): rebuild it" in problems, problems
+    assert any("weak_scaling.csv" in p for p in problems) and any("claims.md" in p for p in problems)

@@ -58,3 +58,11 @@ def test_choices_are_checked_by_the_parser(capsys):
         main(["plan", "--precision", "fp8"])
     assert e.value.code == 2
     assert "invalid choice: 'fp8'" in capsys.readouterr().err
+
+
+def test_a_multi_process_spec_without_torchrun_gets_one_sentence(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    assert main(["train", "--procs-per-node", "2", "--run-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("scalestudy train: the spec needs 2 processes: start it with torchrun --nproc_per_node 2")
+    assert err.count("\n") == 1 and not (tmp_path / "r").exists()

@@ -130,6 +130,21 @@ def test_cpu_gloo_classification():
     assert "gloo" in r.measured
 
 
+def test_cpu_comm_running_past_its_step_counts_within_the_step_only():
+    # a gloo wait (PP send/recv) that starts in step 1 and ends in step 2: before, step 1 counted
+    # all of it and its exposed communication exceeded the step's length (share > 100%)
+    t = trace(
+        step(1, 0, 100), step(2, 100, 100),
+        op("aten::mm", 0, 40),
+        op("gloo:recv", 60, 120, tid=GLOO, cat="user_annotation"),  # [60, 180): 40 in step 1
+        op("aten::mm", 100, 50),
+        distributedInfo={"backend": "gloo", "rank": 1, "world_size": 2},
+    )
+    s1, s2 = analyse_trace(t).per_step
+    assert s1.comm_s == pytest.approx(40 * US) and s1.exposed_comm_s == pytest.approx(40 * US)
+    assert s1.exposed_comm_s <= s1.wall_s and s2.exposed_comm_s <= s2.wall_s
+
+
 def test_cpu_trace_without_comm():
     r = analyse_trace(trace(op("aten::mm", 0, 10)))
     assert r.kind == CPU_GLOO_OPS and r.comm_s == 0 and r.overlap_fraction is None

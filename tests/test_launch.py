@@ -51,7 +51,7 @@ def test_launch_a_planned_two_process_run(tmp_path):
     assert got.spec == run.spec.to_dict()
     assert len(list(got.iterations("measured"))) == 2 * run.spec.measured_iters
     text = log.read_text()
-    assert "torch.distributed.run --nproc_per_node=2" in text and "ended with exit code 0" in text
+    assert "-m scalestudy.local_workers --nproc=2 -- train" in text and "ended with exit code 0" in text
     # the worker's progress reaches the log although the launcher runs it --quiet; a summary ends it
     steps = run.spec.warmup_iters + run.spec.measured_iters
     assert f"[progress] step {steps}/{steps} measured | loss " in text and " tok/s | MFU " in text
@@ -156,3 +156,18 @@ def test_job_resources_follow_the_spec():
     assert (r["nodes"], r["tasks"], r["gpus"], r["time_limit_s"]) == (4, 4, 32, 3600)
     assert "--gpus-per-node=8" in r["slurm_extra"] and r["runtime"] >= 60
     assert default_time_limit_s(gpu.replace(measured_iters=500)) > default_time_limit_s(gpu)
+
+
+def test_cpu_runs_on_one_host_start_without_torchrun(monkeypatch, tmp_path):
+    from scalestudy.launch import launch_command
+    from scalestudy.local_workers import LAUNCHER_ENV
+
+    spec = RunSpec(**TINY)
+    monkeypatch.delenv(LAUNCHER_ENV, raising=False)
+    cmd = launch_command(spec, tmp_path / "s.json", tmp_path / "r")
+    assert cmd[1:5] == ["-m", "scalestudy.local_workers", "--nproc=2", "--"] and cmd[5] == "train"
+    monkeypatch.setenv(LAUNCHER_ENV, "torchrun")
+    assert launch_command(spec, tmp_path / "s.json", tmp_path / "r")[1:3] == ["-m", "torch.distributed.run"]
+    monkeypatch.setenv(LAUNCHER_ENV, "mpirun")
+    with pytest.raises(ValueError, match="expected local or torchrun"):
+        launch_command(spec, tmp_path / "s.json", tmp_path / "r")

@@ -7,7 +7,7 @@ import pytest
 
 from scalestudy.bandwidth import busbw_factor
 from scalestudy.perfmodel import collectives as C
-from scalestudy.perfmodel.cluster import load_cluster
+from scalestudy.perfmodel.cluster import load_cluster, with_overrides
 
 
 def _records(op, nodes_list, per_node, alpha, bus_GBps, tree=None, noise=0.0, seed=0):
@@ -104,3 +104,28 @@ def test_measured_fit_takes_precedence(tmp_path):
     t = cm.time("all_gather", 1 << 28, C.Group(8, 1))
     assert t == pytest.approx(7 * 10e-6 + busbw_factor("all_gather", 8) * (1 << 28) / 100e9, rel=1e-6)
     assert cm.sources()["rules"]["intra"] == "measured fit"
+
+
+def test_one_network_hop_latency_for_rings_and_trees():
+    cm = C.CollectiveModel.for_cluster(load_cluster("h100-paper"))
+    a0, a1 = cm.panel.latency_s
+    # the panel's tree: ~81 us a doubling of nodes, two network crossings a level
+    assert 75e-6 < a1 < 90e-6 and cm.net_hop_latency_us() == pytest.approx(a1 * 1e6 / 2)
+    # a ring over 256 nodes crosses the network 255 times: latency-bound for a per-block gather
+    g = C.Group(2048, 256)
+    small = cm.time("all_gather", 1 << 20, g)
+    assert small > 255 * cm.net_hop_latency_us() * 1e-6
+    what_if = C.CollectiveModel.for_cluster(with_overrides(load_cluster("h100-paper"),
+                                                           {"collectives.net_hop_latency_scale": 0.5}))
+    assert what_if.time("all_gather", 1 << 20, g) < small
+
+
+def test_ring_bus_bandwidth_falls_with_nodes_as_published():
+    cm = C.CollectiveModel.for_cluster(load_cluster("h100-paper"))
+    published = {4: 360, 8: 345, 16: 320, 32: 300, 64: 280, 128: 260}  # NVIDIA/nccl #1229, GB/s
+    for nodes, busbw in published.items():
+        assert cm.ring_bus_GBps(C.Group(8 * nodes, nodes)) == pytest.approx(busbw, rel=0.03)
+    # fewer GPUs of a node in the group: fewer rails
+    assert cm.ring_bus_GBps(C.Group(2 * 16, 16)) == pytest.approx(cm.ring_bus_GBps(C.Group(8 * 16, 16)) / 4)
+    # large messages approach it: a 16 GiB reduce-scatter over 32 nodes
+    assert cm.busbw_GBps("reduce_scatter", 16 << 30, C.Group(256, 32)) == pytest.approx(300, rel=0.05)

@@ -4,6 +4,7 @@ import pytest
 
 from scalestudy.llama_configs import parameter_counts, get_model_config
 from scalestudy.perfmodel.layout_comm import bubble_fraction, layout_collectives, unit_params, volumes
+from scalestudy.perfmodel.options import HARNESS, ModelOptions
 from scalestudy.spec import RunSpec
 
 D, FFN, V, L = 4096, 11008, 32000, 32
@@ -13,8 +14,8 @@ A = 2 * 4096 * D * 2  # micro batch 2 x seq 4096 x width x bf16
 BASE = dict(model="llama2-7b", device="cuda", seq_len=4096, micro_batch=2, procs_per_node=8)
 
 
-def by(spec, name, unit=None):
-    cs = [c for c in layout_collectives(spec, 8) if c.name == name and (unit is None or c.unit == unit)]
+def by(spec, name, unit=None, options=ModelOptions()):
+    cs = [c for c in layout_collectives(spec, 8, options) if c.name == name and (unit is None or c.unit == unit)]
     assert cs, f"no {name} {unit}"
     return cs
 
@@ -83,8 +84,13 @@ def test_tp2_without_sequence_parallelism():
     (emb,) = by(s, "tp_all_reduce", "embedding")
     (head,) = by(s, "tp_all_reduce", "head")
     assert emb.calls == m and head.calls == m and head.phase == "backward"
-    (logits,) = by(s, "tp_logits_all_gather")
+    # the harness gathers the bf16 logits; Megatron's vocab-parallel loss (the default) all-reduces
+    # three fp32 numbers a token instead
+    (logits,) = by(s, "tp_logits_all_gather", options=HARNESS)
     assert logits.size_bytes == 2 * 4096 * V * 2
+    (loss,) = by(s, "tp_loss_all_reduce")
+    assert loss.size_bytes == 2 * 4096 * 4 and loss.calls == 3 * m and loss.op == "all_reduce"
+    assert not [c for c in layout_collectives(s, 8) if c.name == "tp_logits_all_gather"]
     # FSDP over the 4 data-parallel ranks at stride 2
     ag = by(s, "fsdp_all_gather", "block")[0]
     assert ag.group.n == 4 and ag.size_bytes == 2 * unit_params(s).block
@@ -120,3 +126,17 @@ def test_pp4_sends_and_bubble():
 
 def test_one_gpu_issues_nothing():
     assert layout_collectives(RunSpec(**{**BASE, "procs_per_node": 1}), 8) == []
+
+
+def test_zero1_replaces_the_ddp_all_reduce():
+    s = RunSpec(nodes=2, dp_replicate=16, dp_shard=1, global_batch=32, **BASE)
+    ddp = {c.name for c in layout_collectives(s, 8)}
+    assert "hsdp_all_reduce" in ddp and not any(n.startswith("zero1") for n in ddp)
+    z = layout_collectives(s, 8, ModelOptions(distributed_optimizer=True))
+    assert not [c for c in z if c.name == "hsdp_all_reduce"]
+    (rs,) = [c for c in z if c.name == "zero1_reduce_scatter" and c.unit == "block"]
+    (ag,) = [c for c in z if c.name == "zero1_all_gather" and c.unit == "block"]
+    assert rs.size_bytes == 4 * P_LAYER and ag.size_bytes == 2 * P_LAYER and ag.calls == L and rs.group.n == 16
+    # reduce-scatter + all-gather move the all-reduce's bytes (busbw convention)
+    ar = [c for c in layout_collectives(s, 8) if c.name == "hsdp_all_reduce" and c.unit == "block"][0]
+    assert rs.bus_bytes_per_step + 2 * ag.bus_bytes_per_step == pytest.approx(ar.bus_bytes_per_step)

@@ -27,3 +27,30 @@ def test_no_peak_no_mfu_and_zero_means_silent():
 def test_defaults():
     assert default_every(7) == 1 and default_every(60) == 6
     assert format_duration(3725.4) == "1:02:05"
+
+
+def test_a_metrics_sink_gets_every_step_and_a_missing_library_is_one_sentence(capsys):
+    import importlib.util
+
+    import pytest
+
+    from scalestudy.cli import main
+
+    got = []
+
+    class Sink:
+        def log(self, step, metrics):
+            got.append((step, metrics))
+
+    p = Progress(total_steps=3, tokens_per_step=100, world_size=1, every=0, flops_per_token=1e6,
+                 peak_flops_per_s=1e9, sink=Sink())
+    for s in range(3):
+        p.update(s, "measured", 0.5, 1.5, {"peak_rss_bytes": 1024**3})
+    assert [s for s, _ in got] == [0, 1, 2]
+    assert got[0][1] == {"loss": 1.5, "step_time_s": 0.5, "tokens_per_s": 200.0, "mfu": 0.2, "memory_gib": 1.0}
+    if importlib.util.find_spec("tensorboard") is None:
+        assert main(["train", "--metrics-sink", "tensorboard"]) == 2
+        assert capsys.readouterr().err == ("scalestudy train: --metrics-sink tensorboard needs the tensorboard "
+                                           "package, which is not installed: pip install tensorboard\n")
+    else:
+        pytest.skip("tensorboard is installed: nothing to refuse")

@@ -45,3 +45,86 @@ def test_fake_stage_orders():
     assert sorted(order) == sorted([("F", i) for i in range(6)] + [("B", i) for i in range(6)])
     g = FakeStage(torch.nn.Identity(), 3, s.replace(pp_schedule="gpipe"), torch.device("cpu"), None).order()
     assert g == [("F", i) for i in range(6)] + [("B", i) for i in range(6)]
+
+
+def test_rank_share_tables(tmp_path):
+    from analysis_fixtures import make_study, planned, write_train_run
+
+    from scalestudy.analysis import rank_shares
+    from scalestudy.analysis.aggregate import build_tables
+
+    base = dict(model="llama2-7b", device="cuda", seq_len=4096, procs_per_node=8, nodes=32, global_batch=512,
+                comm="fake", device_memory_cap_gib=79.6, warmup_iters=1, measured_iters=2)
+    fsdp = RunSpec(**base)
+    tppp = RunSpec(**base, tp=2, pp=2, pp_microbatches=4)
+    pp4 = RunSpec(**base, pp=4, pp_microbatches=4)
+    real = RunSpec(model="llama2-7b", device="cuda", n_layers=8, seq_len=4096, micro_batch=2,
+                   warmup_iters=1, measured_iters=2)
+    runs = [planned(fsdp, ("tp_pp_grid",), "FSDP"), planned(real, ("agreement",), "FSDP"),
+            planned(real.replace(comm="fake"), ("agreement",), "FSDP")]
+    runs += [planned(tppp.replace(emulate_rank=r), ("tp_pp_grid",), "TP PP") for r in (0, 128)]
+    runs += [planned(pp4.replace(emulate_rank=r), ("tp_pp_grid",), "PP") for r in (0, 64, 192)]
+    study = make_study(tmp_path, runs, name="r")
+    raw = study.raw_dir
+    write_train_run(raw, fsdp, step_time_s=0.6, memory_bytes=50 << 30)
+    write_train_run(raw, tppp, step_time_s=0.5)
+    write_train_run(raw, tppp.replace(emulate_rank=128), step_time_s=0.7)
+    write_train_run(raw, pp4, status="oom", memory_bytes=79 << 30)
+    write_train_run(raw, real, step_time_s=0.366, power_w=687.0)
+    write_train_run(raw, real.replace(comm="fake"), step_time_s=0.363, power_w=697.0)
+    shares, configs = rank_shares.tables(study)
+    assert all(r["label"] == rank_shares.rank_share.LABEL for r in shares if r["comm"] == "fake")
+    by = {(c["tp"], c["pp"]): c for c in configs if c["world_size"] == 256}
+    assert by[(1, 1)]["status"] == "ok" and by[(1, 1)]["rank_step_time_s"] == pytest.approx(0.6)
+    assert by[(1, 1)]["fits_cap"] is True
+    assert by[(2, 2)]["rank_step_time_s"] == pytest.approx(0.7 * 5 / 4)
+    assert by[(2, 2)]["slowest_stage"] == "last"
+    assert by[(1, 4)]["status"] == "oom" and by[(1, 4)]["fits_cap"] is False
+    assert by[(1, 4)]["stages_measured"] == 1 and by[(1, 4)]["stages_planned"] == 3
+    assert [r["status"] for r in shares if r["pp"] == 4].count("planned") == 2
+    agree = rank_shares.agreement(shares)
+    assert agree["step_ratio"] == pytest.approx(0.363 / 0.366) and agree["fake_power_w"] == 697.0
+    rows = {r["run_id"]: r for r in build_tables(study, allow_missing=True).runs}
+    assert rows[fsdp.run_id]["tokens_per_s"] is None and "communication not executed" in rows[fsdp.run_id][
+        "throughput_reason"]
+    assert rows[fsdp.run_id]["peak_memory_bytes"] == 50 << 30
+    from scalestudy.analysis.aggregate import aggregate
+    from scalestudy.analysis.csv_format import read_csv_rows
+    from scalestudy.analysis.figures import render
+
+    aggregate(study, allow_missing=True)
+    rank_shares.write_tables(study)
+    render("rank_grid", study, formats=("csv",))
+    render("rank_memory", study, formats=("csv",))
+    grid = read_csv_rows(study.figures_dir / "rank_grid.csv")
+    oom = [r for r in grid if r["status"] == "oom"]
+    assert oom and all(r["y"] == "" for r in oom if "compute time" in r["y_quantity"])
+    assert {r["label"] for r in grid} == {rank_shares.rank_share.LABEL}
+
+
+def test_prediction_takes_compute_and_memory_from_a_measured_share():
+    from pathlib import Path
+
+    from scalestudy.perfmodel.cluster import load_cluster
+    from scalestudy.perfmodel.predict import cached_calibration, predict
+    from scalestudy.perfmodel.rank_shares import MeasuredShare, share_key
+
+    repo = Path(__file__).resolve().parents[1]
+    cal = cached_calibration([str(repo / "data" / "h200-reference" / "raw")], repo)
+    h100 = load_cluster("h100-paper", repo)
+    spec = RunSpec(model="llama2-7b", device="cuda", seq_len=4096, micro_batch=2, nodes=32, procs_per_node=8,
+                   warmup_iters=10, measured_iters=50)
+    plain = predict(spec, h100, cal, band=False)
+    assert plain.sources["inputs_from"]["compute"].startswith("the model")
+    measured = plain.values["compute_s"] * 1.5
+    shares = {share_key(spec.replace(comm="fake", device_memory_cap_gib=79.6, warmup_iters=2, measured_iters=3)):
+              MeasuredShare("paper-rank", "ok", measured, 52 << 30, 79.6, ("r0",))}
+    moved = predict(spec, h100, cal, band=False, shares=shares)
+    assert moved.values["compute_s"] == pytest.approx(measured, rel=0.05)
+    assert moved.values["step_time_s"] > plain.values["step_time_s"]
+    assert moved.values["memory_measured_gib"] == 52 and moved.values["fits_memory"]
+    assert "measured" in moved.sources["inputs_from"]["compute"]
+    oom = {k: MeasuredShare("paper-rank", "oom", None, None, 79.6, ("r1",)) for k in shares}
+    failed = predict(spec, h100, cal, band=False, shares=oom)
+    assert not failed.values["fits_memory"] and any(n.startswith("measured:") for n in failed.notes)
+    assert failed.values["compute_s"] == plain.values["compute_s"]

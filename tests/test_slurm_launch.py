@@ -393,3 +393,16 @@ def test_snakemake_profile_slurm_plans_the_paper_study_as_typed():
     one_node = [ln for ln in text.splitlines() if "resources:" in ln and "nodes=1," in ln]
     assert one_node and not any("mpi=" in ln for ln in one_node)
     assert "exec scalestudy launch --study paper" in text and "--attempt 1 --max-attempts 3" in text
+
+
+def test_a_host_that_cannot_submit_is_told_why_in_one_sentence():
+    from scalestudy.slurm import Site, submit_problem
+
+    have = lambda *tools: (lambda name: f"/usr/bin/{name}" if name in tools else None)  # noqa: E731
+    assert submit_problem(Site(), which=have("sbatch", "squeue", "sacct", "sacctmgr")) is None
+    assert "sbatch is not on this host's PATH" in submit_problem(Site(), which=have())
+    msg = submit_problem(Site(), which=have("sbatch", "squeue"))
+    assert msg.startswith("SLURM's accounting commands (sacct, sacctmgr) are not on this host's PATH")
+    assert "install SLURM's client tools" in msg and "\n" not in msg
+    msg = submit_problem(Site(account="proj"), which=have("sbatch", "squeue", "sacct"))
+    assert "(sacctmgr)" in msg and "'proj'" in msg

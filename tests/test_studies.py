@@ -10,7 +10,7 @@ import yaml
 
 from scalestudy.collectives_spec import OPS, CollectivesSpec
 from scalestudy.spec import DEVICES, PP_SCHEDULES, PRECISIONS, RunSpec
-from scalestudy.studies import (FIGURES, StudyError, load_study, resolve_spec, strategy_label, study_from_dict,
+from scalestudy.studies import (ALL_FIGURES, FIGURES, RANK_FIGURES, StudyError, load_study, resolve_spec, strategy_label, study_from_dict,
                                 study_names)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -188,11 +188,12 @@ def test_every_study_file_plans():
     assert {"smoke", "paper", "node", "h200-reference"} <= set(names)
     for name in names:
         s = load_study(name, REPO)
-        assert s.runs and set(s.figures) <= set(FIGURES)
+        assert s.runs and set(s.figures) <= set(ALL_FIGURES)
         assert len(set(s.run_ids)) == len(s.runs)
         assert all(r.label for r in s.runs)
         for f in s.figures:
-            assert f == "collectives_bandwidth" or s.runs_of(f), (name, f)
+            rank_figure = f in RANK_FIGURES and any(r.spec.comm == "fake" for r in s.runs)
+            assert f == "collectives_bandwidth" or rank_figure or s.runs_of(f), (name, f)
 
 
 def test_load_study_by_path_and_unknown_names(tmp_path):

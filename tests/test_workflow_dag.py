@@ -55,6 +55,16 @@ def test_dry_run_uses_the_run_jobs_resources():
     assert "scalestudy launch --study paper --run-id llama2-7b-n256x8-" in out.stdout
 
 
+def test_dry_run_prints_the_cost_and_refuses_a_plan_over_budget():
+    out = snakemake("-n", "--cores", "2", "--config", "study=paper", "gpu_hours_budget=5000")
+    assert out.returncode != 0
+    text = out.stdout + out.stderr
+    assert "cost of study paper: 393 jobs, 82,751 GPU-hours at the requested time limits" in text
+    assert ("study paper asks for 82,751 GPU-hours at the requested time limits (~11,661 expected) for 393 jobs, "
+            "over its budget of 5,000 GPU-hours (--config gpu_hours_budget)") in text
+    assert "Job stats:" not in text  # refused before planning a single job
+
+
 def test_lint_is_clean():
     out = snakemake("--lint")
     assert out.returncode == 0, out.stderr + out.stdout
@@ -95,12 +105,19 @@ def test_an_unknown_config_key_is_refused():
     assert out.returncode != 0 and "stuyd" in out.stderr + out.stdout
 
 
-def test_every_figure_has_a_caption_that_names_runs_and_hardware():
+def test_every_figure_caption_comes_from_its_description_and_names_runs_and_hardware():
+    from scalestudy.analysis.figures import caption
+
     report = REPO / "workflow" / "report"
+    assert (report / "figure.rst").read_text().strip() == "{{ snakemake.params.caption }}"
+    study = load_study("paper-model", REPO)
     for figure in FIGURES:
-        text = (report / f"{figure}.rst").read_text()
-        assert "{{ snakemake.params.runs }}" in text and "{{ snakemake.params.hardware }}" in text, figure
-    assert "GPU board power only" in (report / "power.rst").read_text()
+        text = caption(figure, study, runs="RUNS")
+        assert "Runs: RUNS." in text and study.hardware.split(" (")[0] in text, figure
+        assert "PREDICTED by the performance model" in text and "Measured" not in text, figure
+        assert f"--forcerun figure_{figure}" in text, figure
+    measured = caption("power", load_study("h200-reference", REPO))
+    assert "GPU board power only" in measured and "Measured" in measured and "PREDICTED" not in measured
     assert (report / "claims.rst").exists() and (report / "workflow.rst").exists()
 
 

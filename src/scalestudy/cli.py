@@ -5,10 +5,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
+
 from scalestudy.options import add_field_options
 from scalestudy.spec import RunSpec, SpecError, help_line, spec_with_overrides
 
+# the peak for MFU when --peak-tflops is not given: set by `scalestudy launch` from the study or site file
+PEAK_TFLOPS_ENV = "SCALESTUDY_PEAK_TFLOPS"
 # modules adding subcommands through register(subparsers)
 COMMAND_MODULES = (
     "scalestudy.commands_measure",
@@ -31,12 +35,26 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
 def cmd_train(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from scalestudy.harness import metrics_sink
+
+    try:
+        metrics_sink.check(args.metrics_sink)
+    except metrics_sink.SinkUnavailable as e:
+        print(f"scalestudy train: {e}", file=sys.stderr)
+        return 2
+    from scalestudy.harness.faults import InvalidConfig
     from scalestudy.harness.train import train
 
     spec = spec_from_args(args)
     run_dir = Path(args.run_dir) if args.run_dir else Path(args.out_root) / spec.run_id
-    train(spec, run_dir, time_limit_s=args.time_limit_s, quiet=args.quiet, peak_tflops=args.peak_tflops,
-          power=args.power, power_period_s=args.power_period_s, progress_every=args.progress_every)
+    peak = args.peak_tflops if args.peak_tflops is not None else float(os.environ.get(PEAK_TFLOPS_ENV) or 0) or None
+    try:
+        train(spec, run_dir, time_limit_s=args.time_limit_s, quiet=args.quiet, peak_tflops=peak,
+              power=args.power, power_period_s=args.power_period_s, progress_every=args.progress_every,
+              metrics_sink=args.metrics_sink)
+    except InvalidConfig as e:  # raised before a raw log exists (e.g. started without torchrun)
+        print(f"scalestudy train: {e}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -70,10 +88,15 @@ def build_parser() -> argparse.ArgumentParser:
                                   unit="steps", allowed=">= 0; 0: none", default="about ten lines a run"))
     p.add_argument("--peak-tflops", type=float, default=None,
                    help=help_line("the device's peak for MFU, for a GPU missing from the peak table (or to override it)",
-                                  unit="TFLOP/s per device", allowed="> 0", default="the peak table's"))
+                                  unit="TFLOP/s per device", allowed="> 0",
+                                  default=f"${PEAK_TFLOPS_ENV}, else the GPU catalog's"))
     p.add_argument("--power", action=argparse.BooleanOptionalAction, default=True,
                    help="GPU power and energy through NVML (default on)")
     p.add_argument("--power-period-s", type=float, default=0.1, help=help_line("NVML power sampling period", unit="s", allowed="> 0", default=0.1))
+    p.add_argument("--metrics-sink", default="none", choices=("none", "tensorboard", "wandb"),
+                   help=help_line("also log rank 0's per-step loss, tokens/s, MFU and memory live to TensorBoard "
+                                  "(RUN_DIR/tensorboard) or Weights & Biases (WANDB_PROJECT); its package must be "
+                                  "installed", allowed=("none", "tensorboard", "wandb"), default="none"))
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("plan", help="validate a spec and print its run id and memory estimate")

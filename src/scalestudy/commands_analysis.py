@@ -5,9 +5,11 @@
     scalestudy claims --study NAME [--root DIR]
     scalestudy provenance FILE [--json] [--raw-dir DIR]
     scalestudy audit --study NAME [--root DIR]
+    scalestudy rank-shares --study NAME [--root DIR]
 
 Studies come from scalestudy.studies.load_study(name, root). A raw-log problem exits 2 with a
-message naming the file; `audit` exits 1 when it finds a problem. No torch import.
+message naming the file; `audit` and `provenance` exit 1 when they find a problem (a PROBLEM or
+MISMATCH). No torch import.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ def _fail(message: str) -> int:
 def _guard(fn):
     """Run a command; raw-log and missing-file errors exit 2 naming the file."""
     def run(args: argparse.Namespace) -> int:
+        from scalestudy.analysis.csv_format import UnreadableCsvError
         from scalestudy.analysis.provenance import ProvenanceError
         from scalestudy.rawlog import RawLogError
         from scalestudy.spec import SpecError
@@ -52,8 +55,10 @@ def _guard(fn):
             for err in errors:
                 print(f"scalestudy: {err}", file=sys.stderr)
             return 2
-        except (FileNotFoundError, ProvenanceError, SpecError) as e:
+        except (FileNotFoundError, ProvenanceError, SpecError, UnreadableCsvError) as e:
             return _fail(str(e))
+        except (IsADirectoryError, PermissionError) as e:
+            return _fail(f"{e.filename}: cannot read ({e.strerror})")
     run.__name__ = fn.__name__
     run.__doc__ = fn.__doc__
     return run
@@ -65,7 +70,8 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
     from scalestudy.analysis.csv_format import read_csv_rows
 
     study = _study(args)
-    paths = aggregate(study, allow_missing=args.allow_missing)
+    # a partial study (committed raw logs of some planned runs) tabulates the rest as missing
+    paths = aggregate(study, allow_missing=args.allow_missing or study.partial)
     for p in paths:
         print(_show(p))
     for u in read_csv_rows(Path(study.tables_dir) / UNPLANNED_FILE):
@@ -116,6 +122,10 @@ def cmd_provenance(args: argparse.Namespace) -> int:
         print(json.dumps(prov, indent=1, sort_keys=True))
     else:
         print(format_text(prov), end="")
+    if prov["problems"]:
+        print(f"scalestudy provenance: {len(prov['problems'])} problem(s): a raw-log file is missing, changed or "
+              f"unsealed (PROBLEM / MISMATCH above)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -131,6 +141,35 @@ def cmd_audit(args: argparse.Namespace) -> int:
         print(f"scalestudy audit: {len(problems)} problem(s) in study {study.name}", file=sys.stderr)
         return 1
     print(f"scalestudy audit: study {study.name}: tables, claims and figure data follow from the raw logs")
+    return 0
+
+
+@_guard
+def cmd_rank_shares(args: argparse.Namespace) -> int:
+    from scalestudy.analysis import rank_shares
+    from scalestudy.rank_share import LABEL
+
+    study = _study(args)
+    for p in rank_shares.write_tables(study):
+        print(_show(p))
+    shares, configs = rank_shares.tables(study, verify_checksums=False)
+    print(f"{LABEL.upper()} - study {study.name}: {sum(r['status'] != 'planned' for r in shares)} of "
+          f"{len(shares)} planned rank shares measured")
+    print(f"  {'model':<12}{'GPUs':>6}{'TP':>4}{'PP':>4}{'mb':>4}{'M':>4}  {'status':<9}{'stages':>7}"
+          f"{'rank step s':>13}{'peak GiB':>10}")
+    for c in configs:
+        if c["status"] == "planned":
+            continue
+        step = f"{c['rank_step_time_s']:.3f}" if c["rank_step_time_s"] else "-"
+        peak = f"{c['peak_allocated_bytes'] / 2**30:.1f}" if c["peak_allocated_bytes"] else "-"
+        print(f"  {c['model']:<12}{c['world_size']:>6}{c['tp']:>4}{c['pp']:>4}{c['micro_batch']:>4}"
+              f"{c['pp_microbatches']:>4}  {c['status']:<9}{c['stages_measured']:>3}/{c['stages_planned']:<3}"
+              f"{step:>13}{peak:>10}")
+    agree = rank_shares.agreement(shares)
+    if agree:
+        print(f"agreement on one GPU (same shapes): real {agree['real_step_s']:.4f} s/step "
+              f"{agree['real_power_w'] or float('nan'):.0f} W, fake {agree['fake_step_s']:.4f} s/step "
+              f"{agree['fake_power_w'] or float('nan'):.0f} W")
     return 0
 
 
@@ -167,6 +206,12 @@ def register(subparsers) -> None:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--raw-dir", help="the study's raw-log directory (default: found from the file's place)")
     p.set_defaults(func=cmd_provenance)
+
+    p = subparsers.add_parser("rank-shares", help="tables of a study's rank shares (comm: fake): per-rank compute "
+                                                  "time, memory and status, and each configuration's stages "
+                                                  "put together (data/STUDY/tables/rank_*.csv)")
+    _study_options(p)
+    p.set_defaults(func=cmd_rank_shares)
 
     p = subparsers.add_parser("audit", help="check that tables, claims and figure data follow from the raw logs "
                                             "byte for byte, and every raw-log checksum; exit 1 on a problem")

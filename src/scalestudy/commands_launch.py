@@ -15,7 +15,9 @@ could not be started, 3 when a stopped run (timeout, preempted) should run again
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -42,14 +44,14 @@ def _load_spec(args: argparse.Namespace):
             except KeyError:
                 raise _Usage(f"study {study.name!r} plans no run {args.run_id!r}") from None
         run_dir = Path(args.run_dir) if args.run_dir else study.raw_dir / spec.run_id
-        return spec, run_dir, study.time_limit_s
+        return spec, run_dir, study.time_limit_s, study.peak_tflops
     path = args.spec_json or args.collectives_json
     data = json.loads(Path(path).read_text())
     spec = CollectivesSpec.from_dict(data) if args.collectives_json else RunSpec.from_dict(data)
     if args.run_id and args.run_id != spec.run_id:
         raise _Usage(f"--run-id {args.run_id} does not match the spec's run id {spec.run_id}")
     run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / spec.run_id
-    return spec, run_dir, None
+    return spec, run_dir, None, None
 
 
 class _Usage(Exception):
@@ -60,11 +62,17 @@ def cmd_launch(args: argparse.Namespace) -> int:
     from scalestudy.launch import EXIT_USAGE, LaunchError, launch
     from scalestudy.slurm import SiteError, load_site
 
+    from scalestudy.cli import PEAK_TFLOPS_ENV
+
     try:
-        spec, run_dir, study_limit = _load_spec(args)
+        spec, run_dir, study_limit, study_peak = _load_spec(args)
+        site = load_site(root=args.root)
+        peak = study_peak or site.peak_tflops
+        if peak:  # the workers' --peak-tflops: the study's, else the site's
+            os.environ[PEAK_TFLOPS_ENV] = str(peak)
         outcome = launch(spec, run_dir, time_limit_s=args.time_limit_s or study_limit, log_path=args.log,
                          grace_s=args.grace_s, attempt=args.attempt, max_attempts=max(args.max_attempts, args.attempt),
-                         site=load_site(root=args.root))
+                         site=site)
     except (_Usage, LaunchError, SiteError) as e:
         print(f"scalestudy launch: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -87,12 +95,15 @@ def _summarize(run_dir: Path, log: str | None) -> None:
 
 
 def cmd_study(args: argparse.Namespace) -> int:
+    from scalestudy.cost import BudgetError, budget_of, check_budget, format_cost, study_cost
     from scalestudy.launch import job_resources
     from scalestudy.slurm import load_site
     from scalestudy.studies import load_study
 
     study = load_study(args.study, args.root)
     site = load_site(root=args.root)
+    cost = study_cost(study, site, expected=not args.no_expected, root=args.root)
+    budget, budget_source = budget_of(study, site)
     if args.json:
         print(json.dumps({
             "name": study.name, "hardware": study.hardware, "launch": study.launch, "figures": list(study.figures),
@@ -101,6 +112,10 @@ def cmd_study(args: argparse.Namespace) -> int:
                      for r in study.runs],
             "collectives": [{"run_id": c.run_id, "world_size": c.world_size} for c in study.collectives],
             "dropped": [{"experiment": d.experiment, "point": d.point, "reason": d.reason} for d in study.dropped],
+            "cost": {"unit": cost.unit, "jobs": cost.jobs, "requested_h": cost.requested_h,
+                     "expected_h": cost.expected_h, "expected_from": cost.expected_from,
+                     "by_size": [dataclasses.asdict(r) for r in cost.rows],
+                     "budget_h": budget, "budget_source": budget_source or None},
         }, indent=1))
         return 0
     print(f"study {study.name}: {study.hardware}" + ("" if study.launch else " (not launched: committed raw logs)"))
@@ -116,6 +131,25 @@ def cmd_study(args: argparse.Namespace) -> int:
     for d in study.dropped:
         point = ", ".join(f"{k}={v}" for k, v in d.point.items())
         print(f"  dropped from {d.experiment} ({point}): {d.reason}")
+    print(format_cost(cost, budget, budget_source))
+    try:
+        check_budget(cost, budget, budget_source)
+    except BudgetError as e:
+        print(f"scalestudy study: {e}", file=sys.stderr)
+        return 4
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from scalestudy.cost import format_status, study_status
+    from scalestudy.slurm import load_site
+    from scalestudy.studies import load_study
+
+    st = study_status(load_study(args.study, args.root), load_site(root=args.root))
+    if args.json:
+        print(json.dumps(dataclasses.asdict(st), indent=1))
+    else:
+        print(format_status(st))
     return 0
 
 
@@ -150,4 +184,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--root", default=".", help="the repository root (default .)")
     p.add_argument("--json", action="store_true", help="machine-readable, with each run's job resources")
     p.add_argument("--all-seeds", action="store_true", help="list every seed, not only the first")
+    p.add_argument("--no-expected", action="store_true",
+                   help="skip the performance model's expected GPU-hours (it calibrates first: seconds)")
     p.set_defaults(func=cmd_study)
+
+    p = subparsers.add_parser("status", help="a study in flight: jobs done (by status), running, failed and left; "
+                                             "GPU-hours spent and to come")
+    p.add_argument("--study", required=True, help="a study name or YAML path")
+    p.add_argument("--root", default=".", help="the repository root (default .)")
+    p.add_argument("--json", action="store_true", help="machine-readable")
+    p.set_defaults(func=cmd_status)

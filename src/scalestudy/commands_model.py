@@ -1,7 +1,7 @@
 """`scalestudy model`: the calibrated performance model (scalestudy.perfmodel). No torch import.
 
     scalestudy model predict --cluster h100-paper [--calibration DIR] [--set KEY=VALUE ...] [--json] <RunSpec options>
-    scalestudy model validate [--calibration DIR] [--json]
+    scalestudy model validate [--calibration DIR] [--json] [--external [--out CSV]]
     scalestudy model clusters [--json]
     scalestudy model study --study NAME [--root DIR] [--out DIR]
 
@@ -12,7 +12,10 @@ overrides a cluster value for a what-if question (e.g. --set inter_node_GBps=100
 `study` predicts every run of a study with a `prediction` section and writes them as predicted
 raw logs under data/NAME/raw (or --out), for `scalestudy aggregate/figure/claims` (the workflow's
 `predict` rule). `validate` prints the held-out error on measured runs and C1-C4 of STUDY.md predicted against
-the paper's numbers, with the HSDP question. Calibration data default: data/h200-reference/raw.
+the paper's numbers, with the HSDP question; `validate --external` instead predicts the external
+ledger (workflow/validation/external.yaml: published torchtitan and Megatron-LM runs, nothing fitted
+to them) and prints each row's error and each group's against its target; --out writes the CSV.
+Calibration data default: data/h200-reference/raw.
 """
 
 from __future__ import annotations
@@ -93,6 +96,27 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from scalestudy.perfmodel.validate import format_report, report
 
+    if args.external:
+        from scalestudy.perfmodel.external import format_ledger, group_summary, predict_ledger, write_csv
+        from scalestudy.perfmodel.predict import calibrate
+
+        data, rows = predict_ledger(calibrate(args.calibration, Path(args.root)), Path(args.root))
+        if args.out or args.figure:
+            out = Path(args.out or Path(args.figure).with_name(Path(args.figure).name + "_ledger.csv"))
+            out.parent.mkdir(parents=True, exist_ok=True)
+            write_csv(rows, out)
+            if args.figure:
+                from scalestudy.analysis.figures.model_validation import render
+
+                render(out, args.figure)
+        if args.json:
+            print(json.dumps({"rows": [r.as_dict() for r in rows], "groups": group_summary(data, rows)}, indent=1,
+                             sort_keys=True, default=str))
+        else:
+            sys.stdout.write(format_ledger(data, rows))
+        return 0
+    if args.out or args.figure:
+        raise SystemExit("scalestudy model validate: --out and --figure go with --external (the ledger)")
     rep = report(args.calibration, Path(args.root))
     if args.json:
         print(json.dumps(rep, indent=1, sort_keys=True, default=str))
@@ -165,6 +189,12 @@ def register(subparsers) -> None:
 
     q = sub.add_parser("validate", help="held-out error on measured runs; C1-C4 and HSDP predicted vs the paper")
     common(q)
+    q.add_argument("--external", action="store_true",
+                   help="predict the external ledger (workflow/validation/external.yaml) instead of C1-C4")
+    q.add_argument("--out", metavar="CSV", help="with --external: write the ledger with predictions to this CSV file")
+    q.add_argument("--figure", metavar="PATH", help="with --external: draw the model_validation figure to "
+                                                   "PATH.pdf, PATH.png and PATH.csv (the ledger CSV beside it "
+                                                   "unless --out names one)")
     q.set_defaults(func=_guard(cmd_validate))
 
     q = sub.add_parser("study", help="predict every run of a prediction study; write predicted raw logs")

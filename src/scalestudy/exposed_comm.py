@@ -16,7 +16,10 @@ cpu_gloo_ops  (a CPU trace of the gloo backend, which has no kernels): gloo runs
 
 Each iteration is one `ProfilerStep#N` annotation. An event belongs to the step in which it
 started; a kernel belongs to the step in which the CPU launched it (matched by correlation
-id). Per-trace totals are sums over the steps; events outside every step are left out.
+id). On CPU traces an event's time counts within its step's window only, so exposed
+communication never exceeds the step, and its share of the step is taken against the same
+windows (run_table). Per-trace totals are sums over the steps; events outside every step are
+left out.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from __future__ import annotations
 import bisect
 import gzip
 import json
+import math
 import os
 import re
 from collections import defaultdict
@@ -173,8 +177,31 @@ def _classify_cpu(events: list[dict]) -> tuple[list, list, list]:
     return comm, compute, mask
 
 
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _check_events(raw: list, path: str) -> list[dict]:
+    """The complete ('X') events of a profiler trace; TraceError naming the file for anything that
+    is not one (events that are not objects, times that are not numbers, no events at all)."""
+    if not raw:
+        raise TraceError(path, "no events: not a profiler trace (an empty trace)")
+    bad = [i for i, e in enumerate(raw) if not isinstance(e, dict)]
+    if bad:
+        raise TraceError(path, f"{len(bad)} of {len(raw)} trace events are not JSON objects (event {bad[0]} is "
+                               f"{raw[bad[0]]!r}): not a profiler trace")
+    events = [e for e in raw if e.get("ph") == "X"]
+    if not events:
+        raise TraceError(path, "no complete ('ph': 'X') events: not a profiler trace")
+    for i, e in enumerate(events):
+        if not _number(e.get("ts")) or not _number(e.get("dur", 0.0)):
+            raise TraceError(path, f"event {e.get('name')!r} has ts {e.get('ts')!r} and dur {e.get('dur')!r}: "
+                                   "times must be numbers")
+    return events
+
+
 def _classify(trace: dict, path: str) -> _Classified:
-    events = [e for e in trace["traceEvents"] if isinstance(e, dict) and e.get("ph") == "X" and "ts" in e]
+    events = _check_events(trace["traceEvents"], path)
     if any(e.get("cat") == "kernel" for e in events):
         kind = GPU_KERNELS
         comm, compute, mask = _classify_gpu(events)
@@ -185,15 +212,27 @@ def _classify(trace: dict, path: str) -> _Classified:
                                    "ProfilerActivity.CUDA to measure exposed communication")
         kind = CPU_GLOO_OPS
         comm, compute, mask = _classify_cpu(events)
+    if not comm and not compute:
+        raise TraceError(path, "neither GPU kernels nor CPU operators (aten::, gloo) in its events: not a "
+                               "torch.profiler trace of a training step")
     return _Classified(kind, _profiler_steps(events), comm, compute, mask)
 
 
 # ---- analysis ---------------------------------------------------------------------------
-def _step_overlap(step: int | None, wall_us: float, comm: Iterable[Interval],
-                  compute_by_thread: dict[Any, list[Interval]], mask_by_thread: dict[Any, list[Interval]]) -> StepOverlap:
+def _step_overlap(step: int | None, window: Interval, comm: Iterable[Interval],
+                  compute_by_thread: dict[Any, list[Interval]], mask_by_thread: dict[Any, list[Interval]],
+                  clip: bool = False) -> StepOverlap:
+    # clip (CPU traces): spans count within their step's window only. A gloo thread's wait that
+    # started in the step but ran on past its end would otherwise count time of the next step,
+    # and exposed communication could exceed the step it belongs to. GPU kernels run after the
+    # CPU window that launched them, so theirs are not clipped.
+    lo, hi = window
+    wall_us = hi - lo
     comm_u = intervals.union(comm)
     compute_u = intervals.union(*(intervals.subtract(spans, mask_by_thread.get(t, []))
                                   for t, spans in compute_by_thread.items()))
+    if clip:
+        comm_u, compute_u = intervals.clip(comm_u, lo, hi), intervals.clip(compute_u, lo, hi)
     comm_s = intervals.total(comm_u) * _US
     exposed_s = intervals.total(intervals.subtract(comm_u, compute_u)) * _US
     return StepOverlap(step=step, wall_s=wall_us * _US, compute_s=intervals.total(compute_u) * _US,
@@ -236,11 +275,12 @@ def analyse_trace(trace: os.PathLike | str | dict, *, name: str | None = None) -
                 dest[b][t].append(span)
 
     if c.steps:
-        walls = [(n, end - start) for n, start, end in c.steps]
+        windows = [(n, (start, end)) for n, start, end in c.steps]
     else:
         every = [s for _, s in c.comm] + [s for _, _, s in c.compute]
-        walls = [(None, (max(e for _, e in every) - min(s for s, _ in every)) if every else 0.0)]
-    per_step = [_step_overlap(n, wall, comm[i], compute[i], mask[i]) for i, (n, wall) in enumerate(walls)]
+        windows = [(None, (min(s for s, _ in every), max(e for _, e in every)) if every else (0.0, 0.0))]
+    per_step = [_step_overlap(n, win, comm[i], compute[i], mask[i], clip=c.kind == CPU_GLOO_OPS)
+                for i, (n, win) in enumerate(windows)]
     comm_s = sum(s.comm_s for s in per_step)
     exposed_s = sum(s.exposed_comm_s for s in per_step)
     return ExposedComm(

@@ -61,7 +61,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Union
 
-from scalestudy import rawlog, slurm
+from scalestudy import local_workers, rawlog, run_guard, slurm
 from scalestudy.collectives_spec import CollectivesSpec
 from scalestudy.spec import RunSpec
 
@@ -162,6 +162,8 @@ def launch_command(spec: Spec, spec_file: Path, run_dir: Path, python: str = sys
         if spec.launch_nodes != 1:
             raise LaunchError(f"{spec.run_id} needs {spec.launch_nodes} nodes; outside a SLURM job this launcher starts "
                               "single-node runs only (run the workflow with --profile slurm)")
+        if allocation is None and local_workers.use_local_workers(spec.device, spec.launch_nodes, os.environ):
+            return local_workers.command(spec.launch_procs_per_node, _module_args(spec, spec_file, run_dir), python)
         return torchrun_command(spec, spec_file, run_dir, python)
     if len(allocation.hosts) < spec.launch_nodes:
         raise LaunchError(f"{spec.run_id} needs {spec.launch_nodes} nodes; SLURM job {allocation.job_id} has "
@@ -191,6 +193,19 @@ def launch(spec: Spec, run_dir: Path | str, *, time_limit_s: float | None = None
     if spec.launch_nodes != 1 and allocation is None:
         raise LaunchError(f"{spec.run_id} needs {spec.launch_nodes} nodes; outside a SLURM job this launcher starts "
                           "single-node runs only (run the workflow with --profile slurm)")
+    who = f"launcher pid {os.getpid()} on {os.uname().nodename} since {time.strftime('%Y-%m-%dT%H:%M:%S')}"
+    try:
+        with run_guard.run_lock(run_dir, who):
+            return _launch_locked(spec, run_dir, env, allocation, time_limit_s=time_limit_s, log_path=log_path,
+                                  grace_s=grace_s, python=python, keep_crashed=keep_crashed, attempt=attempt,
+                                  max_attempts=max_attempts, site=site)
+    except run_guard.RunLockedError as e:
+        raise LaunchError(str(e)) from None
+
+
+def _launch_locked(spec: Spec, run_dir: Path, env: dict, allocation: slurm.Allocation | None, *,
+                   time_limit_s: float | None, log_path: Path | str | None, grace_s: float, python: str,
+                   keep_crashed: bool, attempt: int, max_attempts: int, site: slurm.Site | None) -> LaunchOutcome:
     if (run_dir / rawlog.STATUS_FILE).exists():
         before = json.loads((run_dir / rawlog.STATUS_FILE).read_text()).get("status")
         if before not in INTERRUPTED:
@@ -227,11 +242,21 @@ def launch(spec: Spec, run_dir: Path | str, *, time_limit_s: float | None = None
                            f"{max_attempts}" + (" (inside a job step)" if allocation.in_step else ""))
             _note(log, f"run {spec.run_id}: {' '.join(cmd)}")
             _note(log, f"wall-clock limit {limit:.0f} s, then SIGTERM and {grace_s:.0f} s grace")
-            started = time.monotonic()
-            returncode, timed_out, signalled = _supervise(cmd, env, log, limit, grace_s)
+            token = run_guard.new_token()
+            watch = run_guard.LoadWatch(token)
+            with run_guard.device_lock(run_guard.device_names(spec.device, spec.launch_procs_per_node, env),
+                                       f"{spec.run_id} ({os.getpid()})", env,
+                                       on_wait=lambda p, h: _note(log, f"waiting for {p}: held by {h}")) as held:
+                started = time.monotonic()
+                returncode, timed_out, signalled, strays = _supervise(
+                    cmd, run_guard.guarded_env(env, token), log, limit, grace_s, token, watch)
+            load = watch.record(held.waited_s)
             _note(log, f"torchrun ended with exit code {returncode} after {time.monotonic() - started:.1f} s"
                        + (" (stopped at the time limit)" if timed_out else "")
-                       + (f" (stopped: the launcher received {signal.Signals(signalled).name})" if signalled else ""))
+                       + (f" (stopped: the launcher received {signal.Signals(signalled).name})" if signalled else "")
+                       + (f"; killed {len(strays)} leftover process(es) of the run: {strays}" if strays else ""))
+            if load["contaminated"]:
+                _note(log, f"CONTAMINATED: {load['reason']} (pids {load['other_run_processes']})")
         finally:
             if spec_file.parent != Path(tmp):
                 spec_file.unlink(missing_ok=True)
@@ -241,8 +266,16 @@ def launch(spec: Spec, run_dir: Path | str, *, time_limit_s: float | None = None
             stop = {"scheduler": "slurm", "job_id": allocation.job_id, "status": verdict, **facts}
             _note(log, f"SLURM says: {' '.join(f'{k}={v}' for k, v in facts.items()) or 'nothing'}"
                        f" -> {verdict or 'no verdict'}")
-        outcome = _conclude(spec, stage, returncode, timed_out, signalled, limit, keep_crashed, stop, allocation,
-                            final_dir=run_dir)
+        try:
+            outcome = _conclude(spec, stage, returncode, timed_out, signalled, limit, keep_crashed, stop, allocation,
+                                final_dir=run_dir)
+            _record_load(stage / rawlog.STATUS_FILE, load)
+        except (rawlog.RawLogError, OSError) as e:  # e.g. a full disk: say which file, and how much room is left
+            message = f"{spec.run_id}: the raw log could not be finished: {e}"
+            if not isinstance(e, OSError):
+                message += f" ({rawlog.free_space_note(stage)})"
+            _note(log, message)
+            return LaunchOutcome(spec.run_id, stage, None, EXIT_HARNESS_ERROR, message, timed_out, returncode, False)
         outcome = _place(outcome, stage, run_dir, attempt, max_attempts, stopping=signalled is not None)
         _note(log, outcome.message)
     return outcome
@@ -315,14 +348,9 @@ def _note(log: IO[str], text: str) -> None:
 
 
 def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM to torchrun if the launcher dies (Linux), so that a
-    launcher killed outright (SIGKILL) leaves no training processes behind in their own session."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
+    """In the child before exec: SIGTERM to torchrun if the launcher dies (Linux). The workers,
+    in sessions of their own, watch the launcher themselves (run_guard.guard_worker)."""
+    run_guard.die_with_parent(signal.SIGTERM)
 
 
 def _alive(pgid: int) -> bool:
@@ -340,16 +368,28 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _supervise(cmd: list[str], env: dict, log: IO[str], limit: float, grace_s: float) -> tuple[int, bool, int | None]:
+def _supervise(cmd: list[str], env: dict, log: IO[str], limit: float, grace_s: float, token: str,
+               watch: run_guard.LoadWatch | None = None) -> tuple[int, bool, int | None, list[int]]:
     """Run torchrun in its own session; stop it at `limit` (SIGTERM to torchrun, which passes it
     on to its workers, then SIGKILL to the whole group after grace_s). A SIGTERM or SIGINT sent
-    to the launcher (a scheduler's limit, Ctrl-C) is passed on the same way."""
+    to the launcher (a scheduler's limit, Ctrl-C) is passed on the same way. On every way out,
+    every process carrying the run's token is killed (torchrun's workers run in sessions of their
+    own: killing its group misses them); returns their pids as the last item."""
     try:
         out = log.fileno()
     except (AttributeError, OSError, ValueError):  # e.g. a captured sys.stdout
         out = None
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT if out is not None else None, env=env,
                             start_new_session=True, preexec_fn=_die_with_parent)
+    try:
+        returncode, timed_out, signalled = _wait(proc, limit, grace_s, watch)
+    finally:
+        strays = run_guard.end_processes(token)
+    return returncode, timed_out, signalled, strays
+
+
+def _wait(proc: subprocess.Popen, limit: float, grace_s: float,
+          watch: run_guard.LoadWatch | None) -> tuple[int, bool, int | None]:
     pgid = proc.pid
     received: list[int] = []
 
@@ -365,6 +405,7 @@ def _supervise(cmd: list[str], env: dict, log: IO[str], limit: float, grace_s: f
     deadline = time.monotonic() + limit
     stop_sent_at: float | None = None
     timed_out = False
+    next_sample = 0.0
     try:
         while True:
             try:
@@ -373,6 +414,9 @@ def _supervise(cmd: list[str], env: dict, log: IO[str], limit: float, grace_s: f
             except subprocess.TimeoutExpired:
                 pass
             now = time.monotonic()
+            if watch is not None and now >= next_sample:
+                watch.sample()
+                next_sample = now + 1.0
             if stop_sent_at is None and (now >= deadline or received):
                 timed_out = not received
                 proc.send_signal(signal.SIGTERM)
@@ -463,7 +507,17 @@ def _record_scheduler_stop(status_path: Path, stop: dict, why: str) -> None:
         final["status"] = "preempted"
         final["error"] = f"{why}; the ranks recorded: {final.get('error')}"
         final["culprit_ranks"] = []
-    rawlog.atomic_write_json(status_path, final)
+    rawlog.write_status(status_path, final)
+
+
+def _record_load(status_path: Path, load: dict) -> None:
+    """Say in status.json what else ran on the host while the run measured (run_guard.LoadWatch):
+    `load.contaminated` is true when processes of another run of the package were seen."""
+    if not status_path.exists():
+        return
+    final = json.loads(status_path.read_text())
+    final["load"] = load
+    rawlog.write_status(status_path, final)
 
 
 def _write_launcher_run_json(spec: Spec, run_dir: Path, limit: float,

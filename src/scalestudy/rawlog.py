@@ -13,10 +13,12 @@ Pure Python: no torch import, so that a laptop can read and audit raw logs.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -53,18 +55,47 @@ class CorruptLogError(RawLogError):
 
 
 # ---- writing -----------------------------------------------------------------------
+_DISK_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EIO)
+
+
+def free_space_note(path: os.PathLike | str) -> str:
+    """'N bytes free on the file system of PATH' (of its nearest existing parent)."""
+    p = Path(path)
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        return f"{shutil.disk_usage(p).free} bytes free on the file system of {p}"
+    except OSError:
+        return f"the free space of {p} is unknown"
+
+
+def disk_error(e: OSError, path: os.PathLike | str) -> OSError:
+    """An OSError from writing `path`, saying which path and how much room is left (same errno)."""
+    what = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exhausted",
+            errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
+            errno.EPERM: "permission denied", errno.EIO: "an input/output error"}.get(e.errno, e.strerror)
+    return OSError(e.errno, f"cannot write {path}: {what} ({free_space_note(path)})")
+
+
 def atomic_write_bytes(path: os.PathLike | str, data: bytes) -> None:
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        if e.errno in _DISK_ERRNOS:
+            raise disk_error(e, path) from None
+        raise
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno in _DISK_ERRNOS:
+            raise disk_error(e, path) from None
         raise
 
 
@@ -74,6 +105,49 @@ def atomic_write_text(path: os.PathLike | str, text: str) -> None:
 
 def atomic_write_json(path: os.PathLike | str, obj: Any) -> None:
     atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True) + "\n")
+
+
+SEAL_KEY = "seal"
+
+
+def seal_digest(status: dict) -> str:
+    """sha256 of status.json's content without its seal (canonical JSON: sorted keys, no spaces)."""
+    body = {k: v for k, v in status.items() if k != SEAL_KEY}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def write_status(path: os.PathLike | str, status: dict) -> None:
+    """Write a run's status.json sealed: its `seal` is the sha256 of the rest of its content, so
+    that an edit of the status (one word: ok <-> oom) fails the audit like an edit of the metrics."""
+    atomic_write_json(path, {**status, SEAL_KEY: seal_digest(status)})
+
+
+def seal_problem(status: dict) -> str | None:
+    """Why a status.json's seal does not hold (None: it holds)."""
+    if SEAL_KEY not in status:
+        return "not sealed (no 'seal': written by hand or by a harness before sealing)"
+    if status[SEAL_KEY] != seal_digest(status):
+        return "edited after the run: its seal (the sha256 of its content) no longer matches"
+    return None
+
+
+def status_contradictions(run: dict, status: dict, records: list[dict]) -> list[str]:
+    """Where a training run's status contradicts its metrics: `ok` with fewer measured steps
+    than the spec plans, or `oom` / `invalid_config` with every measured step and no error."""
+    if run.get("kind", "train") != "train":
+        return []
+    planned = (run.get("spec") or {}).get("measured_iters")
+    if not isinstance(planned, int):
+        return []
+    steps = {r["value"].get("step") for r in records
+             if r.get("key") == "iteration" and isinstance(r.get("value"), dict) and r["value"].get("phase") == "measured"}
+    errors = [r for r in records if r.get("key") == "error"]
+    s = status.get("status")
+    if s == "ok" and len(steps) < planned:
+        return [f"status ok, but the metrics hold {len(steps)} of {planned} measured steps"]
+    if s in ("oom", "invalid_config") and len(steps) >= planned and not errors:
+        return [f"status {s}, but the metrics hold every measured step ({planned}) and no error"]
+    return []
 
 
 def sha256_file(path: os.PathLike | str) -> str:
@@ -139,7 +213,12 @@ class RankLog:
 
     def log(self, key: str, value: Any, **metadata: Any) -> None:
         meta = {"rank": self.rank, "run_id": self.run_id, "time_unix": round(time.time(), 6), **metadata}
-        self._f.write(json.dumps(record(key, value, **meta), sort_keys=True) + "\n")
+        try:
+            self._f.write(json.dumps(record(key, value, **meta), sort_keys=True) + "\n")
+        except OSError as e:
+            if e.errno in _DISK_ERRNOS:
+                raise disk_error(e, self.path) from None
+            raise
 
     def close(self) -> None:
         if not self._f.closed:
@@ -203,7 +282,12 @@ def try_finalize(run_dir: os.PathLike | str, world_size: int, *, force: bool = F
         for i, line in enumerate(p.read_text().splitlines()):
             if not line.strip():
                 continue
-            rec = json.loads(line)
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                (run_dir / LOCK_FILE).unlink(missing_ok=True)
+                raise CorruptLogError(p, f"line {i + 1} is cut short or not JSON (a full disk? "
+                                         f"{free_space_note(p)})") from None
             step = rec["value"].get("step", -1) if isinstance(rec["value"], dict) else -1
             lines.append(((rec["metadata"].get("time_unix", 0.0) if step == -1 else 0.0, step, r, i), line))
     lines.sort(key=lambda t: t[0])
@@ -221,7 +305,7 @@ def try_finalize(run_dir: os.PathLike | str, world_size: int, *, force: bool = F
         if p.is_file() and rel not in (STATUS_FILE, LOCK_FILE) and not rel.startswith("rank-") \
                 and not p.name.startswith("."):
             files[rel] = sha256_file(p)
-    atomic_write_json(run_dir / STATUS_FILE, {
+    write_status(run_dir / STATUS_FILE, {
         "schema": SCHEMA, "status": status, "error": error, "culprit_ranks": culprits,
         "ranks": [ranks[r] for r in range(world_size)], "files_sha256": files,
     })
@@ -278,6 +362,9 @@ def read_run(run_dir: os.PathLike | str, *, verify_checksums: bool = True) -> Ru
         if key not in run:
             raise CorruptLogError(run_path, f"no {key!r}")
     if verify_checksums:
+        broken = seal_problem(status)
+        if broken:
+            raise CorruptLogError(status_path, broken)
         for rel, digest in status.get("files_sha256", {}).items():
             p = member_path(run_dir, rel)
             now = member_sha256(run_dir, rel)
@@ -302,6 +389,8 @@ def read_run(run_dir: os.PathLike | str, *, verify_checksums: bool = True) -> Ru
             records.append(rec)
     elif status["status"] == "ok":
         raise IncompleteRunError(metrics_path, "missing from a run with status ok")
+    for c in status_contradictions(run, status, records):
+        raise CorruptLogError(status_path, f"contradicts the metrics: {c}")
     return RunLog(path=run_dir, run=run, status=status, records=records)
 
 

@@ -66,6 +66,9 @@ class Site:
     rdzv_port: int = DEFAULT_RDZV_PORT
     srun_extra: str = ""  # added to the srun line of every run (e.g. --mpi=none, --cpu-bind=none)
     slurm_extra: str = ""  # added to every sbatch line (options the executor plugin does not set itself)
+    gpu_hours_budget: int | None = None  # refuse a study asking more GPU-hours (unless the study sets its own)
+    catalog: str | None = None  # catalog files (comma-separated) of this site's GPU kinds and models
+    peak_tflops: float | None = None  # the peak for MFU of this site's GPU (a study's own wins)
 
     @property
     def source(self) -> str:
@@ -97,7 +100,11 @@ def load_site(path: os.PathLike | str | None = None, root: os.PathLike | str = "
             kwargs[key] = None if known[key].default is None else known[key].default
             continue
         want = known[key].type
-        if "bool" in str(want):
+        if "float" in str(want):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+                raise SiteError(f"{p}: {key} must be a number > 0, not {value!r}")
+            value = float(value)
+        elif "bool" in str(want):
             if not isinstance(value, bool):
                 raise SiteError(f"{p}: {key} must be true or false, not {value!r}")
         elif "int" in str(want):
@@ -144,6 +151,27 @@ def job_resources(*, nodes: int, procs_per_node: int, cuda: bool, runtime_min: i
         "constraint": site.constraint,
         "slurm_extra": " ".join(extra),
     }
+
+
+def submit_problem(site: Site, *, which=shutil.which) -> str | None:
+    """What stops `snakemake --profile slurm` from submitting from this host, in one sentence with
+    the fix; None when nothing does. The SLURM executor plugin runs sbatch and squeue, guesses a
+    job account with sacct when the site names none, and checks an account with sacctmgr: a
+    missing tool fails every submission (FileNotFoundError, retried) instead of saying so."""
+    if which("sbatch") is None:
+        return ("SLURM's sbatch is not on this host's PATH: run the workflow on the cluster's login node, "
+                "or without --profile slurm to run locally")
+    where = site.source if site.source != "defaults" else "slurm/site.yaml"
+    need = ["sacct"] if site.account is None else []
+    need += ["sacctmgr"]
+    missing = [t for t in need if which(t) is None]
+    if missing:
+        why = ("guesses the job account with sacct (no account in " + where + ") and checks it with sacctmgr"
+               if site.account is None else f"checks the account {site.account!r} (from {where}) with sacctmgr")
+        return (f"SLURM's accounting commands ({', '.join(missing)}) are not on this host's PATH, and the SLURM "
+                f"executor plugin {why}: install SLURM's client tools here (e.g. Debian's slurm-client; they work "
+                "without an accounting database, asking slurmctld), or submit from a host that has them")
+    return None
 
 
 # ---- the allocation -------------------------------------------------------------------

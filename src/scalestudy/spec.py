@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -303,9 +304,11 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
             p.append((name, f"must not be negative, got {getattr(s, name)}"))
     if s.dp_shard == 0 or s.dp_shard < -1:
         p.append(("dp_shard", f"must be at least 1, or -1 for the rest, got {s.dp_shard}"))
-    if s.lr <= 0:
-        p.append(("lr", f"must be positive, got {s.lr}"))
-    if s.device_memory_cap_gib < 0:
+    if not isinstance(s.lr, (int, float)) or not math.isfinite(s.lr) or s.lr <= 0:
+        p.append(("lr", f"must be a finite positive number, got {s.lr}"))
+    if not math.isfinite(s.device_memory_cap_gib):
+        p.append(("device_memory_cap_gib", f"must be finite, got {s.device_memory_cap_gib}"))
+    elif s.device_memory_cap_gib < 0:
         p.append(("device_memory_cap_gib", f"must not be negative, got {s.device_memory_cap_gib}"))
     if s.device_memory_cap_gib and s.device != "cuda":
         p.append(("device_memory_cap_gib", "a memory cap needs device cuda"))
@@ -317,6 +320,10 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
         p.append(("comm", "fake communication runs with backend torch only"))
     if s.comm == "fake" and s.pp_schedule == "interleaved_1f1b" and s.pp > 1:
         p.append(("comm", "fake communication emulates gpipe and 1f1b pipeline stages, not interleaved_1f1b"))
+    if not p and s.n_layers:
+        depth = get_model_config(s.model).n_layers
+        if s.n_layers > depth:
+            p.append(("n_layers", f"a slice of {s.n_layers} layers is deeper than {s.model}'s {depth} layers"))
     if p:
         return p
     world = s.world_size

@@ -21,7 +21,9 @@ A study file, in short (the schema documents every key):
 
 Planning values, resolved before the RunSpec is built: `global_batch_per_gpu: N` (global_batch =
 N x GPUs), `dp_replicate: rest` (the processes left after dp_shard, tp and pp) and
-`pp_microbatches: fill` (the whole local batch in one pipeline pass). A point whose spec cannot
+`pp_microbatches: fill` (the whole local batch in one pipeline pass), and for fake-communication
+rank shares `emulate_rank: stages` (one run for each distinct pipeline stage: first, one middle,
+last; rank 0 alone without pipeline parallelism). A point whose spec cannot
 work is an error naming the study, the experiment, the point and the field, unless the
 experiment says `skip_infeasible: true`: then it is dropped and listed in `Study.dropped`
 (as are points whose memory estimate exceeds the study's `device_memory_gib`).
@@ -43,6 +45,9 @@ from scalestudy.spec import RunSpec, SpecError
 FIGURES = ("collectives_bandwidth", "weak_scaling", "kernel_breakdown", "strong_scaling", "tp_pp_grid",
            "model_sizes", "hardware_generations", "power")
 FIGURE_GROUPS = FIGURES[1:]  # the experiment names that feed a figure of the same name
+# Figures of rank shares (spec comm: fake; scalestudy.rank_share), drawn from the rank_shares table
+RANK_FIGURES = ("rank_grid", "rank_memory")
+ALL_FIGURES = FIGURES + RANK_FIGURES
 STUDIES_DIR = Path("workflow") / "studies"
 SCHEMA_FILE = Path("workflow") / "schemas" / "study.schema.json"
 PLANNING_KEYS = ("global_batch_per_gpu",)
@@ -100,12 +105,17 @@ class Study:
     figures: tuple[str, ...]
     root: Path = field(default=Path("."))
     launch: bool = True  # False: never launched by the workflow; figures come from committed raw logs
+    partial: bool = False  # True: the committed raw logs may hold only some planned runs (the rest: planned)
     time_limit_s: float | None = None  # every run's wall-clock limit; None: estimated from its spec
     dropped: tuple[DroppedPoint, ...] = ()
     source: Path | None = None  # the YAML file
     # A study predicted by scalestudy.perfmodel instead of run: {cluster, calibration, variants}
     # (see workflow/studies/paper-model.yaml); None for a study of measurements.
     prediction: dict | None = None
+    gpu_hours_budget: float | None = None  # refuse to submit a plan asking more (scalestudy.cost)
+    catalog: tuple[str, ...] = ()  # catalog files (model shapes, GPU kinds) the study adds
+    peak_tflops: float | None = None  # the peak for MFU of every run (else the GPU catalog's)
+    expected_cost_cluster: str | None = None  # workflow/clusters NAME: the expected GPU-hours
 
     @property
     def raw_dir(self) -> Path:
@@ -207,6 +217,25 @@ def study_names(root: Path | str = ".") -> list[str]:
     return sorted(p.stem for p in (Path(root) / STUDIES_DIR).glob("*.yaml"))
 
 
+def study_headers(root: Path | str = ".") -> tuple[dict[str, dict], dict[str, str]]:
+    """The top-level mapping of every workflow/studies/*.yaml by study name, and the files that
+    cannot be read (name -> a sentence naming the file): a broken file leaves out only its study."""
+    import yaml
+
+    headers, broken = {}, {}
+    for p in sorted((Path(root) / STUDIES_DIR).glob("*.yaml")):
+        try:
+            data = yaml.safe_load(p.read_text())
+        except (yaml.YAMLError, OSError, UnicodeDecodeError) as e:
+            broken[p.stem] = f"{p} is not valid YAML: {' '.join(str(e).split())}"
+            continue
+        if data is not None and not isinstance(data, dict):
+            broken[p.stem] = f"{p} does not hold a mapping of study fields"
+            continue
+        headers[p.stem] = data or {}
+    return headers, broken
+
+
 def schema_path(root: Path | str = ".") -> Path:
     return checkout_path(SCHEMA_FILE, root)
 
@@ -225,7 +254,34 @@ def load_study(name: str, root: Path | str = ".") -> Study:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
         raise StudyError(study_name, [("yaml", f"{path} is not valid YAML: {e}")]) from None
+    from scalestudy.slurm import SiteError, load_site
+
+    try:
+        site = load_site(root=root)
+        use_catalog_files([f.strip() for f in (site.catalog or "").split(",") if f.strip()], root)
+    except (SiteError, ValueError) as e:
+        raise StudyError(study_name, [("site catalog", str(e))]) from None
     return study_from_dict(study_name, data, root=root, source=path)
+
+
+def use_catalog_files(paths: Iterable[str], root: Path | str = ".") -> list[Path]:
+    """Add catalog files (relative to root) to this process's catalog, once each, and to
+    SCALESTUDY_CATALOG so that the processes it starts (a run's workers) see them too."""
+    import os
+
+    from scalestudy import catalog
+
+    added = []
+    for p in paths:
+        path = Path(p) if Path(p).is_absolute() else Path(root) / p
+        path = path.resolve()
+        if str(path) not in catalog.files():
+            catalog.add_catalog_file(path)
+        listed = [f for f in os.environ.get(catalog.ENV_VAR, "").split(os.pathsep) if f]
+        if str(path) not in listed:
+            os.environ[catalog.ENV_VAR] = os.pathsep.join([*listed, str(path)])
+        added.append(path)
+    return added
 
 
 def validate_study_dict(name: str, data: Any, root: Path | str = ".") -> None:
@@ -273,6 +329,10 @@ def _error_words(e) -> str:
 
 def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Path | None = None) -> Study:
     validate_study_dict(name, data, root)
+    try:
+        use_catalog_files(data.get("catalog", ()), root)
+    except ValueError as e:  # catalog.CatalogError
+        raise StudyError(name, [("catalog", str(e))]) from None
     seeds = tuple(data["seeds"])
     defaults = dict(data.get("defaults", {}))
     memory_gib = data.get("device_memory_gib")
@@ -302,8 +362,10 @@ def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Pat
     return Study(
         name=name, description=data["description"].strip(), hardware=data["hardware"],
         assumptions=tuple(data.get("assumptions", ())), runs=planned, collectives=collectives,
-        figures=figures, root=Path(root), launch=data.get("launch", True), time_limit_s=data.get("time_limit_s"),
+        figures=figures, root=Path(root), launch=data.get("launch", True), partial=data.get("partial", False), time_limit_s=data.get("time_limit_s"),
         dropped=tuple(dropped), source=source, prediction=dict(prediction) if prediction else None,
+        gpu_hours_budget=data.get("gpu_hours_budget"), expected_cost_cluster=data.get("expected_cost_cluster"),
+        catalog=tuple(data.get("catalog", ())), peak_tflops=data.get("peak_tflops"),
     )
 
 
@@ -338,7 +400,11 @@ def _expand(study: str, exp: dict, defaults: dict, memory_gib: float | None,
                 raise StudyError(study, [(both[0], "set by both the grid and a layout")], experiment=name)
             where = {**point, **layout}
             try:
-                spec = resolve_spec(_merge(defaults, exp.get("set", {}), point, layout))
+                merged = _merge(defaults, exp.get("set", {}), point, layout)
+                stages = merged.get("emulate_rank") == "stages"
+                if stages:
+                    merged["emulate_rank"] = 0
+                spec = resolve_spec(merged)
             except SpecError as e:
                 if skip:
                     dropped.append(DroppedPoint(name, where, "; ".join(f"{f}: {r}" for f, r in e.problems)))
@@ -352,7 +418,13 @@ def _expand(study: str, exp: dict, defaults: dict, memory_gib: float | None,
                     dropped.append(DroppedPoint(name, where, f"memory estimate {need / GIB:.0f} GiB exceeds "
                                                              f"device_memory_gib {memory_gib:g}"))
                     continue
-            yield spec
+            if stages and spec.comm == "fake":
+                from scalestudy.rank_share import distinct_stages, rank_of
+
+                for kind in distinct_stages(spec):
+                    yield spec.replace(emulate_rank=rank_of(spec, pp_rank=kind.pp_rank))
+            else:
+                yield spec
 
 
 def resolve_spec(fields: dict) -> RunSpec:

@@ -18,7 +18,27 @@ rule aggregate:
         "data/{study}/logs/aggregate.log",
     params:
         study=study_arg,
+        code=CODE_VERSION,
     conda:
         "../envs/scalestudy.yaml"
     shell:
-        "scalestudy aggregate --study {params.study} > {log} 2>&1"
+        "scalestudy aggregate --study {params.study:q} > {log:q} 2>&1"
+
+
+rule rank_shares:
+    # rank shares (spec comm: fake): one rank's compute time and memory, communication not
+    # executed, and each configuration's pipeline stages put together (docs/rank-shares.md)
+    localrule: True
+    input:
+        raw_inputs,
+    output:
+        shares="data/{study}/tables/rank_shares.csv",
+        configs="data/{study}/tables/rank_configs.csv",
+    log:
+        "data/{study}/logs/rank_shares.log",
+    params:
+        study=study_arg,
+    conda:
+        "../envs/scalestudy.yaml"
+    shell:
+        "scalestudy rank-shares --study {params.study:q} > {log:q} 2>&1"

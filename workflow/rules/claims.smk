@@ -15,11 +15,18 @@ rule claims:
             labels={"table": "claims", "format": "CSV"},
         ),
         md="figures/{study}/claims.md",
+        html=report(
+            "figures/{study}/claims.html",
+            caption="../report/claims.rst",
+            category="Claims",
+            labels={"table": "claims", "format": "page"},
+        ),
     log:
         "data/{study}/logs/claims.log",
     params:
         study=study_arg,
+        code=CODE_VERSION,
     conda:
         "../envs/scalestudy.yaml"
     shell:
-        "scalestudy claims --study {params.study} > {log} 2>&1"
+        "scalestudy claims --study {params.study:q} > {log:q} 2>&1"

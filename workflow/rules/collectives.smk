@@ -6,8 +6,6 @@ rule collectives:
         directory("data/{study}/raw/{run_id}"),
     log:
         "data/{study}/logs/runs/{run_id}.log",
-    message:
-        "run {wildcards.run_id} of study {wildcards.study}: progress lines in {log}"
     wildcard_constraints:
         study=LAUNCHED_STUDIES,
         run_id=r"collectives-[^/]+",
@@ -36,6 +34,6 @@ rule collectives:
         "../envs/scalestudy.yaml"
     shell:
         # exec: the launcher itself gets SLURM's SIGTERM and outlives the shell, to record why
-        "exec scalestudy launch --study {params.study} --run-id {wildcards.run_id}"
-        " --run-dir {output} --log {log} --time-limit-s {params.time_limit_s}"
+        "exec scalestudy launch --study {params.study:q} --run-id {wildcards.run_id:q}"
+        " --run-dir {output:q} --log {log:q} --time-limit-s {params.time_limit_s}"
         " --attempt {resources.attempt} --max-attempts {params.max_attempts}"

@@ -1,16 +1,17 @@
 # Functions of the workflow (no rules here): the study, its runs, and their job resources.
 # Every planning decision lives in the package (scalestudy.studies, scalestudy.launch).
 import re
+import sys
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger
 
+from scalestudy.analysis.code_version import code_version
 from scalestudy.launch import job_resources
-from scalestudy.slurm import SiteError, load_site
-from scalestudy.studies import FIGURES, StudyError, load_study, study_path
+from scalestudy.slurm import SiteError, load_site, submit_problem
+from scalestudy.studies import ALL_FIGURES, FIGURES, RANK_FIGURES, StudyError, load_study, study_headers, study_path
 
 
 @lru_cache(maxsize=None)
@@ -34,13 +35,21 @@ STUDY_SOURCES = {study_path(config["study"]).stem: config["study"]}
 STUDY = get_study(study_path(config["study"]).stem)
 
 
+# The other study files: one that cannot be read is left out (with a warning naming it), so
+# that it breaks only its own study.
+STUDY_HEADERS, BROKEN_STUDIES = study_headers()
+for _name, _why in sorted(BROKEN_STUDIES.items()):
+    if _name != STUDY.name:
+        print(f"scalestudy: warning: study {_name!r} is left out: {_why}", file=sys.stderr)
+
+
 def launched_studies():
     """A wildcard pattern of the studies whose runs the workflow may launch: a study marked
     `launch: false` has no rule that makes its raw logs, which must be committed instead."""
     names = {STUDY.name} if STUDY.launch else set()
-    for p in Path("workflow/studies").glob("*.yaml"):
-        if p.stem != STUDY.name and (yaml.safe_load(p.read_text()) or {}).get("launch", True):
-            names.add(p.stem)
+    for name, data in STUDY_HEADERS.items():
+        if name != STUDY.name and data.get("launch", True):
+            names.add(name)
     return "|".join(re.escape(n) for n in sorted(names)) or "(?!)"
 
 
@@ -51,9 +60,9 @@ def predicted_studies():
     """A wildcard pattern of the studies predicted by the performance model (a `prediction`
     section): rule `predict` makes their raw logs."""
     names = {STUDY.name} if STUDY.prediction else set()
-    for p in Path("workflow/studies").glob("*.yaml"):
-        if p.stem != STUDY.name and (yaml.safe_load(p.read_text()) or {}).get("prediction"):
-            names.add(p.stem)
+    for name, data in STUDY_HEADERS.items():
+        if name != STUDY.name and data.get("prediction"):
+            names.add(name)
     return "|".join(re.escape(n) for n in sorted(names)) or "(?!)"
 
 
@@ -68,6 +77,9 @@ def prediction_inputs(wildcards):
     files += sorted(str(p) for p in Path("workflow/clusters").glob("*.yaml"))
     for d in study.prediction.get("calibration", []):
         files += sorted(str(p) for p in Path(d).glob("*/status.json"))
+    shares = study.prediction.get("rank_shares")
+    if shares and Path(f"data/{shares}/tables/rank_configs.csv").exists():  # measured rank shares (committed)
+        files.append(f"data/{shares}/tables/rank_configs.csv")
     return files
 
 
@@ -98,6 +110,29 @@ except SiteError as e:
 RUN_RETRIES = SITE.retries
 
 
+# Under --profile slurm: refuse at once, in one sentence, what would fail every submission.
+onstart:
+    if getattr(workflow.executor_plugin, "name", None) == "slurm":
+        problem = submit_problem(SITE)
+        if problem:
+            raise WorkflowError(problem)
+
+
+# The study's cost at the workflow's start (also on a dry run): jobs by size, GPU-hours at the
+# requested time limits and expected; a plan over its GPU-hour budget is refused here, before
+# anything is submitted (scalestudy.cost). Not repeated inside the cluster's jobs.
+if workflow.is_main_process and STUDY.launch:
+    from scalestudy.cost import BudgetError, budget_of, check_budget, format_cost, study_cost
+
+    try:
+        _cost = study_cost(STUDY, SITE)
+        _budget, _budget_source = budget_of(STUDY, SITE, config.get("gpu_hours_budget"))
+        logger.info(format_cost(_cost, _budget, _budget_source))
+        check_budget(_cost, _budget, _budget_source)
+    except (BudgetError, SiteError) as e:
+        raise WorkflowError(str(e)) from None
+
+
 def run_resource(key):
     """A job resource of a planned run (scalestudy.launch.job_resources); None: not set."""
 
@@ -123,6 +158,8 @@ def raw_inputs(wildcards):
     if study.prediction:
         return [f"data/{study.name}/raw"]  # rule predict writes every run of it at once
     dirs = [f"data/{study.name}/raw/{run_id}" for run_id in study.run_ids + study.collectives_ids]
+    if study.partial:  # the committed raw logs hold some of the planned runs; the rest stay planned
+        dirs = [d for d in dirs if Path(d).is_dir()]
     if not study.launch and not any(Path(d).is_dir() for d in dirs):
         raise WorkflowError(
             f"study {study.name!r} is not launched by the workflow (launch: false) and "
@@ -133,6 +170,28 @@ def raw_inputs(wildcards):
 
 def study_hardware(wildcards):
     return get_study(wildcards.study).hardware
+
+
+# The analysis code's version (package version and source hash): a parameter of the rules that
+# make tables, figures and claims, so that a change to that code reruns them.
+CODE_VERSION = code_version()
+
+
+def figure_category(figure):
+    from scalestudy.analysis.figures import description
+
+    return description(figure).category
+
+
+def figure_caption(figure):
+    """The report caption of a figure of the study, from its module's DESCRIPTION."""
+
+    def caption(wildcards):
+        from scalestudy.analysis.figures import caption as make_caption
+
+        return make_caption(figure, get_study(wildcards.study), runs=figure_runs(figure)(wildcards))
+
+    return caption
 
 
 def figure_runs(figure):
@@ -179,6 +238,28 @@ def figure_files(wildcards):
     return study_figures(wildcards.study)
 
 
+def rank_table_files(study):
+    return expand("data/{study}/tables/{table}.csv", study=study, table=("rank_shares", "rank_configs"))
+
+
+def rank_tables(wildcards):
+    return rank_table_files(wildcards.study)
+
+
+def figure_inputs(figure):
+    """A figure's tables: the study's, and for the rank figures the rank-share tables too."""
+    if figure in RANK_FIGURES:
+        return lambda wildcards: tables(wildcards) + rank_tables(wildcards)
+    return tables
+
+
 def all_targets(wildcards):
-    claims = expand("figures/{study}/claims.{ext}", study=STUDY.name, ext=("csv", "md"))
-    return study_figures(STUDY.name) + claims
+    targets = study_figures(STUDY.name)
+    if any(r.spec.comm == "fake" for r in STUDY.runs):
+        targets += rank_table_files(STUDY.name)
+    if not set(STUDY.figures) <= set(RANK_FIGURES):  # the paper's claims need throughputs; rank shares are none
+        targets += expand("figures/{study}/claims.{ext}", study=STUDY.name, ext=("csv", "md", "html"))
+    if STUDY.prediction:  # the performance model against published runs (workflow/rules/model.smk)
+        targets += expand("figures/{study}/model_validation{ext}", study=STUDY.name,
+                          ext=(".pdf", ".png", ".csv", "_ledger.csv"))
+    return targets

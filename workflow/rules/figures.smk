@@ -1,18 +1,10 @@
 # One rule a figure, named by its content (figure_weak_scaling, ...): tables -> PDF, PNG and the
-# CSV of exactly the numbers plotted. `snakemake figures/STUDY/NAME.pdf --force` rebuilds one.
+# CSV of exactly the numbers plotted. Its report caption is the figure module's DESCRIPTION
+# (scalestudy.analysis.figures.caption, through the one template report/figure.rst), and
+# params.code (the analysis code's version) reruns it when that code changes.
+# `snakemake --forcerun figure_NAME -- figures/STUDY/NAME.pdf` rebuilds one.
 
-FIGURE_CATEGORIES = {
-    "collectives_bandwidth": "Communication",
-    "weak_scaling": "Scaling",
-    "kernel_breakdown": "Communication",
-    "strong_scaling": "Scaling",
-    "tp_pp_grid": "Parallelism",
-    "model_sizes": "Scaling",
-    "hardware_generations": "Hardware",
-    "power": "Power",
-}
-
-for figure_name in FIGURES:
+for figure_name in ALL_FIGURES:
 
     rule:
         name:
@@ -20,18 +12,18 @@ for figure_name in FIGURES:
         # light work on the submit host: under --profile slurm only the runs are cluster jobs
         localrule: True
         input:
-            tables,
+            figure_inputs(figure_name),
         output:
             pdf=report(
                 f"figures/{{study}}/{figure_name}.pdf",
-                caption=f"../report/{figure_name}.rst",
-                category=FIGURE_CATEGORIES[figure_name],
+                caption="../report/figure.rst",
+                category=figure_category(figure_name),
                 labels={"figure": figure_name, "format": "PDF"},
             ),
             png=report(
                 f"figures/{{study}}/{figure_name}.png",
-                caption=f"../report/{figure_name}.rst",
-                category=FIGURE_CATEGORIES[figure_name],
+                caption="../report/figure.rst",
+                category=figure_category(figure_name),
                 labels={"figure": figure_name, "format": "PNG"},
             ),
             csv=f"figures/{{study}}/{figure_name}.csv",
@@ -40,9 +32,9 @@ for figure_name in FIGURES:
         params:
             figure=figure_name,
             study=study_arg,
-            hardware=study_hardware,  # for the caption
-            runs=figure_runs(figure_name),  # for the caption
+            caption=figure_caption(figure_name),
+            code=CODE_VERSION,
         conda:
             "../envs/scalestudy.yaml"
         shell:
-            "scalestudy figure {params.figure} --study {params.study} > {log} 2>&1"
+            "scalestudy figure {params.figure:q} --study {params.study:q} > {log:q} 2>&1"

@@ -19,4 +19,28 @@ rule predict:
     conda:
         "../envs/scalestudy.yaml"
     shell:
-        "scalestudy model study --study {params.study} --out {output} > {log} 2>&1"
+        "scalestudy model study --study {params.study:q} --out {output:q} > {log:q} 2>&1"
+
+
+# The external validation ledger (workflow/validation/external.yaml) predicted with the study's
+# calibration, drawn as the model_validation figure with its CSVs. Nothing is fitted to it.
+rule model_validation:
+    localrule: True
+    input:
+        ledger="workflow/validation/external.yaml",
+        deps=prediction_inputs,
+    output:
+        ledger="figures/{study}/model_validation_ledger.csv",
+        figure=multiext("figures/{study}/model_validation", ".pdf", ".png", ".csv"),
+    log:
+        "data/{study}/logs/model_validation.log",
+    wildcard_constraints:
+        study=PREDICTED_STUDIES,
+    params:
+        calibration=lambda wildcards: list(get_study(wildcards.study).prediction["calibration"]),
+        base=lambda wildcards: f"figures/{wildcards.study}/model_validation",
+    conda:
+        "../envs/scalestudy.yaml"
+    shell:
+        "scalestudy model validate --external --calibration {params.calibration:q} --out {output.ledger:q} "
+        "--figure {params.base:q} > {log:q} 2>&1"

@@ -1,7 +1,8 @@
 # One job a (configuration, seed) of the study: `scalestudy launch` runs it under torchrun with
 # a wall-clock limit and leaves a finished raw log. A classified failure (oom, timeout,
 # comm_error, ...) completes the job with that status; only a failure of the harness itself
-# fails it (see scalestudy.launch).
+# fails it (see scalestudy.launch). The run's log (Snakemake prints its path with the job) holds
+# rank 0's progress lines and ends with a summary; the summary also appears in Snakemake's output.
 
 
 rule run:
@@ -9,8 +10,6 @@ rule run:
         directory("data/{study}/raw/{run_id}"),
     log:
         "data/{study}/logs/runs/{run_id}.log",
-    message:
-        "run {wildcards.run_id} of study {wildcards.study}: progress lines in {log}"
     wildcard_constraints:
         study=LAUNCHED_STUDIES,
         run_id=r"(?!collectives-)[^/]+",
@@ -39,6 +38,6 @@ rule run:
         "../envs/scalestudy.yaml"
     shell:
         # exec: the launcher itself gets SLURM's SIGTERM and outlives the shell, to record why
-        "exec scalestudy launch --study {params.study} --run-id {wildcards.run_id}"
-        " --run-dir {output} --log {log} --time-limit-s {params.time_limit_s}"
+        "exec scalestudy launch --study {params.study:q} --run-id {wildcards.run_id:q}"
+        " --run-dir {output:q} --log {log:q} --time-limit-s {params.time_limit_s}"
         " --attempt {resources.attempt} --max-attempts {params.max_attempts}"

@@ -3,11 +3,15 @@
 runs.csv                 one row per planned training run (configuration and seed); see run_table.
 summary.csv              one row per configuration: its status over seeds, status counts, and for
                          every metric of run_table.METRICS `<m>_mean`, `<m>_std`, `<m>_ci95_low`,
-                         `<m>_ci95_high` and `<m>_n` (stats.summarize over the ok seeds).
+                         `<m>_ci95_high` and `<m>_n` (stats.summarize over the ok seeds, less the
+                         seeds flagged `outlier` (seed_outliers) or `contaminated` in runs.csv,
+                         each named in `notes`; when every ok seed is contaminated they are kept
+                         and `notes` says so).
 collectives.csv          one row per (benchmark run, op, size); collectives_summary.csv the summary
                          per (op, size, world size, nodes) over seeds (collectives_table).
-unplanned_runs.csv       run directories under the raw directory that the study did not plan
-                         (reported, never read into the tables).
+unplanned_runs.csv       run directories under the raw directory that the study did not plan, and
+                         copies of planned runs anywhere but raw/RUN_ID (a backup, a duplicate):
+                         reported, never read into the tables (the audit counts them as problems).
 predictions.csv          only when the study holds predicted runs (scalestudy.perfmodel): one row per
                          predicted run and metric, the predicted value, the model's band and its value
                          at every corner of the uncertainty box (';'-joined), so that claims can band a
@@ -113,11 +117,14 @@ def unplanned_runs(study, dirs: dict[str, list[Path]] | None = None) -> list[dic
     planned = _planned_ids(study)
     rows = []
     for name, paths in dirs.items():
-        if name in planned:
-            continue
         m = _ASIDE.match(name)
         for d in paths:
-            if m and m.group("run_id") in planned:
+            if name in planned and d.parent == raw:
+                continue  # the one place a planned run is read from
+            if name in planned:
+                reason = (f"a copy of planned run {name} outside {raw.name}/{name} (a backup or a duplicate): "
+                          "never read")
+            elif m and m.group("run_id") in planned:
                 reason = f"an unfinished attempt of planned run {m.group('run_id')}, moved aside"
             else:
                 reason = f"not a run of study {study.name!r}"
@@ -135,13 +142,14 @@ def build_tables(study, *, allow_missing: bool = False, verify_checksums: bool =
     bands: dict[str, dict] = {}  # run id -> the model's band, for predicted runs
 
     def locate(run_id: str) -> Path | None:
+        """A planned run is read from raw/RUN_ID only; copies elsewhere (backups, duplicates) are
+        listed as unplanned and never picked instead."""
         paths = dirs.get(run_id, [])
-        if len(paths) > 1:
-            errors.append(RawLogError(paths[1], f"a second directory of run {run_id} (first: {paths[0]})"))
-        if not paths:
-            errors.append(RawLogError(raw / run_id, "planned run has no raw-log directory"))
-            return None
-        return paths[0]
+        if raw / run_id in paths:
+            return raw / run_id
+        copies = f" (copies not read: {', '.join(_rel(p, raw) for p in paths)})" if paths else ""
+        errors.append(RawLogError(raw / run_id, f"planned run has no raw-log directory{copies}"))
+        return None
 
     def read(path: Path, run_id: str):
         try:
@@ -190,6 +198,7 @@ def build_tables(study, *, allow_missing: bool = False, verify_checksums: bool =
     if errors and not allow_missing:
         raise StudyDataError(errors)
     tables.runs.sort(key=lambda r: (r["model"], r["world_size"], r["layout"], r["config_id"], r["seed"]))
+    flag_outliers(tables.runs)
     tables.summary = summarize_configs(tables.runs, bands)
     tables.predictions.sort(key=lambda r: (r["config_id"], r["run_id"], r["metric"]))
     tables.collectives.sort(key=collectives_table.sort_key)
@@ -208,6 +217,48 @@ def _prediction_rows(row: dict) -> list[dict]:
         out.append({"config_id": row["config_id"], "run_id": row["run_id"], "metric": m, "value": central[m],
                     "band_low": lo, "band_high": hi, "corners": list(corners.get(m) or [])})
     return out
+
+
+# A seed's throughput is an outlier when it lies outside the range of the configuration's other ok
+# seeds by more than max(OUTLIER_MADS x their median absolute deviation, OUTLIER_REL x their
+# median); judged only with at least OUTLIER_MIN_SEEDS ok seeds.
+OUTLIER_METRIC = "tokens_per_s"
+OUTLIER_MADS = 3.0
+OUTLIER_REL = 0.05
+OUTLIER_MIN_SEEDS = 3
+
+
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+
+
+def seed_outliers(values: dict) -> dict:
+    """key -> why its value is an outlier against the others (see OUTLIER_*); others absent."""
+    out = {}
+    if len(values) < OUTLIER_MIN_SEEDS:
+        return out
+    for k, v in values.items():
+        others = [x for j, x in values.items() if j != k]
+        med = _median(others)
+        margin = max(OUTLIER_MADS * _median([abs(x - med) for x in others]), OUTLIER_REL * abs(med))
+        lo, hi = min(others), max(others)
+        if v < lo - margin or v > hi + margin:
+            out[k] = (f"{OUTLIER_METRIC} {v:.6g} lies outside the other seeds' range [{lo:.6g}, {hi:.6g}] by more "
+                      f"than max({OUTLIER_MADS:g} MAD, {OUTLIER_REL:.0%} of their median) = {margin:.6g}")
+    return out
+
+
+def flag_outliers(runs: list[dict]) -> None:
+    """Fill `outlier` of every measured ok run whose throughput is an outlier among its seeds."""
+    groups: dict[str, dict[str, float]] = {}
+    for r in runs:
+        if r["status"] == "ok" and r.get("kind") != "predicted" and r.get(OUTLIER_METRIC) is not None:
+            groups.setdefault(r["config_id"], {})[r["run_id"]] = float(r[OUTLIER_METRIC])
+    flagged = {rid: why for g in groups.values() for rid, why in seed_outliers(g).items()}
+    for r in runs:
+        r["outlier"] = flagged.get(r["run_id"])
 
 
 def config_status(statuses: list[str]) -> str:
@@ -239,8 +290,11 @@ def summarize_configs(runs: list[dict], bands: dict[str, dict] | None = None) ->
     for cid, g in groups.items():
         g = sorted(g, key=lambda r: r["seed"])
         first = g[0]
-        ok = [r for r in g if r["status"] == "ok"]
         statuses = [r["status"] for r in g]
+        # an outlier seed, or one measured beside another run, is flagged and left out of the means
+        excluded = [r for r in g if r["status"] == "ok" and (r.get("outlier") or r.get("contaminated"))]
+        ok = [r for r in g if r["status"] == "ok" and r not in excluded] or \
+            [r for r in g if r["status"] == "ok" and not r.get("outlier")]
         row = {c: first.get(c) for c in ("layout", "model", "world_size", "nodes", "procs_per_node",
                                           "dp_replicate", "dp_shard", "tp", "pp", "global_batch", "local_batch",
                                           "seq_len", "tokens_per_step", "device")}
@@ -272,6 +326,14 @@ def summarize_configs(runs: list[dict], bands: dict[str, dict] | None = None) ->
                 notes.add("one seed: no confidence interval")
         if predicted:
             notes.add(PREDICTED_NOTE)
+        for r in excluded:
+            if r in ok:
+                notes.add(f"seed {r['seed']} CONTAMINATED (another run of the package ran beside it), kept: every "
+                          "ok seed is")
+                continue
+            why = f"outlier: {r['outlier']}" if r.get("outlier") else \
+                "contaminated: another run of the package ran on its host while it measured"
+            notes.add(f"seed {r['seed']} left out of the statistics ({why})")
         for r in ok:
             for c in run_table.REASON_COLUMNS:
                 if r.get(c):

@@ -1,11 +1,14 @@
 """Audit a study: do its tables, figure CSVs and claims follow from its raw logs, byte for byte?
 
 `audit(study)` returns a list of problems, each naming a file (empty: all is well):
-1. every checksum in every run's status.json is recomputed (a missing or changed raw-log file); for a
+1. every status.json's seal (the sha256 of its content: an edited status) and every checksum it
+   lists are recomputed (a missing or changed raw-log file); for a
    predicted run (scalestudy.perfmodel), also those of the measured runs it was calibrated from, as
    the prediction recorded them (a changed calibration file makes the prediction stale);
-2. run directories under raw/ that the study did not plan (an unfinished attempt of a planned
-   run that the harness moved aside is not a problem);
+2. run directories under raw/ that the study did not plan, and copies of planned runs anywhere but
+   raw/RUN_ID (backups, duplicates: never read); an unfinished attempt of a planned run that the
+   harness moved aside is not a problem; a status that contradicts its metrics (ok with fewer
+   measured steps than planned, oom with every step and no error) fails the rebuild;
 3. the tables, claims and every figure's CSV are rebuilt from the raw logs into a temporary
    directory and compared byte for byte with the ones in data/<study>/tables (tables) and
    figures/<study> (figure CSVs, claims.csv, claims.md); a missing file, a different one, and a figure without its pdf or png are
@@ -18,7 +21,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from scalestudy.rawlog import STATUS_FILE, RawLogError, find_runs, member_path, member_sha256
+from scalestudy.rawlog import STATUS_FILE, RawLogError, find_runs, member_path, member_sha256, seal_problem
 
 
 def _first_difference(a: bytes, b: bytes) -> str:
@@ -50,6 +53,9 @@ def verify_checksums(raw_dir: Path) -> list[str]:
         except json.JSONDecodeError as e:
             problems.append(f"{status_path}: not valid JSON ({e})")
             continue
+        broken = seal_problem(status)
+        if broken:
+            problems.append(f"{status_path}: {broken}")
         files = status.get("files_sha256")
         if not isinstance(files, dict) or not files:
             problems.append(f"{status_path}: lists no files with their sha256")
@@ -81,6 +87,33 @@ def _calibration_problems(run_dir: Path) -> list[str]:
                 seen.add(p)
                 out.append(p)
     return out
+
+
+def made_by_other_code(figures_dir: Path) -> list[str]:
+    """Figures and claims whose recorded code version (PNG metadata, the figure CSV's
+    code_version column, claims.md) is not this code's: rebuild them (snakemake reruns them)."""
+    import re
+
+    from PIL import Image
+
+    from scalestudy.analysis.code_version import code_version
+    from scalestudy.analysis.csv_format import read_csv_rows
+
+    current = code_version()
+    found: list[tuple[Path, str | None]] = []
+    for p in sorted(Path(figures_dir).glob("*.png")):
+        with Image.open(p) as im:
+            found.append((p, im.text.get("Software")))
+    for p in sorted(Path(figures_dir).glob("*.csv")):
+        rows = read_csv_rows(p)
+        if rows and "label" in rows[0]:  # a figure's CSV (claims.csv has no label column)
+            found.append((p, rows[0].get("code_version")))
+    md = Path(figures_dir) / "claims.md"
+    if md.exists():
+        m = re.search(r"scalestudy \S+\+analysis\.[0-9a-f]+", md.read_text(encoding="utf-8"))
+        found.append((md, m.group(0) if m else None))
+    return [f"{p}: made by {v or 'code that recorded no version'}, not by this code ({current}): rebuild it"
+            for p, v in found if v != current]
 
 
 def audit(study, *, figures: bool = True, claims: bool = True) -> list[str]:
@@ -123,4 +156,6 @@ def audit(study, *, figures: bool = True, claims: bool = True) -> list[str]:
                     drawn = Path(study.figures_dir) / f"{name}.{ext}"
                     if not drawn.exists():
                         problems.append(f"{drawn}: missing (figure {name} was not drawn)")
+    if figures or claims:
+        problems += made_by_other_code(Path(study.figures_dir))
     return problems

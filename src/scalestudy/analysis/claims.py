@@ -30,10 +30,12 @@ import math
 from pathlib import Path
 
 from scalestudy.analysis.csv_format import split_list, write_csv
+from scalestudy.analysis.markdown_html import to_html
 from scalestudy.analysis.stats import Comparison, Summary, difference, from_columns, relative_change
 
 CLAIMS_CSV = "claims.csv"
 CLAIMS_MD = "claims.md"
+CLAIMS_HTML = "claims.html"  # claims.md as a page of the Snakemake report
 CONSISTENT, NOT_CONSISTENT, NOT_COMPARABLE = "consistent", "not consistent", "not comparable"
 CLAIM_COLUMNS = ["id", "claim", "where", "paper", "paper_value", "unit", "ours", "ours_ci95_low", "ours_ci95_high",
                  "n_seeds", "ours_text", "verdict", "reason", "rule", "config_ids", "run_ids"]
@@ -505,6 +507,13 @@ def evaluate(tables) -> list[dict]:
             r["n_seeds"] = PREDICTED
             if r.get("ours_text"):
                 r["ours_text"] = r["ours_text"].replace("95% CI", "model band")
+    # seeds the summary left out (outliers, measured beside another run): said in every claim they touch
+    left_out = {c["config_id"]: [n for n in split_list(c.get("notes")) if "left out of the statistics" in n]
+                for c in cfgs}
+    for r in rows:
+        flagged = [f"{cid}: {n}" for cid in (r.get("config_ids") or []) for n in left_out.get(cid, [])]
+        if flagged:
+            r["reason"] = "; ".join([x for x in [r.get("reason")] if x] + ["FLAGGED " + n for n in flagged])
     for r in rows:
         for k in CLAIM_COLUMNS:
             r.setdefault(k, None)
@@ -521,9 +530,11 @@ def markdown(rows: list[dict], study) -> str:
         return format_value(v).replace("|", "\\|").replace("\n", " ")
 
     predicted = any(r.get("n_seeds") == PREDICTED or PREDICTED_REASON in (r.get("reason") or "") for r in rows)
+    from scalestudy.analysis.code_version import code_version
+
     lines = [f"# Claims of arXiv 2411.13055 against study `{study.name}`", "",
-             f"Hardware: {study.hardware}. Recomputed from the study's tables by `scalestudy claims`; "
-             "ours: the value with its 95% confidence interval over seeds.", ""]
+             f"Hardware: {study.hardware}. Recomputed from the study's tables by `scalestudy claims` "
+             f"(`{code_version()}`); ours: the value with its 95% confidence interval over seeds.", ""]
     if predicted:
         lines += ["**PREDICTED by scalestudy.perfmodel, not measured**: rows marked PREDICTED compare model "
                   "predictions with the paper; their interval is the model's band (both sides at the same corner "
@@ -549,8 +560,11 @@ def write_claims(tables, study, out_dir: Path | str | None = None) -> list[Path]
     rows = evaluate(tables)
     csv_path = write_csv(out / CLAIMS_CSV, CLAIM_COLUMNS, rows)
     md_path = out / CLAIMS_MD
-    md_path.write_text(markdown(rows, study), encoding="utf-8")
-    return [csv_path, md_path]
+    text = markdown(rows, study)
+    md_path.write_text(text, encoding="utf-8")
+    html_path = out / CLAIMS_HTML
+    html_path.write_text(to_html(text, title=f"Claims against study {study.name}"), encoding="utf-8")
+    return [csv_path, md_path, html_path]
 
 
 def claims(study, tables=None, out_dir: Path | str | None = None) -> list[Path]:

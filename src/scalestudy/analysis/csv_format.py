@@ -65,10 +65,24 @@ def write_csv(path: os.PathLike | str, columns: Sequence[str], rows: Iterable[di
     return path
 
 
+class UnreadableCsvError(ValueError):
+    """A file that is not a readable CSV (binary, not UTF-8, NUL bytes), naming it."""
+
+    def __init__(self, path: os.PathLike | str, reason: str):
+        self.path = str(path)
+        super().__init__(f"{path}: not a readable CSV file ({reason})")
+
+
 def read_csv_rows(path: os.PathLike | str) -> list[dict[str, str]]:
     """The rows of a CSV as strings (no type guessing): what provenance and audit read."""
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+    except UnicodeDecodeError as e:
+        raise UnreadableCsvError(path, f"binary or not UTF-8: byte {e.start} is {e.object[e.start:e.start + 1]!r}") \
+            from None
+    except csv.Error as e:
+        raise UnreadableCsvError(path, str(e)) from None
 
 
 def read_table(path: os.PathLike | str):
@@ -78,8 +92,11 @@ def read_table(path: os.PathLike | str):
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: missing")
-    return pd.read_csv(path, keep_default_na=False, na_values=[""], true_values=["true"],
-                       false_values=["false"])
+    try:
+        return pd.read_csv(path, keep_default_na=False, na_values=[""], true_values=["true"],
+                           false_values=["false"])
+    except (UnicodeDecodeError, pd.errors.ParserError) as e:
+        raise UnreadableCsvError(path, f"{type(e).__name__}: {e}") from None
 
 
 def split_list(v: Any) -> list[str]:

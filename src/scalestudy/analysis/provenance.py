@@ -24,7 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from scalestudy.analysis.csv_format import read_csv_rows, split_list
-from scalestudy.rawlog import RUN_FILE, STATUS_FILE, member_path, member_sha256, sha256_file
+from scalestudy.rawlog import RUN_FILE, STATUS_FILE, member_path, member_sha256, seal_digest, seal_problem, sha256_file
 
 RUN_ID_COLUMNS = ("run_ids", "run_id")
 
@@ -91,9 +91,13 @@ def run_provenance(run_dir: Path) -> dict:
         files.append({"path": rel, "sha256_recorded": digest, "sha256_now": now, "ok": ok})
         if not ok:
             out["problems"].append(f"{p}: " + ("missing" if now is None else "sha256 differs from status.json"))
-    if status_path.exists():
-        files.append({"path": STATUS_FILE, "sha256_recorded": None, "sha256_now": sha256_file(status_path),
-                      "ok": None})
+    if status:
+        broken = seal_problem(status)
+        if broken:
+            out["problems"].append(f"{status_path}: {broken}")
+        # status.json's own record is its seal: the sha256 of its content without the seal
+        files.append({"path": STATUS_FILE, "sha256_recorded": status.get("seal"), "sha256_now": seal_digest(status),
+                      "ok": broken is None, "sha256_file": sha256_file(status_path)})
     prov = run.get("provenance") or {}
     git = (prov.get("package") or {}).get("git") or {}
     if run.get("kind") == "predicted":

@@ -10,7 +10,10 @@ spec fields are prefixed `spec.` so that they never clash with derived columns s
 `world_size` or `seed`):
 
 identity      run_id, config_id, seed, label, experiments (';'-joined), kind, status, error,
-              culprit_ranks, raw_dir (the run directory, relative to the study's raw directory)
+              culprit_ranks, raw_dir (the run directory, relative to the study's raw directory),
+              contaminated (status.json's load record: another run of the package ran on its host
+              while it measured; empty where the run recorded no load), outlier (why its throughput
+              is an outlier against the other seeds, aggregate.seed_outliers; empty if it is not)
 layout        layout, model, world_size, nodes, procs_per_node, dp_replicate, dp_shard, tp, pp,
               global_batch, local_batch, seq_len, tokens_per_step, device, device_names, n_hosts
 throughput    n_measured_steps, tokens_per_s (global), tokens_per_s_per_device, step_time_mean_s,
@@ -43,7 +46,7 @@ from scalestudy.spec import RunSpec, SpecError
 SPEC_PREFIX = "spec."
 
 IDENTITY_COLUMNS = ["run_id", "config_id", "seed", "label", "experiments", "kind", "status", "error",
-                    "culprit_ranks", "raw_dir"]
+                    "culprit_ranks", "raw_dir", "contaminated", "outlier"]
 LAYOUT_COLUMNS = ["layout", "model", "world_size", "nodes", "procs_per_node", "dp_replicate", "dp_shard", "tp",
                   "pp", "global_batch", "local_batch", "seq_len", "tokens_per_step", "device", "device_names",
                   "n_hosts"]
@@ -111,8 +114,8 @@ def unread_row(planned, status: str, error: str, raw_dir: str | None) -> dict:
     spec = planned.spec
     row = {"run_id": planned.run_id, "config_id": getattr(planned, "config_id", spec.config_id), "seed": spec.seed,
            "kind": "train",
-           "status": status, "error": error, "culprit_ranks": None, "raw_dir": raw_dir,
-           **planned_columns(planned), **layout_columns(spec), "device_names": None, "n_hosts": None,
+           "status": status, "error": error, "culprit_ranks": None, "raw_dir": raw_dir, "contaminated": None,
+           "outlier": None, **planned_columns(planned), **layout_columns(spec), "device_names": None, "n_hosts": None,
            **_null_metrics(f"run {status}"), **spec_columns(spec)}
     return row
 
@@ -127,12 +130,19 @@ def run_row(log: RunLog, planned=None, raw_dir: str | None = None) -> dict:
         "run_id": log.run_id, "config_id": log.run.get("config_id", spec.config_id), "seed": spec.seed,
         **planned_columns(planned), "kind": log.run.get("kind", "train"), "status": status,
         "error": log.status.get("error"), "culprit_ranks": log.status.get("culprit_ranks") or [],
-        "raw_dir": raw_dir, **layout_columns(spec), "device_names": sorted(devices),
+        "raw_dir": raw_dir, "contaminated": (log.status.get("load") or {}).get("contaminated"), "outlier": None,
+        **layout_columns(spec), "device_names": sorted(devices),
         "n_hosts": len(prov.get("hosts") or []) or None,
     }
     row.update(spec_columns(spec))
     if status != "ok":
         row.update(_null_metrics(f"run status {status}"))
+        return row
+    if spec.comm == "fake":  # never a throughput of the configuration: see analysis/rank_shares.py
+        from scalestudy.rank_share import LABEL
+
+        row.update(_null_metrics(f"{LABEL}: no throughput of the configuration (tables rank_*.csv)"))
+        row.update(_memory(log))
         return row
     row.update(_throughput(log, spec))
     row.update(_mfu(log, row))
@@ -350,8 +360,9 @@ def _exposed_comm(log: RunLog, row: dict) -> dict:
             out["exposed_comm_reason"] = str(e)
             return out
         n = len(res.per_step) or 1
-        per_rank.append((res.compute_s / n, res.comm_s / n, res.exposed_comm_s / n, res.kind))
-    kinds = sorted({k for *_, k in per_rank})
+        per_rank.append((res.compute_s / n, res.comm_s / n, res.exposed_comm_s / n, res.kind,
+                         math.fsum(s.wall_s for s in res.per_step) / n))
+    kinds = sorted({p[3] for p in per_rank})
     k = len(per_rank)
     compute = math.fsum(p[0] for p in per_rank) / k
     comm = math.fsum(p[1] for p in per_rank) / k
@@ -359,9 +370,11 @@ def _exposed_comm(log: RunLog, row: dict) -> dict:
     out.update(compute_s=compute, comm_s=comm, exposed_comm_s=exposed,
                overlap_fraction=(1.0 - exposed / comm) if comm > 0 else None,
                exposed_comm_kind=kinds, n_traces=k)
-    traced_time = _traced_step_time(log, profiles)
+    # against the traced iterations themselves (tracing slows them, most of all on CPU): the
+    # trace's own step windows, the ones its exposed time was clipped to, else the logged times
+    wall = math.fsum(p[4] for p in per_rank) / k
+    traced_time = wall if wall > 0 else _traced_step_time(log, profiles)
     if traced_time:
-        # against the traced iterations themselves: tracing slows them, most of all on CPU
         out["exposed_comm_share"] = exposed / traced_time
     if comm <= 0:
         out["exposed_comm_reason"] = "the traces hold no communication"

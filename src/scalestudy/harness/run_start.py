@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from scalestudy import rawlog
+from scalestudy import rawlog, run_guard
 from scalestudy.harness import faults
 
 COMM_TIMEOUT_ENV = "SCALESTUDY_COMM_TIMEOUT_S"
@@ -38,7 +38,8 @@ def init_distributed(spec) -> tuple[int, int, torch.device]:
     if "RANK" not in os.environ:
         if processes != 1:
             raise faults.InvalidConfig(f"the spec needs {processes} processes: start it with "
-                                       f"torchrun --nproc_per_node {spec.procs_per_node}")
+                                       f"torchrun --nproc_per_node {spec.procs_per_node} -m scalestudy ..., or "
+                                       "let scalestudy launch --spec-json SPEC start them")
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
                           MASTER_PORT=str(_free_port()))
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -120,6 +121,7 @@ def begin_run(spec, run_dir: Path) -> RunContext:
     rank's host and device facts (for run.json's provenance)."""
     from scalestudy.harness import provenance
 
+    run_guard.guard_worker()  # no process of a run outlives its launcher or its torchrun
     faults.install_sigterm_handler()
     rank, world, device = init_distributed(spec)
     run_dir = Path(run_dir)

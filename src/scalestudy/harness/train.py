@@ -17,10 +17,10 @@ from scalestudy.harness.data import local_batch
 from scalestudy.harness.llama import Transformer, init_weights
 from scalestudy.harness.parallel_dims import ParallelDims
 from scalestudy.harness.parallelize import parallelize
-from scalestudy.harness.pipeline import build_schedule, split_model, stage_ids
 from scalestudy.harness.cpu_peak import calibrate_cpu_peak
 from scalestudy.harness.power import PowerMonitor
 from scalestudy.harness.profiling import ProfilerWindow
+from scalestudy.harness.metrics_sink import open_sink
 from scalestudy.harness.progress import Progress, default_every
 from scalestudy.hardware import UnknownDeviceError, peak_flops
 from scalestudy.memory_estimate import estimate_memory
@@ -45,6 +45,10 @@ class Trainer:
         with torch.device("meta"):
             model = Transformer(self.cfg, spec.seq_len)
         if dims.pp_enabled:
+            # imported only here: torch.distributed.pipelining pulls in torch._dynamo, most of the
+            # harness's import time, which a run without pipeline parallelism need not pay
+            from scalestudy.harness.pipeline import split_model, stage_ids
+
             n_stages = spec.pp * spec.pp_stages_per_rank
             self.stage_ids = stage_ids(dims.pp_rank(), spec)
             self.parts = [split_model(model, sid, n_stages) for sid in self.stage_ids]
@@ -71,6 +75,8 @@ class Trainer:
 
             self.schedule = FakeStage(self.parts[0], self.stage_ids[0], spec, device, self._pp_loss)
         elif dims.pp_enabled:
+            from scalestudy.harness.pipeline import build_schedule
+
             self.schedule = build_schedule(self.parts, self.stage_ids, spec, dims.pp_mesh.get_group(), device,
                                            self._pp_loss)
 
@@ -135,11 +141,11 @@ def _sync(device: torch.device) -> None:
 
 def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, quiet: bool = False,
           peak_tflops: float | None = None, power: bool = True, power_period_s: float = 0.1,
-          progress_every: int | None = None) -> str:
+          progress_every: int | None = None, metrics_sink: str = "none") -> str:
     """Run `spec` in this process (one rank of it) and write its raw log; returns the run's status
     as this rank saw it. Classified failures return; unclassified ones re-raise after logging.
     Rank 0 prints a progress line every `progress_every` steps (None: about ten a run; 0: none)
-    and a summary at the end."""
+    and a summary at the end, and mirrors each step's numbers to `metrics_sink` (tensorboard, wandb)."""
     started = time.monotonic()
     optimisations.apply_allocator_setting()
     run = begin_run(spec, run_dir)
@@ -168,6 +174,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
     elif not power:
         monitor.reason = "power measurement switched off for this run (--no-power)"
     profiler = ProfilerWindow(spec, run_dir, rank, device)
+    progress = None
     try:
         run.check_world()
         torch.manual_seed(spec.seed)
@@ -187,7 +194,9 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         total_iters = spec.warmup_iters + spec.measured_iters
         progress = Progress(total_iters, spec.tokens_per_step, world,
                             default_every(total_iters) if progress_every is None else progress_every,
-                            flops["flops_per_token"], peak.get("peak_flops_per_s"))
+                            flops["flops_per_token"], peak.get("peak_flops_per_s"),
+                            sink=open_sink(metrics_sink, run_dir, spec.run_id, spec.to_dict()) if rank == 0 else None,
+                            rank_share=fake_comm["label"] if fake_comm else None)
         if rank == 0:
             print(f"[scalestudy] run {spec.run_id}: {spec.layout} on {world} process{'es' if world > 1 else ''}, {total_iters} steps "
                   f"({spec.warmup_iters} warm-up); raw log {run_dir}", flush=True)
@@ -224,6 +233,9 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         profiler.stop()
         monitor.stop()
         return run.fail(e, quiet=quiet)
+    finally:
+        if progress is not None and progress.sink is not None:
+            progress.sink.close()
     status = run.finish()
     if rank == 0:
         print(progress.summary(spec.run_id, status, run_dir), flush=True)

@@ -34,7 +34,7 @@ from typing import Any
 from scalestudy.checkout import checkout_path
 
 CLUSTERS_DIR = Path("workflow") / "clusters"
-SOURCES = ("datasheet", "paper", "measured", "published panel", "assumed", "fit", "config", "what-if")
+SOURCES = ("datasheet", "paper", "measured", "published panel", "published", "assumed", "fit", "config", "what-if")
 REQUIRED = ("name", "description", "gpu", "gpus_per_node", "max_nodes", "peak_flops_per_s", "hbm_bytes_per_s",
             "memory_gib", "tdp_w", "intra_node_GBps", "inter_node_GBps", "collectives", "overlap", "power",
             "uncertainty")

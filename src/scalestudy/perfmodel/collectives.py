@@ -18,8 +18,11 @@ Where the numbers come from, in order of preference:
 1. `collective` records of raw logs (a collectives benchmark): `fit_records` fits alpha and the
    bus bandwidth per (op, scope) by least squares on relative error (numpy lstsq);
 2. for the inter-node all-reduce: the published panel of the paper's Fig 2 (PUBLISHED_ALL_REDUCE_PANEL,
-   source `published panel`); its bandwidth also serves all-gather/reduce-scatter across nodes;
-3. NCCL's own tuning model for ring latencies per step, and datasheet link rates (cluster file,
+   source `published panel`); its latency per doubling of nodes, over the two network crossings
+   of a tree level, is the one network-hop latency that rings use too (~40.6 us);
+3. rings across nodes: the bus bandwidth published for H100 clusters as a function of the node
+   count (RING_BUSBW_LOG_FIT, NVIDIA/nccl issue #1229), scaled by the rails;
+4. NVLink steps: NCCL's own tuning model (per-step latency), datasheet link rates (cluster file,
    marked assumed).
 """
 
@@ -48,6 +51,16 @@ PANEL_NIC_GBPS = 50.0  # the NIC a GPU of the cluster the panel was measured on 
 PANEL_SOURCE = ("published panel: nccl-tests all_reduce bus bandwidth read off a published copy of the paper's "
                 "Fig 2 (STUDY.md), 4 and 512 nodes of 8 GPUs; 16 GiB points read from '340 to 360 GB/s' [assumed]")
 PROTOCOLS = ("simple", "ll128")
+# Ring bus bandwidth across nodes falls with the node count: nccl-tests reduce_scatter on an H100
+# cluster (8 GPUs and 8 x 400 Gb/s NICs a node), 360, 345, 320, 300, 280, 260 GB/s at 4, 8, 16, 32, 64,
+# 128 nodes (NVIDIA/nccl issue #1229); least squares in log2(nodes): 402.8 - 20.4 x log2(nodes) GB/s.
+# NVIDIA/nccl issue #1218 (all_gather, 32 H100 nodes, 16 channels: ~200 GB/s at 2 GB) lies below
+# this line: the fit is the optimistic published case. Scaled to another fabric by its rails.
+RING_BUSBW_LOG_FIT = (402.8, -20.4)
+RING_BUSBW_RAILS_GBPS = 8 * 50.0  # the NICs of a node of that cluster
+RING_BUSBW_SOURCE = ("published: NVIDIA/nccl issue #1229, nccl-tests reduce_scatter bus bandwidth on H100 "
+                     "clusters, 4 to 128 nodes; log2 fit 402.8 - 20.4 log2(nodes) GB/s")
+HOPS_PER_TREE_LEVEL = 2  # a tree all-reduce crosses the network twice a level (reduce up, broadcast down)
 
 
 @dataclass(frozen=True)
@@ -210,12 +223,27 @@ class CollectiveModel:
         return self.panel.bus_GBps / (PANEL_GPUS_PER_NODE * PANEL_NIC_GBPS)
 
     def inter_bus_GBps(self, group: Group, s: Scales = Scales()) -> float:
+        """The tree all-reduce across nodes: the panel's bus bandwidth per rail."""
         rails = group.per_node * self._c("inter_node_GBps") * self.net_efficiency()
         return min(self.intra_bus_GBps(s), rails * s.inter_bw)
 
+    def ring_bus_GBps(self, group: Group, s: Scales = Scales()) -> float:
+        """A ring across nodes: the node-count-dependent published fit (RING_BUSBW_LOG_FIT),
+        scaled by the group's rails against the cluster it was measured on."""
+        a, b = RING_BUSBW_LOG_FIT
+        fit = max(a + b * math.log2(max(group.nodes, 2)), 0.1 * a)
+        rails = group.per_node * self._c("inter_node_GBps") / RING_BUSBW_RAILS_GBPS
+        return min(self.intra_bus_GBps(s), fit * rails * s.inter_bw)
+
+    def net_hop_latency_us(self) -> float:
+        """One network hop, from the panel's tree fit: its latency per doubling of nodes over the
+        two network crossings of a tree level. Used by rings and trees alike."""
+        scale = self.cluster.values.get("collectives.net_hop_latency_scale")
+        return self.panel.latency_s[1] * 1e6 / HOPS_PER_TREE_LEVEL * (scale.value if scale else 1.0)
+
     def _ring_latency(self, op: str, group: Group, proto: str, s: Scales) -> float:
         k = "collectives.ring_latency_us."
-        nvl, net = self._c(f"{k}nvlink_{proto}"), self._c(f"{k}net_{proto}")
+        nvl, net = self._c(f"{k}nvlink_{proto}"), self.net_hop_latency_us()
         steps = group.n - 1
         inter_steps = group.nodes - 1 if group.nodes > 1 else 0
         if op == "all_reduce":
@@ -236,9 +264,10 @@ class CollectiveModel:
             return max(lat, 0.0) + bus_bytes / (bw * 1e9)
         if scope == "inter" and op == "all_reduce":
             a0, a1 = self.panel.latency_s
-            lat = (a0 + a1 * math.log2(group.nodes)) * s.latency
+            hop_scale = self.net_hop_latency_us() / (a1 * 1e6 / HOPS_PER_TREE_LEVEL)
+            lat = (a0 + a1 * hop_scale * math.log2(group.nodes)) * s.latency
             return lat + bus_bytes / (self.inter_bus_GBps(group, s) * 1e9)
-        bw = self.intra_bus_GBps(s) if scope == "intra" else self.inter_bus_GBps(group, s)
+        bw = self.intra_bus_GBps(s) if scope == "intra" else self.ring_bus_GBps(group, s)
         best = math.inf
         for proto in PROTOCOLS:
             f = 1.0 if proto == "simple" else self._c("collectives.ll128_bw_factor")
@@ -258,7 +287,7 @@ class CollectiveModel:
             lat = self._c("collectives.ring_latency_us.nvlink_simple")
         else:
             bw = self._c("inter_node_GBps") * self.net_efficiency() * s.inter_bw
-            lat = self._c("collectives.ring_latency_us.net_simple")
+            lat = self.net_hop_latency_us()
         return (self._c("collectives.ring_latency_us.base") + lat) * 1e-6 * s.latency + size_bytes / (bw * 1e9)
 
     def sources(self) -> dict:
@@ -269,7 +298,9 @@ class CollectiveModel:
                                         else "tree fitted to the published panel"),
                    "all_gather,reduce_scatter/inter": (
                        "measured fit" if any(k[1] == "inter" and k[0] != "all_reduce" for k in self.measured)
-                       else "ring: NCCL per-step latencies [assumed] + the panel's bus bandwidth per rail"),
+                       else f"ring: network hop latency {self.net_hop_latency_us():.1f} us from the panel's tree fit "
+                            f"(per doubling of nodes / {HOPS_PER_TREE_LEVEL} hops), NVLink steps NCCL's [assumed]; "
+                            f"bus bandwidth {RING_BUSBW_SOURCE}"),
                    "intra": ("measured fit" if any(k[1] == "intra" for k in self.measured)
                              else "ring: NCCL per-step latencies [assumed] + NVLink x efficiency [assumed]"),
                }}

@@ -43,7 +43,8 @@ BYTES_PER_ELEMENT = 2  # nominal (bf16)
 ELEMENTWISE_NORM_RESIDUAL = 18  # x dim       (sharded by TP only with sequence parallelism)
 ELEMENTWISE_ROPE = 4  # x (dim + kv_dim)           (sharded by TP)
 ELEMENTWISE_SWIGLU = 5  # x ffn_dim                (sharded by TP)
-ELEMENTWISE_LOSS = 6  # x vocab: softmax and cross-entropy, forward and backward (replicated under TP)
+ELEMENTWISE_LOSS = 6  # x vocab: softmax and cross-entropy, forward and backward (replicated under TP
+#                      unless the loss is vocab-parallel)
 
 
 @dataclass(frozen=True)
@@ -62,11 +63,20 @@ class StepWork:
     recompute: bool
 
 
+# Fractions of the layer forward recomputed in backward, (matrix products, attention, element-wise):
+# full checkpointing recomputes all; torchtitan's selective checkpointing [torchtitan
+# torchtitan/models/llama3/infra/parallelize.py, _apply_ac]: "layer" checkpoints every second block
+# in full; "op" saves the outputs of every other matrix product and of attention (SDPA) and
+# recomputes the rest of the forward.
+RECOMPUTE = {"none": (0.0, 0.0, 0.0), "full": (1.0, 1.0, 1.0), "selective_layer": (0.5, 0.5, 0.5),
+             "selective_op": (0.5, 0.0, 1.0)}
+
+
 def layers_per_rank(spec: RunSpec, cfg: ModelConfig) -> int:
     return cfg.n_layers // (spec.pp * spec.pp_stages_per_rank) * spec.pp_stages_per_rank
 
 
-def work(spec: RunSpec) -> StepWork:
+def work(spec: RunSpec, vocab_parallel_loss: bool = False, optimizer_shards: int | None = None) -> StepWork:
     cfg = spec.model_config()
     counts = parameter_counts(cfg)
     d, f, kv, t = cfg.dim, cfg.ffn_dim, cfg.n_kv_heads * cfg.head_dim, spec.tp
@@ -83,8 +93,8 @@ def work(spec: RunSpec) -> StepWork:
         matmul_flops_fwd_layer=matmul, attn_flops_fwd_layer=attn,
         elem_bytes_fwd_layer=elems * tokens * BYTES_PER_ELEMENT,
         head_matmul_flops_fwd=2.0 * cfg.vocab_size * d / t * tokens,
-        head_elem_bytes=ELEMENTWISE_LOSS * cfg.vocab_size * tokens * BYTES_PER_ELEMENT,
-        optimizer_bytes=ADAMW_BYTES_PER_PARAM * local_params / spec.dp_shard,
+        head_elem_bytes=ELEMENTWISE_LOSS * cfg.vocab_size * tokens * BYTES_PER_ELEMENT / (t if vocab_parallel_loss else 1),
+        optimizer_bytes=ADAMW_BYTES_PER_PARAM * local_params / (optimizer_shards or spec.dp_shard),
         fsdp_copy_bytes=FSDP_COPY_BYTES_PER_PARAM * local_params if spec.dp_shard * spec.dp_replicate >= 1 else 0.0,
         layers=layers, has_head=True, recompute=spec.activation_checkpointing == "full")
 
@@ -142,17 +152,22 @@ class ComputeTimes:
 
 
 def compute_times(spec: RunSpec, cal: ComputeCalibration, peak_flops: float, hbm: float,
-                  scale: float = 1.0) -> ComputeTimes:
+                  scale: float = 1.0, vocab_parallel_loss: bool = False,
+                  recompute: tuple[float, float, float] | None = None,
+                  optimizer_shards: int | None = None) -> ComputeTimes:
     """Computation of `spec` on a GPU of `peak_flops` and `hbm` bytes/s; `scale` multiplies every
-    kernel time (the uncertainty box)."""
-    w = work(spec)
-    rec = 1.0 if w.recompute else 0.0
+    kernel time (the uncertainty box); vocab_parallel_loss: the loss's element-wise work is split
+    over the TP ranks (Megatron) instead of replicated; recompute: the fractions of the forward's
+    (matrix products, attention, element-wise work) recomputed in backward, instead of the spec's
+    activation checkpointing (selective checkpointing, RECOMPUTE)."""
+    w = work(spec, vocab_parallel_loss, optimizer_shards)
+    r_mm, r_at, r_el = recompute if recompute is not None else (1.0 if w.recompute else 0.0,) * 3
     mm = peak_flops * cal.eta_matmul
     at = peak_flops * cal.eta_attention
     el = hbm * cal.eta_elementwise
     fwd = w.matmul_flops_fwd_layer / mm + w.attn_flops_fwd_layer / at + w.elem_bytes_fwd_layer / el
-    bwd = (2.0 + rec) * (w.matmul_flops_fwd_layer / mm + w.attn_flops_fwd_layer / at) \
-        + (2.0 + rec) * w.elem_bytes_fwd_layer / el
+    bwd = (2.0 + r_mm) * w.matmul_flops_fwd_layer / mm + (2.0 + r_at) * w.attn_flops_fwd_layer / at \
+        + (2.0 + r_el) * w.elem_bytes_fwd_layer / el
     head_f = w.head_matmul_flops_fwd / mm + 0.5 * w.head_elem_bytes / el
     head_b = 2.0 * w.head_matmul_flops_fwd / mm + 0.5 * w.head_elem_bytes / el
     return ComputeTimes(layer_fwd_s=fwd * scale, layer_bwd_s=bwd * scale, head_fwd_s=head_f * scale,

@@ -18,9 +18,13 @@ Tensor parallelism (Megatron-style, synchronous DTensor collectives), activation
 sequence x width x 2 B: per layer, without sequence parallelism two all-reduces of A forward and
 two backward; with it two all-gathers and two reduce-scatters of A each way; under full
 activation checkpointing the forward's again in backward. Embedding (RowwiseParallel): one
-all-reduce (reduce-scatter with SP) of A forward. Output head (ColwiseParallel, replicated
-output): an all-gather of the bf16 logits forward, an all-reduce (reduce-scatter with SP) of A
-backward, and with SP an all-gather of A forward.
+all-reduce (reduce-scatter with SP) of A forward. Output head: an all-reduce (reduce-scatter with
+SP) of A backward, with SP an all-gather of A forward, and the loss as ModelOptions.tp_loss says:
+Megatron's vocab-parallel cross-entropy (three all-reduces of an fp32 number a token) or, as the
+DTensor harness does (ColwiseParallel, replicated output), an all-gather of the bf16 logits.
+DDP (dp_shard 1) with ModelOptions.distributed_optimizer (ZeRO-1): a reduce-scatter of each unit's fp32
+gradients instead of the all-reduce, and an all-gather of its bf16 parameters once a step, before
+the next forward (on the FSDP stream: overlapped as prefetched all-gathers are).
 Pipeline parallelism: per micro batch, one send of the stage's output activation forward and one
 of its gradient backward (A, or A / tp with sequence parallelism); the schedule's bubble is
 (pp - 1) / (m + pp - 1) of the pipeline (m micro batches; m x stages per rank for interleaved).
@@ -34,6 +38,7 @@ from scalestudy.bandwidth import busbw_factor
 from scalestudy.llama_configs import parameter_counts
 from scalestudy.perfmodel.collectives import Group, group_of
 from scalestudy.perfmodel.compute import layers_per_rank
+from scalestudy.perfmodel.options import ModelOptions
 from scalestudy.spec import RunSpec
 
 PARAM_BYTES = {"bf16": 2, "fp32": 4}
@@ -95,7 +100,7 @@ def activation_bytes(spec: RunSpec) -> float:
     return spec.micro_batch * spec.seq_len * spec.model_config().dim * PARAM_BYTES["bf16"]
 
 
-def layout_collectives(spec: RunSpec, gpus_per_node: int) -> list[Collective]:
+def layout_collectives(spec: RunSpec, gpus_per_node: int, options: ModelOptions = ModelOptions()) -> list[Collective]:
     """Every collective one GPU (of the heaviest pipeline stage) takes part in during a step."""
     g = groups(spec, gpus_per_node)
     u = unit_params(spec)
@@ -117,7 +122,20 @@ def layout_collectives(spec: RunSpec, gpus_per_node: int) -> list[Collective]:
         if spec.reshard_after_forward and u.blocks > 1:
             out.append(Collective("fsdp_all_gather_bwd", "all_gather", "block", u.block * pb, fs,
                                   passes * (u.blocks - 1), "backward", "fsdp"))
-    if spec.dp_replicate > 1:
+    if spec.dp_replicate > 1 and spec.dp_shard == 1 and options.distributed_optimizer:
+        # ZeRO-1 (Megatron's distributed optimizer): the gradients reduce-scattered over the
+        # data-parallel group, each rank updates its shard, the bf16 parameters all-gathered
+        # before the next forward (overlapped with it); same bytes as the all-reduce in all
+        rg = g["dp_replicate"]
+        out += [
+            Collective("zero1_reduce_scatter", "reduce_scatter", "block", u.block * GRAD_REDUCE_BYTES, rg,
+                       rs_calls * u.blocks, "backward", "fsdp"),
+            Collective("zero1_reduce_scatter", "reduce_scatter", "root", u.root * GRAD_REDUCE_BYTES, rg, rs_calls,
+                       "backward", "fsdp"),
+            Collective("zero1_all_gather", "all_gather", "block", u.block * pb, rg, u.blocks, "forward", "fsdp"),
+            Collective("zero1_all_gather", "all_gather", "root", u.root * pb, rg, 1, "forward", "fsdp"),
+        ]
+    elif spec.dp_replicate > 1:
         rg = g["dp_replicate"]
         out += [
             Collective("hsdp_all_reduce", "all_reduce", "block", u.block * GRAD_REDUCE_BYTES / spec.dp_shard, rg,
@@ -151,10 +169,14 @@ def layout_collectives(spec: RunSpec, gpus_per_node: int) -> list[Collective]:
                 out.append(Collective("tp_all_reduce", "all_reduce", "embedding", a, tg, m, "forward", "compute"))
             if last:
                 out.append(Collective("tp_all_reduce", "all_reduce", "head", a, tg, m, "backward", "compute"))
-        if last:
+        if last and options.tp_loss == "gather_logits":
             cfg = spec.model_config()
             logits = spec.micro_batch * spec.seq_len * cfg.vocab_size * PARAM_BYTES["bf16"]
             out.append(Collective("tp_logits_all_gather", "all_gather", "head", logits, tg, m, "forward", "compute"))
+        elif last:  # vocab-parallel cross-entropy: max, target logit, sum of exponentials, fp32 a token
+            per_token = spec.micro_batch * spec.seq_len * 4
+            out.append(Collective("tp_loss_all_reduce", "all_reduce", "head", per_token, tg, 3 * m, "forward",
+                                  "compute"))
     if spec.pp > 1:
         size = a / spec.tp if spec.sequence_parallel else a
         pg = group_of(2, spec.dp_replicate * spec.dp_shard * spec.tp, gpus_per_node)

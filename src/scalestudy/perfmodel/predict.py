@@ -29,6 +29,7 @@ from scalestudy.perfmodel import compute as compute_mod
 from scalestudy.perfmodel import power as power_mod
 from scalestudy.perfmodel.collectives import CollectiveModel, Scales
 from scalestudy.perfmodel.layout_comm import layout_collectives
+from scalestudy.perfmodel.options import ModelOptions
 from scalestudy.perfmodel.overlap import StepInputs, pipeline_time, simulate
 from scalestudy.spec import RunSpec
 
@@ -185,10 +186,18 @@ def _scales(cluster, cal: Calibration, corner: tuple[int, ...] | None) -> dict:
     }
 
 
-def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc: dict) -> tuple[dict, list[dict]]:
-    ct = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops, cluster.hbm, sc["compute"])
+def _with_compute(sc: dict, factor: float) -> dict:
+    return {**sc, "compute": sc["compute"] * factor}
+
+
+def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc: dict,
+              options: ModelOptions = ModelOptions()) -> tuple[dict, list[dict]]:
+    vp = options.tp_loss == "vocab_parallel"
+    zero1 = options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1
+    ct = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops, cluster.hbm, sc["compute"], vp,
+                                   options.recompute_fractions(), spec.dp_replicate if zero1 else None)
     gpn = cluster.gpus_per_node
-    colls = layout_collectives(spec, gpn)
+    colls = layout_collectives(spec, gpn, options)
     m_layer = spec.grad_accum * spec.pp_microbatches  # layer passes a step
     timed = []
     fsdp = {"ag_root": 0.0, "ag_block": 0.0, "ag_bwd_block": 0.0, "rs_root": 0.0, "rs_block": 0.0}
@@ -204,7 +213,9 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
             key = {("fsdp_all_gather", "root"): "ag_root", ("fsdp_all_gather", "block"): "ag_block",
                    ("fsdp_all_gather_bwd", "block"): "ag_bwd_block", ("fsdp_reduce_scatter", "root"): "rs_root",
                    ("fsdp_reduce_scatter", "block"): "rs_block", ("hsdp_all_reduce", "root"): "rs_root",
-                   ("hsdp_all_reduce", "block"): "rs_block"}[(c.name, c.unit)]
+                   ("hsdp_all_reduce", "block"): "rs_block", ("zero1_reduce_scatter", "root"): "rs_root",
+                   ("zero1_reduce_scatter", "block"): "rs_block", ("zero1_all_gather", "root"): "ag_root",
+                   ("zero1_all_gather", "block"): "ag_block"}[(c.name, c.unit)]
             fsdp[key] += t_each
         elif c.op == "send":
             p2p[c.phase] += t_each * c.calls / m_layer
@@ -216,6 +227,12 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
             tp["embed_fwd"] += t_each * c.calls / m_layer
     tail = ct.optimizer_s + ct.fsdp_copy_s
     k = 1.0 / (1.0 - ct.gap_fraction)
+    tp_hidden = 0.0  # TP communication hidden behind the layer's matrix products (tp_comm_overlap)
+    if options.tp_comm_overlap:
+        for key, comp in (("layer_fwd", ct.layer_fwd_s * k), ("layer_bwd", ct.layer_bwd_s * k)):
+            hidden = min(tp[key], comp)
+            tp[key] -= hidden
+            tp_hidden += hidden * ct.layers * m_layer
     base = dict(layers=ct.layers, layer_fwd_s=ct.layer_fwd_s, layer_bwd_s=ct.layer_bwd_s, head_fwd_s=ct.head_fwd_s,
                 head_bwd_s=ct.head_bwd_s, embed_s=0.0, gap_fraction=ct.gap_fraction,
                 tp_layer_fwd_s=tp["layer_fwd"], tp_layer_bwd_s=tp["layer_bwd"], tp_head_fwd_s=tp["head_fwd"],
@@ -244,6 +261,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
         fsdp_comm = sum(t["time_per_step_s"] for t in timed if t["stream"] == "fsdp")
         comm_s = fsdp_comm + spec.grad_accum * spec.pp_microbatches * mb_sync
         exposed = spec.grad_accum * (spec.pp_microbatches * mb_sync + bubble + fsdp_wait)
+    comm_s += tp_hidden
     tokens = spec.tokens_per_step
     tps = tokens / step
     per_dev = tps / spec.world_size
@@ -284,17 +302,20 @@ def sources(cluster, cal: Calibration, cm: CollectiveModel) -> dict:
         "cluster_values_by_source": {k: sorted(v) for k, v in sorted(by.items())},
         "assumed_model_choices": [
             "efficiencies measured on one GPU's shapes carry over to other shapes, micro batches, layouts and GPUs",
-            "FSDP all-gather/reduce-scatter across nodes: ring with NCCL's per-step latencies",
-            "the panel's bus bandwidth (all-reduce) holds for all-gather/reduce-scatter across nodes",
-            "tensor-parallel and pipeline collectives are not overlapped (synchronous)",
+            "FSDP all-gather/reduce-scatter across nodes: ring; network hop latency from the panel's tree fit, "
+            "bus bandwidth from the published H100 node-count fit (NVIDIA/nccl #1229) scaled by the rails",
+            "pipeline sends are not overlapped (synchronous); tensor-parallel collectives as options.tp_comm_overlap says",
         ],
         "cluster_file": cluster.source_file, "cluster_overrides": dict(cluster.overrides),
     }
 
 
 def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None = None, *,
-            band: bool = True) -> Prediction:
+            band: bool = True, options: ModelOptions = ModelOptions(), shares: dict | None = None) -> Prediction:
+    """`shares`: measured rank shares by perfmodel.rank_shares.share_key (their compute and memory
+    replace the model's where one matches)."""
     from scalestudy.memory_estimate import GIB, estimate_memory
+    from scalestudy.perfmodel import rank_shares
 
     if spec.world_size > cluster.max_gpus:
         raise ValueError(f"{spec.run_id} needs {spec.world_size} GPUs; cluster {cluster.name} has {cluster.max_gpus}")
@@ -302,7 +323,11 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
         raise ValueError(f"{spec.run_id} runs {spec.procs_per_node} processes a node; cluster {cluster.name} has "
                          f"{cluster.gpus_per_node} GPUs a node")
     cm = cm or CollectiveModel.for_cluster(cluster)
-    vals, timed = _evaluate(spec, cluster, cal, cm, _scales(cluster, cal, None))
+    vals, timed = _evaluate(spec, cluster, cal, cm, _scales(cluster, cal, None), options)
+    share = (shares or {}).get(rank_shares.share_key(spec))
+    factor = rank_shares.compute_factor(share, vals["compute_s"])
+    if factor != 1.0:
+        vals, timed = _evaluate(spec, cluster, cal, cm, _with_compute(_scales(cluster, cal, None), factor), options)
     mem = estimate_memory(spec).total_bytes
     vals["memory_estimate_gib"] = mem / GIB
     vals["fits_memory"] = mem <= cluster.v("memory_gib") * GIB
@@ -310,14 +335,15 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
     bands: dict[str, list] = {}
     if band:
         for corner in CORNERS:
-            cv, _ = _evaluate(spec, cluster, cal, cm, _scales(cluster, cal, corner))
+            cv, _ = _evaluate(spec, cluster, cal, cm, _with_compute(_scales(cluster, cal, corner), factor), options)
             for m in METRICS:
                 corners[m].append(cv.get(m))
         for m in METRICS:
             xs = [x for x in corners[m] + [vals.get(m)] if x is not None]
             bands[m] = [min(xs), max(xs)] if xs else [None, None]
     notes = []
-    if not vals["fits_memory"]:
+    rank_shares.apply_memory(vals, notes, share)
+    if not vals["fits_memory"] and share is None:
         notes.append(f"the memory estimate ({vals['memory_estimate_gib']:.0f} GiB) exceeds the GPU's "
                      f"{cluster.v('memory_gib'):g} GiB: the run would likely fail with oom")
     cfg = spec.model_config()
@@ -330,8 +356,16 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
     return Prediction(run_id=spec.run_id, config_id=spec.config_id, cluster=cluster.name, layout=spec.layout,
                       world_size=spec.world_size, label=strategy_label(spec), spec=spec.to_dict(), values=vals,
                       band=bands, corners=corners, collectives=timed,
-                      compute=asdict(compute_mod.compute_times(spec, cal.compute, cluster.peak_flops, cluster.hbm)),
-                      sources=sources(cluster, cal, cm), notes=notes)
+                      compute=asdict(compute_mod.compute_times(spec, cal.compute, cluster.peak_flops, cluster.hbm,
+                                                               vocab_parallel_loss=options.tp_loss == "vocab_parallel",
+                                                               recompute=options.recompute_fractions(),
+                                                               optimizer_shards=spec.dp_replicate if (
+                                                                   options.distributed_optimizer and spec.dp_shard == 1)
+                                                               else None)),
+                      sources={**sources(cluster, cal, cm), "options": options.as_dict(),
+                               "inputs_from": rank_shares.inputs_from(
+                                   share, factor, f"runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}")},
+                      notes=notes)
 
 
 def joint_band(a: Prediction, b: Prediction, metric: str, how: str = "ratio") -> tuple[float, float, float]:

@@ -27,7 +27,8 @@ from pathlib import Path
 from scalestudy import __version__
 from scalestudy.metrics import flops_per_token
 from scalestudy.perfmodel import MODEL_VERSION
-from scalestudy.rawlog import METRICS_FILE, RUN_FILE, SCHEMA, STATUS_FILE, atomic_write_json, atomic_write_text
+from scalestudy.rawlog import (METRICS_FILE, RUN_FILE, SCHEMA, STATUS_FILE, atomic_write_text,
+                               write_status)
 
 KIND = "predicted"
 
@@ -80,7 +81,7 @@ def _finish(run_dir: Path, run: dict, lines: list[str], status: str, error: str 
     metrics_text = "".join(line + "\n" for line in lines)
     atomic_write_text(run_dir / RUN_FILE, run_text)
     atomic_write_text(run_dir / METRICS_FILE, metrics_text)
-    atomic_write_json(run_dir / STATUS_FILE, {
+    write_status(run_dir / STATUS_FILE, {
         "schema": SCHEMA, "status": status, "error": error, "culprit_ranks": [0] if status != "ok" else [],
         "ranks": [{"rank": 0, "status": status, "error": error}],
         "files_sha256": {METRICS_FILE: _sha(metrics_text), RUN_FILE: _sha(run_text)}})
@@ -99,6 +100,9 @@ def write_predicted_run(run_dir: Path | str, run_id: str, config_id: str, spec, 
         status = "oom"
         error = (f"predicted: the memory estimate ({v['memory_estimate_gib']:.1f} GiB, scalestudy.memory_estimate, "
                  f"first-order) exceeds the {cluster.v('memory_gib'):g} GiB of a {cluster.gpu}")
+        measured = next((n for n in pred.notes if n.startswith("measured:")), None)
+        if measured:  # a measured rank share decided it (perfmodel.rank_shares)
+            error = f"predicted from a measurement: {measured[len('measured: '):]}"
     run = {"kind": KIND, "run_id": run_id, "config_id": config_id, "spec": spec.to_dict(),
            "provenance": _provenance(cluster, cal, spec.world_size, root, command), "launch": None}
     lines = [

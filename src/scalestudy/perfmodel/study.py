@@ -7,6 +7,7 @@ marked predicted at every step.
       cluster: h100-paper                      # workflow/clusters/<name>.yaml
       calibration: [data/h200-reference/raw]   # measured runs to calibrate from
       variants: {a100-paper: [hardware_generations]}   # the same specs on a further cluster
+      options: {tp_loss: vocab_parallel, tp_comm_overlap: false}   # perfmodel/options.py
 
 A run that the cluster cannot hold (more GPUs than it has, another number a node) is written
 with status invalid_config and the reason.
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from scalestudy.perfmodel.cluster import load_cluster
 from scalestudy.perfmodel.collectives import CollectiveModel
+from scalestudy.perfmodel.options import ModelOptions
 from scalestudy.perfmodel.predict import calibrate, predict
 from scalestudy.perfmodel.rawlog_out import KIND, _finish, _provenance, write_predicted_collectives, \
     write_predicted_run
@@ -33,6 +35,12 @@ def predict_study(study, out_dir: Path | str | None = None, root: Path | str | N
     out = Path(out_dir) if out_dir is not None else Path(study.raw_dir)
     cfg = study.prediction
     cal = calibrate(list(cfg["calibration"]), root)
+    options = ModelOptions.from_dict(cfg.get("options"))
+    shares = {}
+    if cfg.get("rank_shares"):  # measured rank shares replace the model's compute and memory where they match
+        from scalestudy.perfmodel.rank_shares import load_shares
+
+        shares = load_shares(cfg["rank_shares"], root)
     clusters, models = {}, {}
 
     def cluster(name):
@@ -50,7 +58,7 @@ def predict_study(study, out_dir: Path | str | None = None, root: Path | str | N
         if run_dir.exists():
             shutil.rmtree(run_dir)
         try:
-            pred = predict(p.spec, cl, cal, cm)
+            pred = predict(p.spec, cl, cal, cm, options=options, shares=shares)
         except ValueError as e:
             run = {"kind": KIND, "run_id": p.run_id, "config_id": p.config_id, "spec": p.spec.to_dict(),
                    "provenance": _provenance(cl, cal, p.spec.world_size, root, command), "launch": None}

@@ -1,14 +1,35 @@
-"""The study's figures: a registry of figure modules, one per figure, each with
-`data(tables, study) -> FigureData` (the rows = the CSV) and `draw(data, study) -> Figure`.
+"""The study's figures: a registry of figure modules, one per figure.
+
+How to add a figure
+-------------------
+1. Write `src/scalestudy/analysis/figures/<name>.py` with
+   - `NAME = "<name>"` and `EXPERIMENTS = ("<experiment>", ...)` (the experiments of the study
+     whose configurations it draws: PlannedRun.experiments name the figure);
+   - `DESCRIPTION = Description(...)` (figures.description): title, the paper's figure, what it
+     shows against what, what a series is, the x quantity and the plotted `Quantity`s (name,
+     unit, summary metric, scale, possible range), footnotes. The report's caption, the drawn
+     title and notes and the CSV's x_quantity / y_quantity all come from it; a predicted study
+     is said to be predicted in each by `Description.basis`;
+   - `data(tables, study) -> FigureData`: start with `common.begin(DESCRIPTION, ...)`, name the
+     series with `common.series_names` (strategy family plus what else differs, never the GPU
+     count) and make rows with `common.metric_rows` / `common.config_row(..., **common.stat(cfg,
+     metric, scale, quantity))` so that impossible values are marked invalid and intervals stay
+     within range; add notes that depend on the data to `fd.notes`;
+   - `draw(fd, study) -> Figure`: plot fd.rows only. Make the figure with `common.figure_for`
+     (header, legend rows and wrapped notes are laid out for you); line panels are
+     `common.draw_line_figure`; put legends below the panels with `common.figure_legend`.
+2. Register the module in FIGURES below, add the name to scalestudy.studies.FIGURES (the figure
+   rule, its report caption and rebuild command follow) and a category in
+   workflow/rules/figures.smk.
+3. tests/test_figure_layout.py draws every registered figure from the paper-scale and the smoke
+   fixtures and checks the layout from the renderer; add rows for the new figure's experiment to
+   tests/figure_fixtures.py if it needs data of its own.
 
 `render(name, study, ...)` writes `<out>/<name>.pdf`, `.png` and `.csv`. A figure whose
 experiment has no runs in the study writes an explicit empty panel saying so and a CSV with its
 header only, so every study draws every figure. Output is deterministic (no dates in the PDF,
-fixed PNG metadata, a fixed SVG hash salt).
-
-Experiments: a figure draws the configurations whose PlannedRun.experiments name the figure
-(`weak_scaling`, `kernel_breakdown`, `strong_scaling`, `tp_pp_grid`, `model_sizes`,
-`hardware_generations`, `power`); `collectives_bandwidth` draws study.collectives.
+fixed PNG metadata, a fixed SVG hash salt); the PDF and PNG record the package version and the
+analysis code's hash (scalestudy.analysis.code_version).
 """
 
 from __future__ import annotations
@@ -17,10 +38,12 @@ from pathlib import Path
 from typing import Iterable
 
 from scalestudy.analysis.figures import (collectives_bandwidth, common, hardware_generations, kernel_breakdown,
-                                         model_sizes, power, strong_scaling, tp_pp_grid, weak_scaling)
+                                         model_sizes, power, rank_grid, rank_memory, strong_scaling, tp_pp_grid,
+                                         weak_scaling)
+from scalestudy.analysis.figures.description import Description, Quantity  # noqa: F401 (for figure modules)
 
 FIGURES = {m.NAME: m for m in (collectives_bandwidth, weak_scaling, kernel_breakdown, strong_scaling, tp_pp_grid,
-                               model_sizes, hardware_generations, power)}
+                               model_sizes, hardware_generations, power, rank_grid, rank_memory)}
 FORMATS = common.FORMATS
 
 
@@ -35,11 +58,34 @@ def module(name: str):
         raise UnknownFigureError(f"unknown figure {name!r}; known: {', '.join(FIGURES)}") from None
 
 
+def description(name: str) -> Description:
+    return module(name).DESCRIPTION
+
+
+def rebuild_command(name: str, study_name: str) -> str:
+    return f"snakemake --cores 2 --config study={study_name} --forcerun figure_{name} -- figures/{study_name}/{name}.pdf"
+
+
+def caption(name: str, study, runs: str = "") -> str:
+    """The report's caption of figure `name` of `study` (reStructuredText)."""
+    return description(name).caption(predicted=bool(getattr(study, "prediction", None)), study=study.name,
+                                     hardware=study.hardware, runs=runs, command=rebuild_command(name, study.name))
+
+
 def figure_data(name: str, tables, study) -> common.FigureData:
     fd = module(name).data(tables, study)
     common.mark_predicted(fd, tables)
     fd.rows = common.sort_rows(fd.rows, fd.panels)
-    fd.notes = [n for n in fd.notes + [common.assumptions_note(study)] if n]
+    desc = fd.description or description(name)
+    fd.description = desc
+    fd.predicted = fd.predicted or common.is_predicted(tables, study)
+    fd.title = desc.heading(fd.predicted)
+    fd.subtitle = f"study {study.name} · hardware: {study.hardware}"
+    notes = desc.footnotes(fd.predicted) + fd.notes + [common.assumptions_note(study)]
+    if any(r.get("status") == common.INVALID for r in fd.rows):
+        notes.append("invalid: a value that cannot be (see the CSV's note for why) is not drawn; "
+                     "its point is an 'x' marked invalid.")
+    fd.notes = list(dict.fromkeys(n for n in notes if n))
     if fd.empty_reason and not fd.cpu and study.runs:
         fd.cpu = all(p.spec.device == "cpu" for p in study.runs)  # an empty panel of a CPU study says so too
     return fd
@@ -64,15 +110,21 @@ def render(name: str, study, tables=None, out_dir: Path | str | None = None,
     drawn = [f for f in formats if f != "csv"]
     if drawn:
         with matplotlib.rc_context(common.style()):
-            if fd.empty_reason:
-                fig, axes = common.new_figure(1, header_lines=3 if fd.cpu else 2, footer_lines=len(fd.notes))
-                common.message_panel(axes[0], fd.empty_reason)
-            else:
-                fig = module(name).draw(fd, study)
-            common.header(fig, fd, study)
-            common.footer(fig, fd.notes)
+            fig = draw(name, fd, study)
             paths.extend(common.save(fig, out / name, drawn))
     return paths
+
+
+def draw(name: str, fd: common.FigureData, study):
+    """The figure of fd, header and footer included (not saved)."""
+    if fd.empty_reason:
+        fig, axes = common.figure_for(fd, ncols=1)
+        common.message_panel(axes[0], fd.empty_reason)
+    else:
+        fig = module(name).draw(fd, study)
+    common.header(fig, fd, study)
+    common.footer(fig, fd.notes)
+    return fig
 
 
 def render_all(study, tables=None, out_dir: Path | str | None = None, formats: Iterable[str] = FORMATS,

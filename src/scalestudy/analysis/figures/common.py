@@ -3,11 +3,18 @@
 A figure is two steps: `data(tables, study) -> FigureData` computes the rows to plot from the
 study's tables (unit conversions included), and `draw(fig, data)` plots those rows and nothing
 else, so that `<name>.csv` holds exactly the numbers plotted, each row with the run ids behind it.
+The words (title, footnotes, quantity names) come from the module's `DESCRIPTION`.
+
+Series are named by strategy family (`family`: FSDP, HSDP, TP=k, PP=k, TP=k×PP=m) plus whatever
+else differs between the configurations of one figure (`series_names`: model, backend, compile,
+...); the GPU count and the degrees derived from it are the x axis, never part of a name.
 
 CSV columns (FIGURE_COLUMNS): panel, series, x_quantity, x, y_quantity, y, ci95_low, ci95_high
-(Student-t 95% CI over seeds, empty with one seed), n_seeds (seeds with a value), status (the
-configuration's status; a failed one has an empty y and is drawn as an 'x' with its status),
-note, label (the study's name for the strategy), config_ids and run_ids (';'-joined).
+(Student-t 95% CI over seeds, empty with one seed; truncated at the quantity's bound with a note
+where it reached beyond), n_seeds (seeds with a value), status (the configuration's status; a failed
+one has an empty y and is drawn as an 'x' with its status; `invalid` where the value cannot be: it
+is not drawn, its reason is in note), note, label (the study's name for the strategy), config_ids and run_ids (';'-joined), code_version
+(the package version and analysis-source hash that wrote the row, scalestudy.analysis.code_version).
 """
 
 from __future__ import annotations
@@ -18,15 +25,15 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from scalestudy.analysis.csv_format import split_list, write_csv  # noqa: F401 (split_list re-exported)
+from scalestudy.analysis.figures.description import Description, Quantity
 
 FIGURE_COLUMNS = ["panel", "series", "x_quantity", "x", "y_quantity", "y", "ci95_low", "ci95_high", "n_seeds",
-                  "status", "note", "label", "config_ids", "run_ids"]
+                  "status", "note", "label", "config_ids", "run_ids", "code_version"]
 FORMATS = ("pdf", "png", "csv")
 CPU_WARNING = "CPU smoke data — not comparable to the paper"
-ERRORBAR_NOTE = "Error bars: Student-t 95% confidence interval over seeds (none where n=1)."
-PREDICTED_NOTE = ("PREDICTED by scalestudy.perfmodel, not measured: every point marked 'predicted' in the CSV; its "
-                  "error bar is the model's band (the corners of its uncertainty box), not a CI over seeds.")
 FAILED_NOTE = "x: a configuration that failed (its status written next to it) or has no value."
+INVALID = "invalid"
+NOTE_FONTSIZE = 7.0  # points: the smallest text of a figure, readable when printed at the PDF's size
 PDF_METADATA = {"CreationDate": None, "ModDate": None, "Producer": "scalestudy", "Creator": "scalestudy"}
 PNG_METADATA = {"Software": "scalestudy"}
 LAYOUT_NAMES = {"fsdp": "FSDP", "hsdp": "HSDP", "ddp": "DDP", "tp": "TP", "pp": "PP"}
@@ -41,6 +48,9 @@ class FigureData:
     empty_reason: str | None = None  # the explicit panel of a figure without data
     cpu: bool = False
     notes: list[str] = field(default_factory=list)
+    description: Description | None = None
+    predicted: bool = False
+    subtitle: str = ""
 
 
 # ---- data helpers -------------------------------------------------------------------
@@ -74,17 +84,145 @@ def empty_reason(study, experiments: Iterable[str]) -> str:
     return (f"no runs of experiment {' / '.join(repr(e) for e in experiments)} in study {study.name!r}")
 
 
-def begin(name: str, title: str, tables, study, experiments, *, panels: Iterable[str] = (),
+def is_predicted(tables, study) -> bool:
+    """Whether the study's numbers are predictions of the performance model (a `prediction`
+    section, or configurations of kind `predicted` in its summary)."""
+    if getattr(study, "prediction", None):
+        return True
+    summary = getattr(tables, "summary", None)
+    return summary is not None and "kind" in getattr(summary, "columns", []) and bool(
+        (summary["kind"] == "predicted").any())
+
+
+def begin(desc: Description, tables, study, experiments, *, panels: Iterable[str] | None = None,
           empty_panels: Iterable[str] | None = None) -> tuple[FigureData, list[dict]]:
-    """A figure's data and the configurations of its experiments; without any, the data say why
-    (drawn as an explicit empty panel)."""
-    fd = FigureData(name, title, panels=list(panels))
+    """A figure's data (titled by its description) and the configurations of its experiments;
+    without any, the data say why (drawn as an explicit empty panel). Panels default to the
+    description's quantities."""
+    predicted = is_predicted(tables, study)
+    fd = FigureData(desc.name, desc.heading(predicted), description=desc, predicted=predicted,
+                    panels=list(panels if panels is not None else [q.label for q in desc.quantities]))
     cfgs = experiment_configs(tables, experiments)
     if not cfgs:
         if empty_panels is not None:
             fd.panels = list(empty_panels)
         fd.empty_reason = empty_reason(study, experiments)
     return fd, cfgs
+
+
+# ---- series: strategy family and what else differs ----------------------------------------
+# Spec fields that follow from the number of GPUs (or the seed): the x axis, never a series name.
+SCALE_FIELDS = ("world_size", "nodes", "procs_per_node", "dp_replicate", "dp_shard", "global_batch", "pp_microbatches", "seed")
+# The fields a series name shows when they differ, in this order, and how.
+SHOWN_FIELDS = ("model", "backend", "compile", "activation_checkpointing", "sequence_parallel", "pp_schedule",
+                "pp_stages_per_rank", "precision", "micro_batch", "seq_len", "hardware")
+
+
+def _truthy(v) -> bool:
+    return v is True or str(v).lower() in ("true", "1", "yes")
+
+
+def _int(v, default: int = 1) -> int:
+    try:
+        return int(float(v))
+    except (TypeError, ValueError):
+        return default
+
+
+def specs_by_config(tables) -> dict[str, dict]:
+    """The RunSpec fields of each configuration (from the runs table's spec.* columns)."""
+    runs = getattr(tables, "runs", None)
+    out: dict[str, dict] = {}
+    if runs is None or not len(runs):
+        return out
+    cols = [c for c in runs.columns if c.startswith("spec.")]
+    for rec in records(runs[["config_id", *cols]]):
+        out.setdefault(rec["config_id"], {c[len("spec."):]: rec[c] for c in cols})
+    return out
+
+
+def config_spec(cfg: dict, specs: dict[str, dict]) -> dict:
+    """A configuration's spec fields, the summary's own columns where the runs table lacks them;
+    `model` as the summary names it (a slice of a model is not the model) and `hardware` as the
+    devices the runs recorded."""
+    spec = dict(specs.get(cfg["config_id"], {}))
+    for k in ("tp", "pp", "dp_replicate", "dp_shard", "layout", "global_batch", "nodes", "precision", "seq_len",
+              "sequence_parallel"):
+        if spec.get(k) is None and cfg.get(k) is not None:
+            spec[k] = cfg[k]
+    spec["model"] = cfg.get("model") or spec.get("model")
+    spec["world_size"] = cfg.get("world_size")
+    spec["hardware"] = " + ".join(split_list(cfg.get("device_names"))) or cfg.get("device")
+    return spec
+
+
+def family(spec: dict) -> str:
+    """The strategy family as the paper's legends name it: FSDP, HSDP, DDP, TP=k, PP=k or
+    TP=k×PP=m (FSDP over the rest implied); never a degree that follows from the GPU count."""
+    tp, pp = _int(spec.get("tp")), _int(spec.get("pp"))
+    if tp > 1 and pp > 1:
+        return f"TP={tp}×PP={pp}"
+    if tp > 1:
+        return f"TP={tp}"
+    if pp > 1:
+        return f"PP={pp}"
+    rep, shard = _int(spec.get("dp_replicate")), _int(spec.get("dp_shard"))
+    if rep > 1 and shard > 1:
+        return "HSDP"
+    if rep > 1:
+        return "DDP"
+    if "hsdp" in str(spec.get("layout") or ""):
+        return "HSDP"
+    return "FSDP"
+
+
+def describe_field(name: str, value) -> str:
+    if name in ("model", "hardware", "backend", "precision"):
+        return str(value)
+    if name == "compile":
+        return "compiled" if _truthy(value) else "eager"
+    if name == "sequence_parallel":
+        return "SP" if _truthy(value) else "no SP"
+    if name == "activation_checkpointing":
+        return f"{value} AC" if value not in (None, "none") else "no AC"
+    if name == "pp_schedule":
+        return str(value)
+    return f"{name}={value:g}" if isinstance(value, float) else f"{name}={value}"
+
+
+def _varying(specs: list[dict], names: Iterable[str]) -> list[str]:
+    return [n for n in names if len({str(s.get(n)) for s in specs}) > 1]
+
+
+def series_names(cfgs: list[dict], specs: dict[str, dict], x_col: str,
+                 lead: Callable[[dict], str] = family, lead_fields: Iterable[str] = ()) -> dict[str, str]:
+    """A series name per configuration: `lead` (the strategy family), then every shown field
+    that differs between configurations of one figure (model, backend, compile, ...). Should two
+    configurations still share a name at one x, the fields in which they differ are added, so a
+    series never joins two configurations the legend does not tell apart."""
+    full = {c["config_id"]: config_spec(c, specs) for c in cfgs}
+    shown = [n for n in _varying(list(full.values()), SHOWN_FIELDS) if n not in lead_fields]
+    names = {cid: ", ".join([lead(s)] + [describe_field(n, s.get(n)) for n in shown]) for cid, s in full.items()}
+    return distinguish(cfgs, full, names, x_col)
+
+
+def distinguish(cfgs: list[dict], full: dict[str, dict], names: dict[str, str], x_col: str) -> dict[str, str]:
+    """Names where no two configurations share (name, x): those that do get the fields in which
+    they differ added (the run's remaining spec fields first, then the scale-derived ones)."""
+    names = dict(names)
+    by_key: dict[tuple, list[str]] = {}
+    for c in cfgs:
+        by_key.setdefault((names[c["config_id"]], str(c.get(x_col))), []).append(c["config_id"])
+    others = [k for k in sorted({k for s in full.values() for k in s}) if k not in SHOWN_FIELDS
+              and k not in SCALE_FIELDS and k not in ("run_id", "config_id", "layout")]
+    for ids in by_key.values():
+        if len(ids) < 2:
+            continue
+        differ = _varying([full[i] for i in ids], [*SHOWN_FIELDS, *others, *SCALE_FIELDS]) or ["config_id"]
+        for i in ids:
+            extra = ", ".join(describe_field(n, full[i].get(n, i)) for n in differ)
+            names[i] = f"{names[i]} ({extra})"
+    return names
 
 
 def is_cpu(cfgs: list[dict]) -> bool:
@@ -95,14 +233,39 @@ def layout_name(layout: str | None) -> str:
     return "+".join(LAYOUT_NAMES.get(p, p.upper()) for p in (layout or "?").split("+"))
 
 
-def stat(cfg: dict, metric: str, scale: float = 1.0) -> dict:
-    """y, ci95_low, ci95_high and n_seeds of `metric` in a summary row, times scale."""
+def stat(cfg: dict, metric: str, scale: float = 1.0, quantity: Quantity | None = None) -> dict:
+    """y, ci95_low, ci95_high and n_seeds of `metric` in a summary row, times scale. With a
+    quantity: a value outside its possible range is marked invalid (not drawn, the reason in
+    note), and an interval reaching beyond the range is truncated there and says so."""
     def sc(v):
         return None if v is None else v * scale
 
     n = cfg.get(f"{metric}_n")
-    return {"y": sc(cfg.get(f"{metric}_mean")), "ci95_low": sc(cfg.get(f"{metric}_ci95_low")),
-            "ci95_high": sc(cfg.get(f"{metric}_ci95_high")), "n_seeds": int(n) if n is not None else 0}
+    out = {"y": sc(cfg.get(f"{metric}_mean")), "ci95_low": sc(cfg.get(f"{metric}_ci95_low")),
+           "ci95_high": sc(cfg.get(f"{metric}_ci95_high")), "n_seeds": int(n) if n is not None else 0}
+    if quantity is not None:
+        check_range(out, quantity)
+    return out
+
+
+def check_range(row: dict, q: Quantity) -> dict:
+    y = row.get("y")
+    if y is None:
+        return row
+    if not q.possible(y):
+        bound = f">= {q.low:g}" if q.low is not None and y < q.low else f"<= {q.high:g}"
+        row["invalid"] = f"invalid: {q.name} {y:.4g} {q.unit} is impossible (must be {bound})"
+        return row
+    notes = []
+    if q.low is not None and row.get("ci95_low") is not None and row["ci95_low"] < q.low:
+        notes.append(f"95% CI truncated at {q.low:g} (was {row['ci95_low']:.3g})")
+        row["ci95_low"] = q.low
+    if q.high is not None and row.get("ci95_high") is not None and row["ci95_high"] > q.high:
+        notes.append(f"95% CI truncated at {q.high:g} (was {row['ci95_high']:.3g})")
+        row["ci95_high"] = q.high
+    if notes:
+        row["truncated"] = "; ".join(notes)
+    return row
 
 
 def config_row(cfg: dict, **kw) -> dict:
@@ -112,18 +275,14 @@ def config_row(cfg: dict, **kw) -> dict:
         row["note"] = str(cfg["error"])[:200]
     elif cfg.get("status") == "partial":
         row["note"] = f"{cfg.get('n_ok')} of {cfg.get('n_seeds')} seeds ok; failed: {str(cfg.get('error'))[:150]}"
+    invalid, truncated = kw.pop("invalid", None), kw.pop("truncated", None)
     row.update(kw)
+    if invalid:
+        row.update(status=INVALID, note=invalid + (f"; measured {row['y']:.4g}" if row.get("y") is not None else ""),
+                   y=None, ci95_low=None, ci95_high=None)
+    elif truncated:
+        row["note"] = f"{row['note']}; {truncated}" if row.get("note") else truncated
     return row
-
-
-def distinct_series(cfgs: list[dict], x_col: str, levels: list[Callable[[dict], str]]) -> dict[str, str]:
-    """A series name per config: the first naming level under which no two configs share (name, x)."""
-    for level in levels:
-        names = {c["config_id"]: level(c) for c in cfgs}
-        keys = [(names[c["config_id"]], c.get(x_col)) for c in cfgs]
-        if len(set(keys)) == len(keys):
-            return names
-    return {c["config_id"]: f"{levels[-1](c)} [{c['config_id']}]" for c in cfgs}
 
 
 def mfu_note(cfgs: list[dict]) -> str | None:
@@ -135,14 +294,14 @@ def mfu_note(cfgs: list[dict]) -> str | None:
             f"peak from: {', '.join(sources) or '?'} (the runs' device_peak records).")
 
 
-def metric_rows(cfgs: list[dict], panels: list[tuple[str, str, float]], series: dict[str, str], x_col: str,
-                x_quantity: str) -> list[dict]:
-    """One row per (panel, config): panels are (panel title, summary metric, scale)."""
+def metric_rows(cfgs: list[dict], quantities: Iterable[Quantity], series: dict[str, str], x_col: str,
+                x: Quantity) -> list[dict]:
+    """One row per (quantity, config); each quantity is a panel of its own."""
     rows = []
-    for panel, metric, scale in panels:
+    for q in quantities:
         for c in cfgs:
-            rows.append(config_row(c, panel=panel, series=series[c["config_id"]], x_quantity=x_quantity,
-                                   x=c.get(x_col), y_quantity=panel, **stat(c, metric, scale)))
+            rows.append(config_row(c, panel=q.label, series=series[c["config_id"]], x_quantity=x.label,
+                                   x=c.get(x_col), y_quantity=q.label, **stat(c, q.metric, q.scale, q)))
     return rows
 
 
@@ -157,26 +316,33 @@ def sort_rows(rows: list[dict], panels: list[str]) -> list[dict]:
 
 
 def write_rows(path: Path, rows: list[dict]) -> Path:
-    return write_csv(path, FIGURE_COLUMNS, rows)
+    from scalestudy.analysis.code_version import code_version
+
+    version = code_version()
+    return write_csv(path, FIGURE_COLUMNS, [{**r, "code_version": version} for r in rows])
 
 
 def mark_predicted(fd: FigureData, tables) -> None:
     """Mark the rows of predicted configurations (summary kind `predicted`, scalestudy.perfmodel):
-    note `predicted` on each (after any status note), and the figure's note saying so."""
+    note `predicted by the model` on each (before any status note)."""
     summary = getattr(tables, "summary", None)
     if summary is None or "kind" not in getattr(summary, "columns", []):
         return
     pred = {r["config_id"] for r in records(summary) if r.get("kind") == "predicted"}
-    hit = False
     for row in fd.rows:
-        if pred & set(row.get("config_ids") or []):
-            row["note"] = "predicted" + (f"; {row['note']}" if row.get("note") else "")
-            hit = True
-    if hit:
-        fd.notes = [PREDICTED_NOTE] + [n for n in fd.notes if n != ERRORBAR_NOTE]
+        if pred & set(row.get("config_ids") or []) and not str(row.get("note") or "").startswith("predicted"):
+            row["note"] = "predicted by the model" + (f"; {row['note']}" if row.get("note") else "")
 
 
 # ---- drawing helpers ----------------------------------------------------------------
+# A figure is three stacked subfigures: the header (title, study and hardware, CPU warning), the
+# panels with their legend below them (constrained layout), and the footer (notes). Header and
+# footer text is wrapped to the figure's width and their heights follow from their lines.
+TITLE_FONTSIZE, SUBTITLE_FONTSIZE, WARNING_FONTSIZE = 11.0, 8.0, 9.0
+LINE_SPACING = 1.3
+CHAR_WIDTH_EM = 0.6  # a generous mean character width of DejaVu Sans, in ems
+
+
 def style() -> dict:
     import seaborn as sns
 
@@ -184,129 +350,251 @@ def style() -> dict:
     rc.update(sns.axes_style("whitegrid"))
     rc.update(sns.plotting_context("paper", font_scale=1.1))
     rc.update({"svg.hashsalt": "scalestudy", "pdf.fonttype": 42, "ps.fonttype": 42, "font.family": "DejaVu Sans",
-               "axes.titlesize": 9, "axes.titleweight": "bold", "legend.fontsize": 7, "savefig.dpi": 120,
+               "axes.titlesize": 8.5, "axes.titleweight": "bold", "axes.labelsize": 8, "xtick.labelsize": 7.5,
+               "ytick.labelsize": 7.5, "legend.fontsize": 7.5, "legend.title_fontsize": 7.5, "savefig.dpi": 120,
                "path.simplify": True})
     return rc
 
 
 def palette(n: int) -> list:
+    """Categorical colours (strategies, backends): colour-blind safe."""
     import seaborn as sns
 
     return list(sns.color_palette("colorblind", max(n, 1)))
 
 
-def figure_for(fd: FigureData, **kw):
-    """A figure sized for fd's panels, header (one line more for the CPU warning) and notes."""
-    return new_figure(len(fd.panels), header_lines=3 if fd.cpu else 2, footer_lines=len(fd.notes), **kw)
+def sequential(n: int) -> list:
+    """Ordered colours (node counts, sizes): viridis from dark to light, in the values' order."""
+    import seaborn as sns
+
+    return list(sns.color_palette("viridis", max(n, 1)))
 
 
-def draw_line_figure(fd: FigureData, study=None):
-    fig, axes = figure_for(fd)
-    draw_lines(fig, axes, fd)
+def wrap(text: str, width_in: float, fontsize: float) -> list[str]:
+    import textwrap
+
+    chars = max(20, int(width_in * 72 / (fontsize * CHAR_WIDTH_EM)))
+    return textwrap.wrap(text, chars, break_on_hyphens=False) or [""]
+
+
+def _height(lines: int, fontsize: float) -> float:
+    return lines * fontsize * LINE_SPACING / 72
+
+
+def figure_for(fd: FigureData, *, ncols: int | None = None, panel_w: float = 4.2, panel_h: float = 3.2,
+               legend_rows: int = 0):
+    """A figure sized for fd's panels, its header, its notes (wrapped) and `legend_rows` rows of
+    a legend below the panels; returns (figure, panel axes)."""
+    return new_figure(len(fd.panels), ncols=ncols, panel_w=panel_w, panel_h=panel_h, title=fd.title,
+                      subtitle=getattr(fd, "subtitle", ""), cpu=fd.cpu, notes=fd.notes, legend_rows=legend_rows)
+
+
+def draw_line_figure(fd: FigureData, study=None, **kw):
+    fig, axes = figure_for(fd, legend_rows=legend_rows_for(fd))
+    draw_lines(fig, axes, fd, **kw)
     return fig
 
 
 def new_figure(n_panels: int, *, ncols: int | None = None, panel_w: float = 4.2, panel_h: float = 3.2,
-               header_lines: int = 2, footer_lines: int = 1):
+               title: str = "", subtitle: str = "", cpu: bool = False, notes: Iterable[str] = (),
+               legend_rows: int = 0):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     ncols = ncols or min(max(n_panels, 1), 3)
     nrows = max(1, math.ceil(max(n_panels, 1) / ncols))
-    head_in, foot_in = 0.22 * header_lines + 0.1, 0.16 * footer_lines + 0.1
-    h = panel_h * nrows + head_in + foot_in
-    fig = Figure(figsize=(max(panel_w * ncols, 7.5), h))
-    # rect is (left, bottom, width, height) in figure fractions: room for the header and footer texts
-    fig.set_layout_engine("constrained", rect=(0, foot_in / h, 1, 1 - (head_in + foot_in) / h))
-    axes = [fig.add_subplot(nrows, ncols, i + 1) for i in range(max(n_panels, 1))]
+    width = figure_width(n_panels, ncols, panel_w)
+    text_w = width - 0.25
+    head = [(line, TITLE_FONTSIZE, "bold", "black") for line in wrap(title, text_w, TITLE_FONTSIZE)]
+    head += [(line, SUBTITLE_FONTSIZE, "normal", "black") for line in wrap(subtitle, text_w, SUBTITLE_FONTSIZE)
+             if subtitle]
+    if cpu:
+        head.append((CPU_WARNING, WARNING_FONTSIZE, "bold", "#b00020"))
+    foot = [line for n in notes if n for line in wrap(n, text_w, NOTE_FONTSIZE)]
+    head_in = sum(_height(1, fs) for _, fs, _, _ in head) + 0.12
+    foot_in = _height(len(foot), NOTE_FONTSIZE) + 0.12 if foot else 0.05
+    body_in = panel_h * nrows + legend_rows * LEGEND_FONTSIZE * 1.9 / 72 + (0.1 if legend_rows else 0)
+    fig = Figure(figsize=(width, head_in + body_in + foot_in), layout="constrained")
+    FigureCanvasAgg(fig)
+    fig.get_layout_engine().set(h_pad=0.02, w_pad=0.02, hspace=0.0, wspace=0.0)
+    top, body, bottom = fig.subfigures(3, 1, height_ratios=[head_in, body_in, foot_in])
+    for sub in (top, body, bottom):
+        sub.patch.set_visible(False)  # the figure's own background; theirs drew at float-noise offsets
+    fig.scalestudy = {"head": top, "body": body, "foot": bottom, "head_lines": head, "foot_lines": foot}
+    axes = [body.add_subplot(nrows, ncols, i + 1) for i in range(max(n_panels, 1))]
     return fig, axes
 
 
+def body(fig):
+    return fig.scalestudy["body"] if hasattr(fig, "scalestudy") else fig
+
+
 def header(fig, fd: FigureData, study) -> None:
-    h = fig.get_figheight()
-    y = 1 - 0.08 / h
-    fig.text(0.01, y, fd.title, ha="left", va="top", fontsize=11, fontweight="bold")
-    y -= 0.24 / h
-    fig.text(0.01, y, f"study {study.name} · hardware: {study.hardware}", ha="left", va="top", fontsize=8)
-    if fd.cpu:
-        y -= 0.2 / h
-        fig.text(0.01, y, CPU_WARNING, ha="left", va="top", fontsize=9, color="#b00020", fontweight="bold")
+    """The figure's title, study and hardware (and the CPU warning), as laid out by new_figure."""
+    frame = fig.scalestudy
+    top = frame["head"]
+    h = top.get_window_extent().height / top.dpi if hasattr(top, "dpi") else fig.get_figheight()
+    y = 1.0
+    for line, fs, weight, color in frame["head_lines"]:
+        top.text(0.01, y, line, ha="left", va="top", fontsize=fs, fontweight=weight, color=color)
+        y -= _height(1, fs) / max(h, 1e-6)
 
 
-def footer(fig, notes: list[str]) -> None:
-    h = fig.get_figheight()
-    for i, note in enumerate(reversed(notes)):
-        fig.text(0.01, 0.05 / h + i * 0.16 / h, note, ha="left", va="bottom", fontsize=6, color="#444444")
+def footer(fig, notes: list[str] | None = None) -> None:
+    frame = fig.scalestudy
+    bottom = frame["foot"]
+    h = bottom.get_window_extent().height / bottom.dpi if hasattr(bottom, "dpi") else 1.0
+    y = 1.0 - 0.04 / max(h, 1e-6)
+    for line in frame["foot_lines"]:
+        bottom.text(0.01, y, line, ha="left", va="top", fontsize=NOTE_FONTSIZE, color="#444444")
+        y -= _height(1, NOTE_FONTSIZE) / max(h, 1e-6)
 
 
-def assumptions_note(study, limit: int = 230) -> str | None:
+def assumptions_note(study, limit: int = 400) -> str | None:
     """The study's [assumed] settings, as STUDY.md asks every figure to name them."""
-    items = [str(a) for a in (getattr(study, "assumptions", ()) or ())]
+    items = [str(a).rstrip(".") for a in (getattr(study, "assumptions", ()) or ())]
     if not items:
         return None
-    text = f"Assumptions of study {study.name}: " + "; ".join(items)
-    return text if len(text) <= limit else text[:limit - 30].rstrip() + " ... (see the study file)"
+    text = f"Assumptions of study {study.name}: " + "; ".join(items) + "."
+    return text if len(text) <= limit else text[:limit - 30].rsplit(" ", 1)[0] + " ... (see the study file)"
 
 
 def message_panel(ax, text: str, color: str = "#666666") -> None:
+    import textwrap
+
     ax.set_axis_off()
-    ax.text(0.5, 0.5, text, ha="center", va="center", fontsize=9, color=color, wrap=True,
+    ax.text(0.5, 0.5, "\n".join(textwrap.wrap(text, 60)), ha="center", va="center", fontsize=9, color=color,
             transform=ax.transAxes, bbox={"boxstyle": "round", "facecolor": "#f4f4f4", "edgecolor": "#999999"})
 
 
-def log2_axis(ax, xs: list[float], formatter: Callable[[float], str] | None = None) -> None:
+def log2_axis(ax, xs: list[float], formatter: Callable[[float], str] | None = None, max_ticks: int = 12) -> None:
+    """A log-2 x axis ticked at the data's x values (every other one, ... when there are more
+    than max_ticks)."""
     xs = sorted({x for x in xs if isinstance(x, (int, float)) and x > 0})
     if not xs:
         return
     ax.set_xscale("log", base=2)
-    ax.set_xticks(xs)
-    ax.set_xticklabels([formatter(x) if formatter else f"{x:g}" for x in xs], rotation=45 if len(xs) > 6 else 0)
+    step = max(1, math.ceil(len(xs) / max_ticks))
+    ticks = xs[::step]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([formatter(x) if formatter else f"{x:g}" for x in ticks], rotation=45 if len(ticks) > 6 else 0,
+                       ha="right" if len(ticks) > 6 else "center")
     ax.minorticks_off()
-    if len(xs) == 1:
-        ax.set_xlim(xs[0] / 2, xs[0] * 2)
+    lo, hi = xs[0], xs[-1]
+    ax.set_xlim(lo / 2 ** 0.4, hi * 2 ** 0.4) if len(xs) > 1 else ax.set_xlim(lo / 2, lo * 2)
 
 
 def mark_failed(ax, x, text: str, color) -> None:
-    """An 'x' at the bottom of the axes at data x, with its status."""
+    """An 'x' at the bottom of the axes at data x, with its status written upwards."""
     tr = ax.get_xaxis_transform()
-    ax.plot([x], [0.04], marker="x", color=color, markersize=8, mew=2, transform=tr, linestyle="none", clip_on=False)
-    ax.text(x, 0.08, text, transform=tr, fontsize=6, color=color, ha="center", va="bottom", rotation=90)
+    ax.plot([x], [0.04], marker="x", color=color, markersize=7, mew=2, transform=tr, linestyle="none", clip_on=False)
+    ax.text(x, 0.08, text, transform=tr, fontsize=NOTE_FONTSIZE, color=color, ha="center", va="bottom",
+            rotation=90, clip_on=True)
 
 
 def short_status(row: dict) -> str:
     s = row.get("status") or "?"
     if s == "ok":
-        return row.get("note") or "no value"
+        note = row.get("note") or "no value"
+        return note.replace("predicted by the model; ", "")
     return s
 
 
+def natural(s: str) -> tuple:
+    """A sort key that orders the numbers in names by value: llama2-7b before llama2-13b, 2 nodes
+    before 16 nodes."""
+    import re
+
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", str(s)) if p)
+
+
+LEGEND_FONTSIZE = 7.5
+
+
+def legend_columns(labels: Iterable[str], width_in: float, most: int = 6) -> int:
+    """As many legend columns as the longest label lets fit across the figure (at most `most`)."""
+    labels = list(labels)
+    if not labels:
+        return 1
+    entry_in = (max(len(x) for x in labels) * LEGEND_FONTSIZE * CHAR_WIDTH_EM + 40) / 72  # marker and gap
+    return max(1, min(most, len(labels), int((width_in - 0.3) // entry_in)))
+
+
+def figure_width(n_panels: int, ncols: int | None = None, panel_w: float = 4.2) -> float:
+    ncols = ncols or min(max(n_panels, 1), 3)
+    return max(panel_w * ncols, 7.5)
+
+
+def legend_rows_for(fd: FigureData, ncols: int | None = None, extra: int = 0) -> int:
+    """The rows fd's legend (one entry a series, one for the failed mark) takes below its panels."""
+    labels = sorted({r["series"] for r in fd.rows})
+    if any(r.get("y") is None for r in fd.rows):
+        labels.append("x: failed / no value (status written above)")
+    labels += [""] * extra
+    if not labels:
+        return 0
+    return math.ceil(len(labels) / legend_columns(labels, figure_width(len(fd.panels), ncols)))
+
+
+def figure_legend(fig, axes, ncol: int = 6, title: str | None = None, order: Callable | None = None) -> None:
+    """One legend for every panel, below them, in as many columns as fit (entries in `order`,
+    natural order by default)."""
+    entries: dict[str, object] = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(lab, h)
+    if not entries:
+        return
+    labels = sorted(entries, key=lambda k: (k.startswith("x: "), order(k) if order else natural(k)))
+    ncol = min(ncol, legend_columns(labels, fig.get_figwidth()))
+    body(fig).legend([entries[k] for k in labels], labels, loc="outside lower center", ncol=ncol,
+                     frameon=False, title=title, fontsize=LEGEND_FONTSIZE)
+
+
+def interval(r: dict) -> tuple[float, float]:
+    lo = (r["y"] - r["ci95_low"]) if r.get("ci95_low") is not None else 0.0
+    hi = (r["ci95_high"] - r["y"]) if r.get("ci95_high") is not None else 0.0
+    return max(lo, 0.0), max(hi, 0.0)
+
+
 def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, annotate_labels: set[str] = frozenset(),
-               muted_series: set[str] = frozenset()) -> None:
-    """Line panels: per panel, per series, the points with y (error bars where there is a CI)
-    and an 'x' for each row without y."""
+               muted_series: set[str] = frozenset(), colors: dict[str, object] | None = None,
+               order: Callable[[str], object] | None = None, legend_ncol: int = 6, legend: bool = True) -> None:
+    """Line panels: per panel, per series, the points with y (error bars where there is a CI),
+    joined in x order, and an 'x' for each row without y; one legend below the panels."""
+    order = order or (lambda s: (s in muted_series, natural(s)))
+    all_series = sorted({r["series"] for r in fd.rows}, key=order)
+    colors = colors or dict(zip(all_series, palette(len(all_series))))
+    failed_seen = False
     for ax, panel in zip(axes, fd.panels):
         rows = [r for r in fd.rows if r["panel"] == panel]
-        series = sorted({r["series"] for r in rows}, key=lambda s: (s in muted_series, s))
-        colors = dict(zip(series, palette(len(series))))
-        for s in series:
+        for s in [s for s in all_series if any(r["series"] == s for r in rows)]:
             pts = sorted((r for r in rows if r["series"] == s and r.get("y") is not None), key=lambda r: r["x"])
-            color = "#aaaaaa" if s in muted_series else colors[s]
+            muted = s in muted_series
+            color = "#aaaaaa" if muted else colors[s]
             if pts:
-                xs = [r["x"] for r in pts]
-                ys = [r["y"] for r in pts]
-                lo = [(r["y"] - r["ci95_low"]) if r.get("ci95_low") is not None else 0.0 for r in pts]
-                hi = [(r["ci95_high"] - r["y"]) if r.get("ci95_high") is not None else 0.0 for r in pts]
-                ax.errorbar(xs, ys, yerr=[lo, hi], marker="o" if s not in muted_series else ".",
-                            linestyle="-" if s not in muted_series else "none", color=color, label=s, capsize=3,
-                            markersize=5 if s not in muted_series else 4, linewidth=1.4)
+                lo, hi = zip(*(interval(r) for r in pts))
+                ax.errorbar([r["x"] for r in pts], [r["y"] for r in pts], yerr=[lo, hi], marker="." if muted else "o",
+                            linestyle="none" if muted else "-", color=color, label=s, capsize=2.5,
+                            markersize=4 if muted else 4.5, linewidth=1.3, elinewidth=0.9)
                 if s in annotate_labels:
                     for r in pts:
-                        ax.annotate(str(r.get("label") or ""), (r["x"], r["y"]), textcoords="offset points",
-                                    xytext=(4, 6), fontsize=6, color=color)
-            for r in rows:
-                if r["series"] == s and r.get("y") is None and r.get("x") is not None:
-                    mark_failed(ax, r["x"], f"{s}: {short_status(r)}"[:60], color)
-            if not pts and any(r["series"] == s for r in rows):
-                ax.plot([], [], marker="x", linestyle="none", color=color, label=f"{s} (no value)")
+                        ax.annotate(str(r.get("annotation") or r.get("label") or ""), (r["x"], r["y"]), textcoords="offset points",
+                                    xytext=(0, 7), fontsize=NOTE_FONTSIZE, color=color, ha="center",
+                                    rotation=30)
+            elif not muted:
+                ax.plot([], [], marker="x", linestyle="none", color=color, mew=2, label=f"{s} (no value)")
+        failed_here: dict = {}
+        for r in rows:
+            if r.get("y") is None and r.get("x") is not None and r["series"] in colors:
+                failed_here.setdefault(r["x"], []).append(r)
+        for x, fails in sorted(failed_here.items(), key=lambda kv: str(kv[0])):
+            statuses = sorted({short_status(r) for r in fails})
+            color = colors[fails[0]["series"]] if len(fails) == 1 else "#555555"
+            text = (f"{fails[0]['series']}: {statuses[0]}" if len(fails) == 1
+                    else f"{len(fails)} failed: {', '.join(statuses)}")
+            mark_failed(ax, x, text[:28], color)
+            failed_seen = True
         xs = [r["x"] for r in rows if r.get("x") is not None]
         if log_x:
             log2_axis(ax, xs, x_format)
@@ -315,20 +603,45 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
         ax.set_ylabel(rows[0]["y_quantity"] if rows else panel)
         if not any(r.get("y") is not None for r in rows):
             ax.set_ylim(0, 1)
-        if series:
-            ax.legend(loc="best", frameon=True)
+        elif fd.description is not None:
+            bound_axis(ax, rows[0]["y_quantity"] if rows else panel, fd.description)
+    if failed_seen:
+        axes[0].plot([], [], marker="x", linestyle="none", color="#555555", mew=2,
+                     label="x: failed / no value (status written above)")
+    if legend:
+        figure_legend(fig, axes, ncol=legend_ncol, order=order)
+
+
+def bound_axis(ax, quantity_label: str, desc: Description) -> None:
+    """Keep a panel's y axis within its quantity's possible range (no axis below zero for a
+    quantity that cannot be negative)."""
+    try:
+        q = desc.quantity(quantity_label)
+    except KeyError:
+        return
+    if q.log:
+        ax.set_yscale("log")
+        return
+    lo, hi = ax.get_ylim()
+    if q.low is not None and lo < q.low:
+        ax.set_ylim(bottom=q.low)
+    if q.high is not None and hi > q.high:
+        ax.set_ylim(top=q.high)
 
 
 def save(fig, out_base: Path, formats: Iterable[str]) -> list[Path]:
+    from scalestudy.analysis.code_version import code_version
+
+    version = code_version()
     paths = []
     for fmt in formats:
         if fmt == "csv":
             continue
         p = out_base.with_name(f"{out_base.name}.{fmt}")
         if fmt == "pdf":
-            fig.savefig(p, format="pdf", metadata=PDF_METADATA)
+            fig.savefig(p, format="pdf", metadata={**PDF_METADATA, "Creator": version})
         elif fmt == "png":
-            fig.savefig(p, format="png", metadata=PNG_METADATA)
+            fig.savefig(p, format="png", metadata={**PNG_METADATA, "Software": version})
         else:
             raise ValueError(f"unknown figure format {fmt!r}")
         paths.append(p)

@@ -1,6 +1,7 @@
 """Kernel-level breakdown (the paper's Figs 3-5 and 13): computation, communication and exposed
-communication per iteration against GPUs, from the runs' profiler traces, and the exposed share
-of the step time. Configurations: experiment `kernel_breakdown`.
+communication per iteration as grouped bars at each GPU count, one panel per strategy family,
+from the runs' profiler traces, and the exposed share of the step time. Configurations:
+experiment `kernel_breakdown`.
 
 Per iteration: each traced rank's totals over its traced steps divided by its steps, then the
 mean over the traced ranks (run_table); GPU traces time kernels, CPU (gloo) traces time
@@ -9,49 +10,97 @@ operators, and the two are not comparable."""
 from __future__ import annotations
 
 from scalestudy.analysis.figures import common
+from scalestudy.analysis.figures.description import Description, Quantity
 
 NAME = "kernel_breakdown"
 EXPERIMENTS = ("kernel_breakdown",)
-TITLE = "Computation, communication and exposed communication per iteration"
-X_QUANTITY = "GPUs (world size)"
-QUANTITIES = [("computation", "compute_s"), ("communication", "comm_s"), ("exposed communication", "exposed_comm_s")]
-SHARE_PANEL = "exposed communication share of step time (%)"
+GPUS = Quantity("GPUs", "world size")
+PARTS = (Quantity("computation per iteration", "ms", "compute_s", 1e3),
+         Quantity("communication per iteration", "ms", "comm_s", 1e3),
+         Quantity("exposed communication per iteration", "ms", "exposed_comm_s", 1e3))
+SHARE = Quantity("exposed communication share of step", "%", "exposed_comm_share", 100.0, 0.0, 100.0)
+DESCRIPTION = Description(
+    name=NAME, title="Computation, communication and exposed communication per iteration",
+    paper="the paper's Figs 3-5 and 13",
+    shows=("Computation, communication and exposed communication (communication not overlapped by computation) "
+           "per iteration as grouped bars at each GPU count, and the exposed share of the step time against the "
+           "number of GPUs"),
+    series=("one bar panel per strategy family (with what else differs: model, backend, compile); in the share "
+            "panel one line per strategy family"),
+    x=GPUS, quantities=(*PARTS, SHARE), category="Communication",
+    notes=(common.FAILED_NOTE,),
+)
+PART_NAMES = {q.label: q.name.replace(" per iteration", "") for q in PARTS}
+
+
+def panel_of(group: str, single: bool) -> str:
+    return "per iteration (ms)" if single else f"{group}: per iteration (ms)"
 
 
 def data(tables, study) -> common.FigureData:
-    fd, cfgs = common.begin(NAME, TITLE, tables, study, EXPERIMENTS, empty_panels=["per iteration (ms)"])
+    fd, cfgs = common.begin(DESCRIPTION, tables, study, EXPERIMENTS, panels=[], empty_panels=["per iteration (ms)"])
     if not cfgs:
         return fd
-    names = common.distinct_series(cfgs, "world_size", [
-        lambda c: common.layout_name(c["layout"]),
-        lambda c: f"{c['model']} {common.layout_name(c['layout'])}",
-        lambda c: str(c.get("label")),
-    ])
+    names = common.series_names(cfgs, common.specs_by_config(tables), "world_size")
     groups = sorted(set(names.values()))
     single = len(groups) == 1
-    for g in groups:
-        fd.panels.append("per iteration (ms)" if single else f"{g}: per iteration (ms)")
-    fd.panels.append(SHARE_PANEL)
+    fd.panels = [panel_of(g, single) for g in groups] + [SHARE.label]
     for c in cfgs:
         g = names[c["config_id"]]
-        panel = "per iteration (ms)" if single else f"{g}: per iteration (ms)"
         note = None
         if c.get("status") in ("ok", "partial") and c.get("exposed_comm_s_mean") is None:
             note = "no trace data"
-        for label, metric in QUANTITIES:
-            fd.rows.append(common.config_row(c, panel=panel, series=label, x_quantity=X_QUANTITY, x=c["world_size"],
-                                             y_quantity=f"{label} per iteration (ms)",
-                                             **common.stat(c, metric, 1e3), **({"note": note} if note else {})))
-        fd.rows.append(common.config_row(c, panel=SHARE_PANEL, series=g, x_quantity=X_QUANTITY, x=c["world_size"],
-                                         y_quantity="exposed share of step (%)",
-                                         **common.stat(c, "exposed_comm_share", 100.0),
+        for q in PARTS:
+            fd.rows.append(common.config_row(c, panel=panel_of(g, single), series=PART_NAMES[q.label],
+                                             x_quantity=GPUS.label, x=c["world_size"], y_quantity=q.label,
+                                             **common.stat(c, q.metric, q.scale, q), **({"note": note} if note else {})))
+        fd.rows.append(common.config_row(c, panel=SHARE.label, series=g, x_quantity=GPUS.label, x=c["world_size"],
+                                         y_quantity=SHARE.label, **common.stat(c, SHARE.metric, SHARE.scale, SHARE),
                                          **({"note": note} if note else {})))
     fd.cpu = common.is_cpu(cfgs)
     kinds = sorted({k for c in cfgs for k in common.split_list(c.get("exposed_comm_kind"))})
-    fd.notes = [common.ERRORBAR_NOTE, common.FAILED_NOTE,
-                "Measured from profiler traces" + (f" ({', '.join(kinds)})" if kinds else "")
+    fd.notes = ["Measured from profiler traces" + (f" ({', '.join(kinds)})" if kinds else "")
                 + ": exposed = communication not overlapped by computation; per iteration, mean over traced ranks."]
+    if fd.predicted:
+        fd.notes = [f"Predicted by the model ({', '.join(kinds) or 'scalestudy.perfmodel'}): exposed = communication "
+                    "not overlapped by computation, per iteration."]
     return fd
 
 
-draw = common.draw_line_figure
+def draw(fd: common.FigureData, study):
+    groups = [p for p in fd.panels if p != SHARE.label]
+    shares = sorted({r["series"] for r in fd.rows if r["panel"] == SHARE.label})
+    fig, axes = common.figure_for(fd, legend_rows=common.legend_rows_for(fd))
+    part_names = list(PART_NAMES.values())
+    colors = dict(zip(part_names, common.palette(len(part_names))))
+    width = 0.8 / len(part_names)
+    for ax, panel in zip(axes, groups):
+        rows = [r for r in fd.rows if r["panel"] == panel]
+        worlds = sorted({r["x"] for r in rows})
+        for k, part in enumerate(part_names):
+            mine = [r for r in rows if r["series"] == part]
+            drawn = [r for r in mine if r.get("y") is not None]
+            if drawn:
+                xs = [worlds.index(r["x"]) - 0.4 + width * (k + 0.5) for r in drawn]
+                lo, hi = zip(*(common.interval(r) for r in drawn))
+                ax.bar(xs, [r["y"] for r in drawn], width=width * 0.95, color=colors[part], label=part,
+                       yerr=[lo, hi], capsize=2, error_kw={"elinewidth": 0.8})
+        for w in worlds:
+            missing = [r for r in rows if r["x"] == w and r.get("y") is None]
+            if len(missing) == len(part_names):
+                common.mark_failed(ax, worlds.index(w), common.short_status(missing[0])[:28], "#b00020")
+        ax.set_xticks(range(len(worlds)))
+        ax.set_xticklabels([f"{w:g}" for w in worlds], rotation=45 if len(worlds) > 6 else 0)
+        ax.set_xlim(-0.6, len(worlds) - 0.4)
+        ax.set_title(panel)
+        ax.set_xlabel(GPUS.label)
+        ax.set_ylabel("time per iteration (ms)")
+        if not any(r.get("y") is not None for r in rows):
+            ax.set_ylim(0, 1)
+    share_fd = common.FigureData(fd.name, fd.title, rows=[r for r in fd.rows if r["panel"] == SHARE.label],
+                                 panels=[SHARE.label], description=fd.description)
+    share_ax = axes[len(groups):len(groups) + 1]
+    colors_share = dict(zip(shares, common.palette(len(part_names) + len(shares))[len(part_names):]))
+    common.draw_lines(fig, share_ax, share_fd, colors=colors_share, legend=False)
+    common.figure_legend(fig, axes)
+    return fig

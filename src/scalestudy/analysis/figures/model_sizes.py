@@ -1,29 +1,45 @@
 """Model sizes (the paper's further sweeps): tokens/s per device and MFU against GPUs, one line
-per model (and strategy where several ran). Configurations: experiment `model_sizes`."""
+per model (and strategy family, backend, ... where they differ). Configurations: experiment
+`model_sizes`."""
 
 from __future__ import annotations
 
 from scalestudy.analysis.figures import common
+from scalestudy.analysis.figures.description import Description, Quantity
 
 NAME = "model_sizes"
 EXPERIMENTS = ("model_sizes",)
-TITLE = "Model sizes: per-device throughput and MFU against GPUs"
-X_QUANTITY = "GPUs (world size)"
-PANELS = [("tokens/s per device", "tokens_per_s_per_device", 1.0), ("MFU (%)", "mfu", 100.0)]
+GPUS = Quantity("GPUs", "world size, log 2")
+DESCRIPTION = Description(
+    name=NAME, title="Model sizes: throughput per device and MFU against GPUs",
+    paper="the paper's model-size sweeps",
+    shows="Tokens per second per device and MFU against the number of GPUs (log-2 axis)",
+    series=("one line per model, with the strategy family, backend or compile setting added where they differ "
+            "between lines"),
+    x=GPUS,
+    quantities=(Quantity("tokens/s per device", "tokens/s", "tokens_per_s_per_device", log=True),
+                Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0)),
+    category="Scaling",
+    notes=(common.FAILED_NOTE,),
+)
+
+
+def _model_first(spec: dict) -> str:
+    return str(spec.get("model"))
 
 
 def data(tables, study) -> common.FigureData:
-    fd, cfgs = common.begin(NAME, TITLE, tables, study, EXPERIMENTS, panels=[p for p, _, _ in PANELS])
+    fd, cfgs = common.begin(DESCRIPTION, tables, study, EXPERIMENTS)
     if not cfgs:
         return fd
-    series = common.distinct_series(cfgs, "world_size", [
-        lambda c: c["model"],
-        lambda c: f"{c['model']} {common.layout_name(c['layout'])}",
-        lambda c: f"{c['model']} {c.get('label')}",
-    ])
-    fd.rows = common.metric_rows(cfgs, PANELS, series, "world_size", X_QUANTITY)
+    specs = common.specs_by_config(tables)
+    full = [common.config_spec(c, specs) for c in cfgs]
+    families = {common.family(s) for s in full}
+    lead = (lambda s: f"{s.get('model')}, {common.family(s)}") if len(families) > 1 else _model_first
+    series = common.series_names(cfgs, specs, "world_size", lead=lead, lead_fields=("model",))
+    fd.rows = common.metric_rows(cfgs, DESCRIPTION.quantities, series, "world_size", GPUS)
     fd.cpu = common.is_cpu(cfgs)
-    fd.notes = [common.ERRORBAR_NOTE, common.FAILED_NOTE, common.mfu_note(cfgs)]
+    fd.notes = [common.mfu_note(cfgs)]
     return fd
 
 

@@ -1,26 +1,38 @@
 """Strong scaling (the paper's Fig. 5): a fixed global batch over more and more GPUs; at each GPU
 count the best strategy (highest mean global tokens/s over its ok seeds) is drawn as the line,
-with its strategy written next to the point; the other strategies tried are grey dots, and a
-GPU count where every strategy failed is an 'x' with the statuses. One panel per global batch.
-Configurations: experiment `strong_scaling`."""
+with its strategy family written next to the point; the other strategies tried are grey dots,
+and a GPU count where every strategy failed is an 'x' with the statuses. One panel per global
+batch. Configurations: experiment `strong_scaling`."""
 
 from __future__ import annotations
 
 from scalestudy.analysis.figures import common
+from scalestudy.analysis.figures.description import Description, Quantity
 
 NAME = "strong_scaling"
 EXPERIMENTS = ("strong_scaling",)
-TITLE = "Strong scaling at a fixed global batch: best strategy per GPU count"
-X_QUANTITY = "GPUs (world size)"
+GPUS = Quantity("GPUs", "world size, log 2")
+TOKENS = Quantity("global tokens/s", "tokens/s", "tokens_per_s")
+DESCRIPTION = Description(
+    name=NAME, title="Strong scaling at a fixed global batch: the best strategy at each GPU count",
+    paper="the paper's Fig. 5",
+    shows=("Global tokens per second against the number of GPUs (log-2 axis) at a fixed global batch, one panel "
+           "per global batch"),
+    series=("the line joins the best strategy at each GPU count (highest mean global tokens/s), its strategy "
+            "family written next to the point; grey dots are the other strategies tried"),
+    x=GPUS, quantities=(TOKENS,), category="Scaling",
+    notes=(common.FAILED_NOTE,),
+)
 BEST, OTHER, FAILED = "best strategy", "other strategies", "failed"
 
 
 def data(tables, study) -> common.FigureData:
-    fd, cfgs = common.begin(NAME, TITLE, tables, study, EXPERIMENTS, empty_panels=["global tokens/s"])
+    fd, cfgs = common.begin(DESCRIPTION, tables, study, EXPERIMENTS, panels=[], empty_panels=[TOKENS.label])
     if not cfgs:
         return fd
+    specs = common.specs_by_config(tables)
     for gb in sorted({c["global_batch"] for c in cfgs}):
-        panel = f"global batch {gb} sequences: global tokens/s"
+        panel = f"global batch {gb} sequences"
         fd.panels.append(panel)
         at_gb = [c for c in cfgs if c["global_batch"] == gb]
         for world in sorted({c["world_size"] for c in at_gb}):
@@ -35,18 +47,17 @@ def data(tables, study) -> common.FigureData:
                     series, note = OTHER, None
                 else:
                     series, note = FAILED, None
-                row = common.config_row(c, panel=panel, series=series, x_quantity=X_QUANTITY, x=world,
-                                        y_quantity="global tokens/s", **common.stat(c, "tokens_per_s"))
+                row = common.config_row(c, panel=panel, series=series, x_quantity=GPUS.label, x=world,
+                                        y_quantity=TOKENS.label, **common.stat(c, TOKENS.metric, 1.0, TOKENS))
                 if note:
                     row["note"] = note
+                    row["annotation"] = common.family(common.config_spec(c, specs))
                 fd.rows.append(row)
     fd.cpu = common.is_cpu(cfgs)
-    fd.notes = [common.ERRORBAR_NOTE, common.FAILED_NOTE,
-                "Each point's strategy is written next to it (TP, PP and FSDP degrees as the study names them)."]
     return fd
 
 
 def draw(fd: common.FigureData, study):
-    fig, axes = common.figure_for(fd)
+    fig, axes = common.figure_for(fd, legend_rows=common.legend_rows_for(fd))
     common.draw_lines(fig, axes, fd, annotate_labels={BEST}, muted_series={OTHER})
     return fig

@@ -1,0 +1,143 @@
+"""Measure the rank shares of study paper-rank on one GPU, as many as a device call allows.
+
+    python benchmarks/rank_shares_device.py plan PLAN.json        # here: the study's runs, ordered
+    python3 benchmarks/rank_shares_device.py run PLAN.json OUT --budget-s 450 --per-run-s 60   # on the GPU
+
+`plan` orders the planned runs: the agreement check first, then FSDP weak scaling, the tensor x
+pipeline grid by growing degrees, model sizes and strong scaling, each group by its estimated
+cost, the 70B layouts last. `run` starts `scalestudy train` for each in turn (one process a rank
+share), each under the harness's time limit (status `timeout`) and a kill after a grace period
+(then the raw log is finalised as `timeout` here), and stops starting runs once the budget is
+spent; the rest stay planned. Raw logs go to OUT/raw.tar.gz (run directories named by run id),
+what it printed to OUT/console.txt. Needs only the package and torch where it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+ORDER = ("agreement", "weak_scaling", "tp_pp_grid", "model_sizes", "strong_scaling")
+
+
+def plan(out: Path) -> None:
+    from scalestudy.metrics import flops_per_token
+    from scalestudy.studies import load_study
+
+    study = load_study("paper-rank")
+    rows = []
+    for r in study.runs:
+        s = r.spec
+        group = min(ORDER.index(e) for e in r.experiments if e in ORDER)
+        per_rank = flops_per_token(s.model_config(), s.seq_len)["flops_per_token"] * s.tokens_per_step / s.world_size
+        degree = max(s.tp, s.pp) if "tp_pp_grid" in r.experiments else 0
+        rows.append({"key": [s.model == "llama2-70b", group, degree, s.tp * s.pp, per_rank, s.world_size,
+                             s.comm == "fake", r.run_id],
+                     "run_id": r.run_id, "experiments": list(r.experiments), "spec": s.to_dict()})
+    rows.sort(key=lambda x: x["key"])
+    out.write_text(json.dumps([{k: v for k, v in x.items() if k != "key"} for x in rows], indent=1) + "\n")
+    print(f"{len(rows)} runs planned in {out}")
+
+
+def _status(run_dir: Path) -> dict:
+    try:
+        return json.loads((run_dir / "status.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _summary(run_dir: Path) -> str:
+    steps, peak = [], 0
+    try:
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+            rec = json.loads(line)
+            if rec["key"] == "iteration" and rec["value"]["phase"] == "measured":
+                steps.append(rec["value"]["step_time_s"])
+                peak = max(peak, rec["value"]["memory"].get("peak_allocated_bytes", 0))
+    except (OSError, ValueError, KeyError):
+        return ""
+    if not steps:
+        return ""
+    return f"step {sum(steps) / len(steps):.4f} s over {len(steps)}, peak allocated {peak / 2**30:.1f} GiB"
+
+
+def run(plan_file: Path, out: Path, budget_s: float, per_run_s: float, grace_s: float) -> None:
+    from scalestudy import rawlog
+
+    runs = json.loads(plan_file.read_text())
+    raw = out / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    console = open(out / "console.txt", "a")
+
+    def say(msg: str) -> None:
+        print(msg, flush=True)
+        console.write(msg + "\n")
+        console.flush()
+
+    started = time.monotonic()
+    say(f"{len(runs)} runs planned; budget {budget_s:.0f} s, {per_run_s:.0f} s a run (+{grace_s:.0f} s grace)")
+    done = 0
+    for i, r in enumerate(runs):
+        left = budget_s - (time.monotonic() - started)
+        if left < 25:
+            say(f"budget spent after {done} runs: {len(runs) - i} runs stay planned")
+            break
+        run_dir = raw / r["run_id"]
+        spec_rel = f"specs/{r['run_id']}.json"
+        (out / "specs").mkdir(exist_ok=True)
+        (out / spec_rel).write_text(json.dumps(r["spec"]))
+        limit = min(per_run_s, left - 5)
+        t0 = time.monotonic()
+        # run from OUT with relative paths and argv[0] "scalestudy": run.json records the command
+        # line, and no path of this machine may end up in the committed raw logs
+        cmd = [sys.executable, "-c", "import sys; from scalestudy.cli import main; sys.argv[0] = 'scalestudy'; "
+               "sys.exit(main())", "train", "--spec", spec_rel, "--run-dir", f"raw/{r['run_id']}",
+               "--time-limit-s", f"{limit:.0f}", "--quiet"]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=limit + grace_s, cwd=out)
+            tail = (proc.stdout + proc.stderr)[-600:]
+        except subprocess.TimeoutExpired:
+            tail = f"killed after {limit + grace_s:.0f} s"
+            if run_dir.exists():
+                rawlog.try_finalize(run_dir, 1, force=True, missing_status="timeout",
+                                    missing_reason=f"killed by the device script after {limit + grace_s:.0f} s")
+        st = _status(run_dir)
+        done += 1
+        say(f"[{i + 1}/{len(runs)}] {r['run_id']} ({','.join(r['experiments'])}, rank {r['spec']['emulate_rank']}): "
+            f"{st.get('status', 'no status')} in {time.monotonic() - t0:.0f} s; {_summary(run_dir)}"
+            + ("" if st.get("status") == "ok" else f"\n    {st.get('error') or tail.strip()[-300:]}"))
+    for d in raw.iterdir():
+        if d.is_dir() and (d / "status.json").exists():
+            rawlog.compress_run(d)
+    with tarfile.open(out / "raw.tar.gz", "w:gz") as tar:
+        tar.add(raw, arcname="raw")
+    say(f"wrote {out / 'raw.tar.gz'} after {time.monotonic() - started:.0f} s")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("plan")
+    a.add_argument("plan_file", type=Path)
+    b = sub.add_parser("run")
+    b.add_argument("plan_file", type=Path)
+    b.add_argument("out", type=Path)
+    b.add_argument("--budget-s", type=float, default=450)
+    b.add_argument("--per-run-s", type=float, default=60)
+    b.add_argument("--grace-s", type=float, default=30)
+    args = p.parse_args()
+    if args.cmd == "plan":
+        plan(args.plan_file)
+    else:
+        os.environ.setdefault("PYTHONUNBUFFERED", "1")
+        run(args.plan_file, args.out, args.budget_s, args.per_run_s, args.grace_s)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,127 @@
+"""model_validation: the performance model against published runs it was never fitted to.
+
+Not a figure of a study's experiments (so not in FIGURES): it draws the external ledger's CSV,
+which `scalestudy model validate --external --out CSV` writes (scalestudy.perfmodel.external).
+Left: predicted against published tokens/s per GPU (log-log, the model's band as an error bar,
+y = x and +-10% lines); right: each row's error, grouped by source. Rows the model cannot express
+(float8, torch.compile, context parallelism) are counted in a note, never dropped silently.
+Reads the CSV only: no import of the model, the harness or torch.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from scalestudy.analysis.figures import common
+from scalestudy.analysis.figures.description import Description, Quantity
+
+NAME = "model_validation"
+PUBLISHED = Quantity("published tokens/s per GPU", "tokens/s", low=0.0)
+PREDICTED = Quantity("predicted tokens/s per GPU", "tokens/s", low=0.0)
+ERROR = Quantity("prediction error", "%", low=None)
+DESCRIPTION = Description(
+    name=NAME, title="Performance model against published training runs (external validation ledger)",
+    paper="not in the paper: workflow/validation/external.yaml",
+    shows="predicted against published tokens/s per GPU, and the relative error of each row",
+    series="a source of published numbers (torchtitan H100, torchtitan A100, Narayanan et al. 2021 Table 1)",
+    x=PUBLISHED, quantities=(PREDICTED, ERROR), category="Performance model",
+    notes=("Validation, not calibration: no parameter of the model is fitted to these rows; the model is "
+           "calibrated on one H200 (data/h200-reference) and the H200 duty-cycle power measurement only.",
+           "Error bars: the model's band (the corners of its uncertainty box). Narayanan et al. report "
+           "teraFLOP/s per GPU; converted to tokens/s by their own FLOP formula."))
+PANELS = ("predicted vs published", "error by row")
+
+
+def read_ledger_csv(path: Path | str) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _f(v):
+    return float(v) if v not in (None, "") else None
+
+
+def data(ledger_csv: Path | str) -> common.FigureData:
+    desc = DESCRIPTION
+    fd = common.FigureData(NAME, desc.heading(True), panels=list(PANELS), description=desc, predicted=True)
+    rows = read_ledger_csv(ledger_csv)
+    skipped: dict[str, int] = {}
+    for r in rows:
+        if r["not_expressible"]:
+            skipped[r["group"]] = skipped.get(r["group"], 0) + 1
+            continue
+        pub, pred = _f(r["published_tokens_per_s_per_device"]), _f(r["predicted_tokens_per_s_per_device"])
+        lo, hi = _f(r["band_low"]), _f(r["band_high"])
+        base = {"series": r["group"], "x_quantity": PUBLISHED.label, "x": pub, "n_seeds": 1, "status": "ok",
+                "note": r["source"], "label": r["id"], "config_ids": r["configuration"], "run_ids": r["id"]}
+        fd.rows.append({**base, "panel": PANELS[0], "y_quantity": PREDICTED.label, "y": pred, "ci95_low": lo,
+                        "ci95_high": hi})
+        err = _f(r["error_pct"])
+        fd.rows.append({**base, "panel": PANELS[1], "y_quantity": ERROR.label, "y": err,
+                        "ci95_low": None if lo is None else 100 * (lo / pub - 1),
+                        "ci95_high": None if hi is None else 100 * (hi / pub - 1)})
+    if skipped:
+        fd.notes.append("Not expressible, listed in the ledger and its CSV but not drawn: "
+                        + ", ".join(f"{n} rows of {g}" for g, n in sorted(skipped.items()))
+                        + " (float8, torch.compile, context parallelism or async TP).")
+    fd.notes += desc.footnotes(True)
+    if not fd.rows:
+        fd.empty_reason = "no expressible row in the ledger"
+    return fd
+
+
+def draw(fd: common.FigureData):
+    series = sorted({r["series"] for r in fd.rows})
+    colors = dict(zip(series, common.palette(len(series))))
+    fig, axes = common.figure_for(fd, ncols=2, panel_w=4.6, panel_h=3.6, legend_rows=1)
+    common.header(fig, fd, None)
+    scatter, bars = axes[0], axes[1]
+    if fd.empty_reason:
+        common.message_panel(scatter, fd.empty_reason)
+        common.message_panel(bars, fd.empty_reason)
+        common.footer(fig)
+        return fig
+    pts = [r for r in fd.rows if r["panel"] == PANELS[0]]
+    for s in series:
+        rs = [r for r in pts if r["series"] == s]
+        xs, ys = [r["x"] for r in rs], [r["y"] for r in rs]
+        err = [[max(r["y"] - r["ci95_low"], 0) for r in rs], [max(r["ci95_high"] - r["y"], 0) for r in rs]]
+        scatter.errorbar(xs, ys, yerr=err, fmt="o", ms=4, color=colors[s], label=s, capsize=2, lw=0.8)
+    lo = min(min(r["x"], r["y"]) for r in pts) * 0.7
+    hi = max(max(r["x"], r["y"]) for r in pts) * 1.4
+    scatter.plot([lo, hi], [lo, hi], color="black", lw=0.8)
+    for k in (0.9, 1.1):
+        scatter.plot([lo, hi], [lo * k, hi * k], color="#999999", lw=0.6, ls="--")
+    scatter.set_xscale("log")
+    scatter.set_yscale("log")
+    scatter.set_xlim(lo, hi)
+    scatter.set_ylim(lo, hi)
+    scatter.set_xlabel(PUBLISHED.label)
+    scatter.set_ylabel(PREDICTED.label)
+    scatter.set_title("predicted vs published (dashed: +-10%)", fontsize=9)
+    errs = [r for r in fd.rows if r["panel"] == PANELS[1]]
+    errs.sort(key=lambda r: (r["series"], r["x"]))
+    ys = range(len(errs))
+    bars.barh(list(ys), [r["y"] for r in errs], color=[colors[r["series"]] for r in errs])
+    bars.set_yticks(list(ys), [r["label"] for r in errs], fontsize=7)
+    bars.invert_yaxis()
+    bars.axvline(0, color="black", lw=0.8)
+    for v in (-10, 10):
+        bars.axvline(v, color="#999999", lw=0.6, ls="--")
+    bars.set_xlabel(ERROR.label)
+    bars.set_title("error of each row", fontsize=9)
+    common.figure_legend(fig, [scatter], ncol=3)
+    common.footer(fig)
+    return fig
+
+
+def render(ledger_csv: Path | str, out_base: Path | str) -> list[Path]:
+    """Write out_base.pdf, .png and .csv (the figure's rows) from the ledger CSV."""
+    out_base = Path(out_base)
+    out_base.parent.mkdir(parents=True, exist_ok=True)
+    fd = data(ledger_csv)
+    fig = draw(fd)
+    paths = common.save(fig, out_base, ("pdf", "png"))
+    paths.append(common.write_rows(out_base.with_name(out_base.name + ".csv"), fd.rows))
+    return paths

@@ -1,0 +1,63 @@
+"""Rank shares' memory against layout for each model size (study paper-rank): one rank's peak
+allocated memory (its largest pipeline stage) against the number of GPUs, one line per layout,
+one panel per model, with the study's memory cap drawn; configurations that ran out of memory
+are marked `oom`. One rank's share, communication not executed. Data: rank_configs.csv."""
+
+from __future__ import annotations
+
+from scalestudy.analysis.figures import common
+from scalestudy.analysis.figures.description import Description, Quantity
+from scalestudy.analysis.figures.rank_grid import configs
+from scalestudy.rank_share import LABEL
+
+NAME = "rank_memory"
+EXPERIMENTS = ("model_sizes", "weak_scaling")
+CAP_NOTE = "Memory cap: "
+MEMORY = Quantity("one rank's peak memory (largest stage)", "GiB", "peak_allocated_bytes", 1 / 2**30)
+GPUS = Quantity("GPUs", "", low=1.0)
+DESCRIPTION = Description(
+    name=NAME, title=f"Memory of one rank against layout, {LABEL}",
+    paper="the configurations of the paper's model-size sweep",
+    shows=("One rank's peak allocated memory against the number of GPUs (the FSDP shard shrinks as GPUs are added), "
+           "each rank run alone on one GPU under the study's memory cap with communication faked"),
+    series="one panel per model; a line per layout (strategy and micro batch)",
+    x=GPUS, quantities=(MEMORY,), category="Rank shares",
+    notes=(f"{LABEL.capitalize()}: the memory of the rank's own shard, activations and optimizer state.",
+           "Dashed line: the memory cap; x: oom (the rank did not fit) or another failure; planned "
+           "configurations are not drawn."),
+)
+
+
+def data(tables, study) -> common.FigureData:
+    fd = common.FigureData(NAME, DESCRIPTION.heading(False), description=DESCRIPTION, panels=[])
+    cfgs = [c for c in configs(study, EXPERIMENTS) if c["status"] != "planned"]
+    if not cfgs:
+        fd.panels = [MEMORY.label]
+        fd.empty_reason = f"no measured rank shares of experiments model_sizes/weak_scaling in study {study.name!r}"
+        return fd
+    caps = sorted({c["device_memory_cap_gib"] for c in cfgs if c.get("device_memory_cap_gib")})
+    for model in sorted({c["model"] for c in cfgs}):
+        panel = f"{model}: {MEMORY.label}"
+        fd.panels.append(panel)
+        for c in sorted((c for c in cfgs if c["model"] == model), key=lambda c: c["world_size"]):
+            series = common.family(c) + f", micro batch {c['micro_batch']}"
+            v = c.get(MEMORY.metric) if c["status"] == "ok" else None
+            fd.rows.append({"panel": panel, "series": series, "x_quantity": GPUS.label, "x": c["world_size"],
+                            "y_quantity": MEMORY.label, "y": v * MEMORY.scale if v is not None else None,
+                            "n_seeds": 1 if v is not None else 0, "status": c["status"], "note": None,
+                            "label": LABEL, "config_ids": c["group_id"], "run_ids": c.get("run_ids")})
+    if caps:
+        fd.notes.append(f"{CAP_NOTE}{', '.join(f'{x:g}' for x in caps)} GiB.")
+    return fd
+
+
+def draw(fd: common.FigureData, study):
+    fig, axes = common.figure_for(fd, legend_rows=common.legend_rows_for(fd))
+    common.draw_lines(fig, axes, fd, log_x=True)
+    caps = [n for n in fd.notes if n.startswith(CAP_NOTE)]
+    cap = float(caps[0][len(CAP_NOTE):].split(",")[0].split(" ")[0]) if caps else None
+    for ax in axes[:len(fd.panels)]:
+        if cap:
+            ax.axhline(cap, color="#b00020", linestyle="--", linewidth=1)
+        ax.set_ylim(bottom=0)
+    return fig

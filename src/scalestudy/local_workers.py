@@ -1,0 +1,127 @@
+"""Start the processes of a one-host CPU run without torchrun: import the harness once, then fork
+one worker a rank with the environment torchrun would give it (RANK, LOCAL_RANK, WORLD_SIZE,
+LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
+
+    python -m scalestudy.local_workers --nproc 4 -- train --spec SPEC.json --run-dir DIR --quiet
+
+Most of a small CPU run is start-up: torchrun's agent imports torch, and each of its workers
+imports torch and the harness anew (about 2.5 and 4.5 CPU-seconds). Forked from a parent that
+has imported them, the workers start at once. The parent never runs a torch operation or joins
+the process group, so the children inherit no threads or communicators. Like torchrun it passes
+SIGTERM and SIGINT on to the workers and exits with the first non-zero exit code of a worker
+(128 + signal for a worker killed by one). The launcher (scalestudy.launch) uses it for CPU runs
+on one host; GPU runs, SLURM runs and SCALESTUDY_LOCAL_LAUNCHER=torchrun use torchrun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import signal
+import socket
+import sys
+import traceback
+from contextlib import closing
+
+LAUNCHER_ENV = "SCALESTUDY_LOCAL_LAUNCHER"
+# what each command's workers need, imported once in the parent
+_PRELOAD = {"train": ("scalestudy.harness.train",), "collectives": ("scalestudy.harness.collectives.bench",)}
+
+
+def use_local_workers(device: str, nodes: int, env: dict) -> bool:
+    """Whether a run starts its processes with this module rather than torchrun."""
+    choice = env.get(LAUNCHER_ENV, "local")
+    if choice not in ("local", "torchrun"):
+        raise ValueError(f"{LAUNCHER_ENV}={choice!r}: expected local or torchrun")
+    return choice == "local" and device == "cpu" and nodes == 1
+
+
+def command(nproc: int, module_args: list[str], python: str = sys.executable) -> list[str]:
+    """The command line for `module_args` ("scalestudy", "train", ...) on nproc local workers."""
+    if module_args[0] != "scalestudy":
+        raise ValueError(f"local workers run scalestudy commands, not {module_args[0]!r}")
+    return [python, "-m", "scalestudy.local_workers", f"--nproc={nproc}", "--", *module_args[1:]]
+
+
+def _free_port() -> int:
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(argv: list[str], env: dict[str, str]) -> None:
+    """In the forked child: run the command as one rank, then leave at once (no interpreter
+    teardown: every record is written and closed by then)."""
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, signal.SIG_DFL)
+    os.environ.update(env)
+    code = 1
+    try:
+        from scalestudy.cli import main
+
+        code = main(argv)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:  # noqa: BLE001 - the traceback goes to the run's log, like torchrun's workers
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code if isinstance(code, int) else 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m scalestudy.local_workers", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nproc", type=int, required=True, help="worker processes [unit: processes; allowed: >= 1]")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the scalestudy command and its options, after --")
+    ns = p.parse_args(argv)
+    args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
+    if ns.nproc < 1 or not args:
+        p.error("needs --nproc >= 1 and a scalestudy command")
+    for module in _PRELOAD.get(args[0], ()):
+        importlib.import_module(module)
+    importlib.import_module("scalestudy.cli")
+    base = {"WORLD_SIZE": str(ns.nproc), "LOCAL_WORLD_SIZE": str(ns.nproc), "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(_free_port()), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    children: dict[int, int] = {}
+    for rank in range(ns.nproc):
+        pid = os.fork()
+        if pid == 0:
+            _worker(args, {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)})
+        children[pid] = rank
+
+    def forward(signum, _frame):
+        for pid in list(children):
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+    first_failure = 0
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        if pid not in children:
+            continue
+        rank = children.pop(pid)
+        code = os.waitstatus_to_exitcode(status)
+        code = 128 - code if code < 0 else code
+        if code and not first_failure:
+            first_failure = code
+            print(f"[scalestudy local_workers] rank {rank} exited with code {code}", file=sys.stderr, flush=True)
+    return first_failure
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""Choices of how a layout runs that a RunSpec does not carry (the harness has one way each; the
+paper's Megatron-inspired framework and Megatron-LM another). A study states them under
+`prediction: {options: {...}}`; `scalestudy model predict` takes them as flags.
+
+tp_loss          vocab_parallel: Megatron's vocab-parallel cross-entropy (each TP rank keeps its
+                 slice of the logits; three all-reduces of one fp32 number a token: max, target
+                 logit, sum of exponentials) [Megatron-LM, core/tensor_parallel/cross_entropy.py];
+                 gather_logits: the full bf16 logits all-gathered on every TP rank (this package's
+                 DTensor harness: ColwiseParallel output head with replicated output).
+recompute        None: as the spec's activation_checkpointing says; else one of compute.RECOMPUTE
+                 (none, full, selective_layer, selective_op: torchtitan's selective checkpointing),
+                 which the RunSpec cannot express.
+distributed_optimizer  ZeRO-1 for DDP layouts (dp_shard 1): optimizer states sharded over the
+                 data-parallel group, gradients reduce-scattered and parameters all-gathered
+                 instead of all-reduced (Megatron's --use-distributed-optimizer).
+tp_comm_overlap  False: TP collectives run between the matrix products that need them (synchronous);
+                 True: overlapped with the layer's matrix products (Megatron's TP communication
+                 overlap): only what exceeds the layer's computation is exposed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+
+TP_LOSSES = ("vocab_parallel", "gather_logits")
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    tp_loss: str = "vocab_parallel"
+    tp_comm_overlap: bool = False
+    recompute: str | None = None
+    distributed_optimizer: bool = False
+
+    def __post_init__(self):
+        from scalestudy.perfmodel.compute import RECOMPUTE
+
+        if self.tp_loss not in TP_LOSSES:
+            raise ValueError(f"tp_loss {self.tp_loss!r} is not one of {', '.join(TP_LOSSES)}")
+        if self.recompute is not None and self.recompute not in RECOMPUTE:
+            raise ValueError(f"recompute {self.recompute!r} is not one of {', '.join(RECOMPUTE)}")
+
+    def recompute_fractions(self) -> tuple[float, float, float] | None:
+        from scalestudy.perfmodel.compute import RECOMPUTE
+
+        return RECOMPUTE[self.recompute] if self.recompute else None
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> "ModelOptions":
+        d = dict(d or {})
+        known = {f.name for f in fields(cls)}
+        bad = set(d) - known
+        if bad:
+            raise ValueError(f"unknown model option(s) {', '.join(sorted(bad))}; known: {', '.join(sorted(known))}")
+        return cls(**d)
+
+
+HARNESS = ModelOptions(tp_loss="gather_logits", tp_comm_overlap=False)

@@ -1,0 +1,113 @@
+"""Measured rank shares as inputs of a prediction (a prediction study's `rank_shares: STUDY`).
+
+Where the rank-share study (comm: fake, analysis/rank_shares.py) measured a configuration of
+the same shapes as the predicted one, the prediction takes from the measurement:
+  compute  the model's computation times are scaled so that the rank's computation per step
+           equals the measured one (the slowest pipeline stage's time on its microbatches); the
+           model's communication and overlap stay as they are. The share ran on an H200 capped
+           at an H100's memory: same dense bf16 peak as the H100, faster HBM [assumed equal].
+  memory   the measured status decides the cell: `oom` when a stage ran out of memory under the
+           cap, fits when every stage ran; the peak memory measured is reported.
+Elsewhere the model's own inputs stand (calibrated compute, memory estimate). Every prediction
+says which inputs came from where (`inputs_from`). Pure Python.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from scalestudy.spec import RunSpec
+
+# the fields that set a rank's shapes and work; a predicted run and a rank share with equal
+# values here compute the same thing (warm-up counts, seeds, comm mode, memory cap do not)
+KEY_FIELDS = ("model", "n_layers", "seq_len", "micro_batch", "global_batch", "dp_replicate", "dp_shard", "tp", "pp",
+              "pp_schedule", "pp_microbatches", "pp_stages_per_rank", "sequence_parallel", "reshard_after_forward",
+              "fsdp_forward_prefetch", "fsdp_backward_prefetch", "activation_checkpointing", "compile", "precision",
+              "backend", "optimizer")
+
+
+def share_key(spec: RunSpec) -> tuple:
+    return (spec.world_size, *(getattr(spec, f) for f in KEY_FIELDS))
+
+
+@dataclass(frozen=True)
+class MeasuredShare:
+    study: str
+    status: str  # ok | oom | partial | another failure
+    compute_s: float | None  # the slowest stage's compute time per step
+    peak_bytes: int | None
+    cap_gib: float | None
+    run_ids: tuple[str, ...]
+
+    def describe(self) -> str:
+        return f"rank shares of study {self.study} (runs {', '.join(self.run_ids)})"
+
+
+def _num(v: str) -> float | None:
+    try:
+        x = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(x) else x
+
+
+def load_shares(study_name: str, root: Path | str = ".") -> dict[tuple, MeasuredShare]:
+    """The measured configurations of a rank-share study, by share_key (from its committed
+    rank_configs.csv; none where the table is missing)."""
+    from scalestudy.analysis.csv_format import read_csv_rows, split_list
+    from scalestudy.analysis.rank_shares import CONFIGS_FILE, share_group
+    from scalestudy.studies import load_study
+
+    study = load_study(study_name, root)
+    path = Path(root) / "data" / study.name / "tables" / CONFIGS_FILE
+    if not path.exists():
+        return {}
+    specs = {share_group(p.spec): p.spec for p in study.runs if p.spec.comm == "fake"}
+    out = {}
+    for row in read_csv_rows(path):
+        spec = specs.get(row["group_id"])
+        if spec is None or row["status"] in ("planned", ""):
+            continue
+        times = [_num(t) for t in split_list(row.get("stage_compute_times_s"))]
+        times = [t for t in times if t is not None]
+        peak = _num(row.get("peak_allocated_bytes"))
+        out[share_key(spec)] = MeasuredShare(study.name, row["status"], max(times) if times else None,
+                                             int(peak) if peak is not None else None,
+                                             _num(row.get("device_memory_cap_gib")),
+                                             tuple(split_list(row.get("run_ids"))))
+    return out
+
+
+def compute_factor(share: MeasuredShare | None, modelled_compute_s: float) -> float:
+    """What the model's computation times are multiplied by to meet the measured share."""
+    if share is None or share.status != "ok" or not share.compute_s or modelled_compute_s <= 0:
+        return 1.0
+    return share.compute_s / modelled_compute_s
+
+
+def apply_memory(vals: dict, notes: list[str], share: MeasuredShare | None) -> None:
+    """The measured memory verdict in place of the estimate's, where there is one."""
+    if share is None:
+        return
+    if share.peak_bytes is not None:
+        vals["memory_measured_gib"] = share.peak_bytes / 2**30
+    if share.status == "oom":
+        vals["fits_memory"] = False
+        notes.append(f"measured: a rank of this configuration ran out of memory under the {share.cap_gib:g} GiB cap "
+                     f"({share.describe()})")
+    elif share.status == "ok":
+        vals["fits_memory"] = True
+
+
+def inputs_from(share: MeasuredShare | None, factor: float, calibration: str) -> dict:
+    if share is None:
+        return {"compute": f"the model, calibrated on {calibration}", "memory": "the memory estimate (memory_estimate)"}
+    compute = (f"measured: {share.describe()}, slowest stage {share.compute_s:.4g} s a step (the model's computation "
+               f"times x {factor:.3f}; measured on an H200, taken as the H100's [assumed])"
+               if share.status == "ok" and share.compute_s else
+               f"the model, calibrated on {calibration} (the rank share's status is {share.status})")
+    memory = (f"measured: {share.describe()}, status {share.status}" if share.status in ("ok", "oom") else
+              "the memory estimate (memory_estimate): the rank share is not complete")
+    return {"compute": compute, "memory": memory}

@@ -1,0 +1,200 @@
+"""Layout checks of a drawn figure, from the renderer's bounding boxes (no pixel comparisons):
+text inside the canvas, legends and labels clear of each other and of the panels' data areas,
+few series a panel, multi-x series drawn as connected lines, tick labels apart, values in range.
+Each check returns a list of problems (empty: fine)."""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+from matplotlib.axes import Axes
+from matplotlib.legend import Legend
+from matplotlib.lines import Line2D
+from matplotlib.text import Annotation, Text
+
+TOL = 1.0  # pixels
+
+
+def _boxes_overlap(a, b, tol: float = TOL) -> bool:
+    return (min(a.x1, b.x1) - max(a.x0, b.x0) > tol) and (min(a.y1, b.y1) - max(a.y0, b.y0) > tol)
+
+
+def _undrawn_tick_labels(fig) -> set[int]:
+    """Tick labels of ticks outside their axis's view: matplotlib keeps them but does not draw them."""
+    out: set[int] = set()
+    for ax in fig.findobj(Axes):
+        for axis in (ax.xaxis, ax.yaxis):
+            lo, hi = sorted(axis.get_view_interval())
+            eps = 1e-9 * max(abs(lo), abs(hi), 1.0)
+            for locs, ticks in ((axis.get_majorticklocs(), axis.get_major_ticks(len(axis.get_majorticklocs()))),
+                                (axis.get_minorticklocs(), axis.get_minor_ticks(len(axis.get_minorticklocs())))):
+                for loc, tick in zip(locs, ticks):
+                    if not lo - eps <= loc <= hi + eps:
+                        out.update((id(tick.label1), id(tick.label2)))
+    return out
+
+
+def _visible_texts(fig) -> list[Text]:
+    undrawn = _undrawn_tick_labels(fig)
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and t.figure is not None
+            and id(t) not in undrawn]
+
+
+def _data_axes(fig) -> list[Axes]:
+    """Panels (not colorbars)."""
+    return [ax for ax in fig.findobj(Axes) if ax.get_visible() and ax.axison and ax.get_label() != "<colorbar>"]
+
+
+def _legends(fig) -> list[Legend]:
+    return [lg for lg in fig.findobj(Legend) if lg.get_visible()]
+
+
+def _name(t) -> str:
+    return repr(t.get_text()[:40]) if isinstance(t, Text) else type(t).__name__
+
+
+def text_inside_canvas(fig, r) -> list[str]:
+    canvas = fig.bbox
+    out = []
+    for t in _visible_texts(fig):
+        b = t.get_window_extent(r)
+        if b.x0 < canvas.x0 - TOL or b.y0 < canvas.y0 - TOL or b.x1 > canvas.x1 + TOL or b.y1 > canvas.y1 + TOL:
+            out.append(f"text {_name(t)} outside the canvas ({b.x0:.0f},{b.y0:.0f})-({b.x1:.0f},{b.y1:.0f})")
+    for lg in _legends(fig):
+        b = lg.get_window_extent(r)
+        if b.x0 < -TOL or b.y0 < -TOL or b.x1 > canvas.x1 + TOL or b.y1 > canvas.y1 + TOL:
+            out.append("a legend reaches outside the canvas")
+    return out
+
+
+def _is_data_label(t: Text, axes: list[Axes]) -> bool:
+    """Text drawn in a panel's data coordinates on purpose: cell values, status marks, point labels."""
+    return any(t in ax.texts for ax in axes)
+
+
+def _frame_texts(fig, axes) -> list[Text]:
+    """Titles, axis labels, figure texts (header, notes), legend texts excluded."""
+    out = []
+    legend_texts = {id(x) for lg in _legends(fig) for x in lg.get_texts() + [lg.get_title()]}
+    ticks = {id(x) for ax in fig.findobj(Axes) for x in ax.get_xticklabels() + ax.get_yticklabels()}
+    for t in _visible_texts(fig):
+        if id(t) in legend_texts or id(t) in ticks or _is_data_label(t, axes):
+            continue
+        out.append(t)
+    return out
+
+
+def no_overlaps(fig, r) -> list[str]:
+    axes = _data_axes(fig)
+    out = []
+    legends = _legends(fig)
+    frame = _frame_texts(fig, axes)
+    for lg in legends:
+        b = lg.get_window_extent(r)
+        for ax in axes:
+            if _boxes_overlap(b, ax.bbox):
+                out.append(f"a legend overlaps the data area of panel {ax.get_title()[:40]!r}")
+        for t in frame:
+            if _boxes_overlap(b, t.get_window_extent(r)):
+                out.append(f"a legend overlaps text {_name(t)}")
+    for a, b in combinations(legends, 2):
+        if _boxes_overlap(a.get_window_extent(r), b.get_window_extent(r)):
+            out.append("two legends overlap")
+    boxes = [(t, t.get_window_extent(r)) for t in frame]
+    for (t1, b1), (t2, b2) in combinations(boxes, 2):
+        if _boxes_overlap(b1, b2):
+            out.append(f"texts {_name(t1)} and {_name(t2)} overlap")
+    for t, b in boxes:
+        for ax in axes:
+            if _boxes_overlap(b, ax.bbox):
+                out.append(f"text {_name(t)} overlaps the data area of panel {ax.get_title()[:40]!r}")
+    for ax in axes:
+        labels = [(t, t.get_window_extent(r)) for t in ax.texts if t.get_visible() and t.get_text().strip()]
+        for (t1, b1), (t2, b2) in combinations(labels, 2):
+            if _boxes_overlap(b1, b2):
+                out.append(f"labels {_name(t1)} and {_name(t2)} overlap in panel {ax.get_title()[:40]!r}")
+    return out
+
+
+def tick_labels_apart(fig, r) -> list[str]:
+    out = []
+    drawn = {id(t) for t in _visible_texts(fig)}
+    for ax in fig.findobj(Axes):
+        for axis, labels in (("x", ax.get_xticklabels(minor=False) + ax.get_xticklabels(minor=True)),
+                             ("y", ax.get_yticklabels(minor=False) + ax.get_yticklabels(minor=True))):
+            boxes = [(t.get_text(), t.get_window_extent(r)) for t in labels if id(t) in drawn]
+            for (s1, b1), (s2, b2) in combinations(boxes, 2):
+                if _boxes_overlap(b1, b2):
+                    out.append(f"{axis} tick labels {s1!r} and {s2!r} collide in panel {ax.get_title()[:40]!r}")
+                    break
+    return out
+
+
+def series_per_panel(fig, limit: int) -> list[str]:
+    out = []
+    for ax in _data_axes(fig):
+        labels = {lab for lab in ax.get_legend_handles_labels()[1]
+                  if not lab.startswith("x: ") and not lab.startswith("other")}
+        if len(labels) > limit:
+            out.append(f"panel {ax.get_title()[:40]!r} draws {len(labels)} series (at most {limit})")
+    return out
+
+
+def text_size(fig, minimum: float = 7.0) -> list[str]:
+    return [f"text {_name(t)} at {t.get_fontsize():.1f} pt (< {minimum} pt)" for t in _visible_texts(fig)
+            if t.get_fontsize() < minimum - 1e-6]
+
+
+def connected_series(fig, fd) -> list[str]:
+    """A series with values at more than one x in a panel is one line through them."""
+    out = []
+    by_title = {}
+    for ax in _data_axes(fig):
+        by_title.setdefault(ax.get_title(), ax)
+    for panel in fd.panels:
+        ax = by_title.get(panel)
+        if ax is None:
+            continue
+        lines: dict[str, list] = {}
+        for c in ax.containers:  # errorbar(): the label is the container's, the data line its first
+            ln = getattr(c, "lines", (None,))[0]
+            if isinstance(ln, Line2D):
+                lines.setdefault(c.get_label(), []).append(ln)
+        for ln in ax.get_lines():
+            lines.setdefault(ln.get_label(), []).append(ln)
+        series = {r["series"] for r in fd.rows if r["panel"] == panel}
+        if not series & set(lines):
+            continue  # bars or a heatmap: no line to join
+        lines = {k: [ln for ln in v if ln.get_linestyle() not in ("None", "none", "", " ")] for k, v in lines.items()}
+        for s in {r["series"] for r in fd.rows if r["panel"] == panel}:
+            xs = {r["x"] for r in fd.rows if r["panel"] == panel and r["series"] == s and r.get("y") is not None}
+            if len(xs) < 2 or s.startswith("other"):
+                continue
+            drawn = [ln for ln in lines.get(s, []) if len(ln.get_xdata()) >= len(xs)]
+            if not drawn:
+                out.append(f"series {s!r} of panel {panel[:40]!r} has {len(xs)} x values but no line joins them")
+    return out
+
+
+def values_in_range(fd) -> list[str]:
+    desc = getattr(fd, "description", None)
+    if desc is None:
+        return []
+    out = []
+    for r in fd.rows:
+        try:
+            q = desc.quantity(r["y_quantity"])
+        except KeyError:
+            continue
+        for k in ("y", "ci95_low", "ci95_high"):
+            v = r.get(k)
+            if v is not None and not q.possible(v):
+                out.append(f"{fd.name}: {k}={v:.4g} of {q.label} ({r['series']}, x={r['x']}) is outside its range")
+    return out
+
+
+def check(fig, fd, *, series_limit: int = 8) -> list[str]:
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    return (text_inside_canvas(fig, r) + no_overlaps(fig, r) + tick_labels_apart(fig, r)
+            + series_per_panel(fig, series_limit) + text_size(fig) + connected_series(fig, fd) + values_in_range(fd))

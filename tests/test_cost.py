@@ -1,0 +1,89 @@
+"""The cost of a study before it is submitted (scalestudy.cost), its budget, and `scalestudy status`."""
+
+import json
+import time
+
+import pytest
+import yaml
+
+from scalestudy import rawlog
+from scalestudy.cli import main
+from scalestudy.cost import BudgetError, budget_of, check_budget, format_cost, study_cost, study_status
+from scalestudy.slurm import Site, load_site
+from scalestudy.studies import load_study, study_from_dict
+
+from conftest import REPO
+
+
+def test_the_paper_study_by_size_at_the_requested_limits():
+    cost = study_cost(load_study("paper", REPO), Site(), expected=False)
+    assert cost.unit == "GPU-hours" and cost.jobs == 393  # 384 training runs + 9 collectives jobs
+    by_size = {r.devices: r.jobs for r in cost.rows}
+    assert by_size == {8: 22, 16: 46, 32: 55, 64: 40, 128: 49, 256: 85, 512: 37, 1024: 22, 2048: 37}
+    assert round(cost.requested_h) == 82751
+    # one 2048-GPU job: 2048 GPUs x its SLURM time limit in minutes
+    assert max(r.requested_h for r in cost.rows) == pytest.approx(53725.9, abs=0.1)
+
+
+def test_the_paper_study_expected_from_the_performance_model():
+    cost = study_cost(load_study("paper", REPO), Site())
+    assert "h100-paper" in cost.expected_from
+    assert 10000 < cost.expected_h < 12000  # 11,661 with the scale-out model of issue 13: the model's, not a measurement
+    text = format_cost(cost)
+    assert text.startswith("cost of study paper: 393 jobs, 82,751 GPU-hours at the requested time limits, ~")
+    assert "   256   2048    37 " in text
+
+
+def test_a_plan_over_budget_is_refused_naming_the_numbers_and_the_fix():
+    study = load_study("paper", REPO)
+    cost = study_cost(study, Site(), expected=False)
+    budget, source = budget_of(study, Site(gpu_hours_budget=50000))
+    assert (budget, source) == (50000, "gpu_hours_budget in defaults")
+    with pytest.raises(BudgetError) as e:
+        check_budget(cost, budget, source)
+    msg = str(e.value)
+    assert "82,751 GPU-hours" in msg and "393 jobs" in msg and "50,000 GPU-hours" in msg
+    assert "raise gpu_hours_budget" in msg
+    check_budget(cost, 90000, "x")  # under budget: nothing
+    assert budget_of(study, Site(gpu_hours_budget=1), 2.0) == (2.0, "--config gpu_hours_budget")
+
+
+def test_a_study_budget_wins_over_the_site_and_a_cpu_study_has_none(tmp_path, capsys):
+    data = yaml.safe_load((REPO / "workflow/studies/paper.yaml").read_text())
+    data["gpu_hours_budget"] = 1000
+    path = tmp_path / "tight.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main(["study", "--study", str(path), "--no-expected"]) == 4
+    out = capsys.readouterr()
+    assert "budget: 1,000 GPU-hours (gpu_hours_budget in" in out.out
+    assert "over its budget of 1,000 GPU-hours" in out.err
+    smoke = study_cost(load_study("smoke", REPO), Site(), expected=False)
+    assert smoke.unit == "CPU process-hours"
+    check_budget(smoke, 0.001, "x")  # CPU process-hours are not GPU-hours
+
+
+def _finished(run_dir, status, seconds, world=1):
+    run_dir.mkdir(parents=True)
+    (run_dir / rawlog.RUN_FILE).write_text(json.dumps({"start_time_unix": 1000.0, "end_time_unix": 1000.0 + seconds}))
+    (run_dir / rawlog.STATUS_FILE).write_text(json.dumps({"status": status}))
+
+
+def test_status_of_a_study_in_flight(tmp_path, capsys):
+    data = yaml.safe_load((REPO / "workflow/studies/smoke.yaml").read_text())
+    study = study_from_dict("smoke", data, root=tmp_path)
+    ids = [r.run_id for r in study.runs if r.spec.world_size == 1]
+    _finished(study.raw_dir / ids[0], "ok", 3600)
+    _finished(study.raw_dir / ids[1], "oom", 1800)
+    attempt = tmp_path / "data/smoke/attempts" / f"{ids[2]}.attempt1.pid1.20260101T000000"
+    attempt.mkdir(parents=True)
+    (attempt / rawlog.RUN_FILE).write_text(json.dumps({"start_time_unix": time.time() - 360}))
+    (tmp_path / "data/smoke/crashed" / f"{ids[3]}.20260101T000000").mkdir(parents=True)
+    st = study_status(study, load_site(root=tmp_path))
+    assert st.done == {"ok": 1, "oom": 1} and st.running == [ids[2]] and st.failed == [ids[3]]
+    assert st.left == st.planned - 4
+    assert st.spent_h == pytest.approx(1.5 + 0.1, abs=0.01)
+    (tmp_path / "workflow/studies").mkdir(parents=True)
+    (tmp_path / "workflow/studies/smoke.yaml").write_text(yaml.safe_dump(data))
+    assert main(["status", "--study", "smoke", "--root", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "  done         2  (1 ok, 1 oom)" in text and "  running      1" in text and "  failed       1" in text

@@ -1,0 +1,46 @@
+"""Every figure drawn from a paper-scale synthetic study (the paper's grid, 3 seeds, failures,
+two backends) and from a smoke-like CPU study passes the layout checks of figure_layout: checked
+on the rendered figure, not on pixels."""
+
+import matplotlib
+import pytest
+
+import figure_fixtures
+import figure_layout
+from scalestudy.analysis import figures
+from scalestudy.analysis.figures import FIGURES, common, figure_data
+
+SERIES_LIMIT = {"collectives_bandwidth": 10}  # one line a node count, as the paper's Fig. 2
+# figures whose data the synthetic tables do not hold (rank shares come from tables of their own):
+# drawn as their explicit empty panel, which is checked too
+NO_DATA = {"rank_grid", "rank_memory"}
+
+
+def _draw(name, fd, study):
+    if hasattr(figures, "draw"):
+        return figures.draw(name, fd, study)
+    fig, axes = (common.new_figure(1), None) if fd.empty_reason else (FIGURES[name].draw(fd, study), None)
+    common.header(fig, fd, study)
+    common.footer(fig, fd.notes)
+    return fig
+
+
+@pytest.fixture(scope="module", params=["paper", "smoke"])
+def fixture(request):
+    return (figure_fixtures.paper_fixture if request.param == "paper" else figure_fixtures.smoke_fixture)()
+
+
+@pytest.mark.parametrize("name", list(FIGURES))
+def test_figure_layout(fixture, name):
+    study, tables = fixture
+    with matplotlib.rc_context(common.style()):
+        fd = figure_data(name, tables, study)
+        assert not fd.empty_reason or name in NO_DATA or name == "power" and study.name.startswith("smoke"), \
+            fd.empty_reason
+        fig = _draw(name, fd, study)
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+        if not hasattr(fig.canvas, "get_renderer"):
+            FigureCanvasAgg(fig)
+        problems = figure_layout.check(fig, fd, series_limit=SERIES_LIMIT.get(name, 8))
+    assert not problems, f"{study.name}/{name}:\n" + "\n".join(problems[:15])
