@@ -49,7 +49,8 @@ def _metrics(per_device: float, world: int, *, spread: float, exposed: float, n:
 def _add(grid: Grid, *, experiments: list[str], world: int, tp: int = 1, pp: int = 1, replicate: int = 1,
          model: str = "llama2-7b", backend: str = "torch", compile_: bool = False, device: str = "cuda",
          device_name: str = H100, status: str = "ok", per_device: float = 3000.0, spread: float = 0.05,
-         exposed: float = 0.1, seeds: int = 3, global_batch: int | None = None, procs_per_node: int = 8) -> None:
+         exposed: float = 0.1, seeds: int = 3, global_batch: int | None = None, procs_per_node: int = 8,
+         micro_batch: int = 2) -> None:
     shard = world // (tp * pp * replicate)
     gb = global_batch or 2 * world
     cid = (f"{model}-w{world}-r{replicate}s{shard}t{tp}p{pp}-gb{gb}-{backend}{'-c' if compile_ else ''}"
@@ -76,7 +77,7 @@ def _add(grid: Grid, *, experiments: list[str], world: int, tp: int = 1, pp: int
                           "spec.model": model, "spec.backend": backend, "spec.compile": compile_,
                           "spec.tp": tp, "spec.pp": pp, "spec.dp_replicate": replicate, "spec.dp_shard": shard,
                           "spec.nodes": row["nodes"], "spec.procs_per_node": row["procs_per_node"],
-                          "spec.global_batch": gb, "spec.seed": s, "spec.micro_batch": 2, "spec.seq_len": 4096,
+                          "spec.global_batch": gb, "spec.seed": s, "spec.micro_batch": micro_batch, "spec.seq_len": 4096,
                           "spec.precision": "bf16", "spec.activation_checkpointing": "none",
                           "spec.sequence_parallel": False, "spec.pp_schedule": "1f1b", "spec.device": device})
 
@@ -121,7 +122,8 @@ def paper_grid() -> Grid:
     for model, scale in (("llama-1b", 2.0), ("llama2-7b", 1.0), ("llama2-13b", 0.5), ("llama2-70b", 0.1)):
         for w in PAPER_GPUS:
             _add(g, experiments=["model_sizes"], world=w, model=model, per_device=9000 * scale,
-                 status="oom" if model == "llama2-70b" and w <= 16 else "ok")
+                 status="oom" if model == "llama2-70b" and w <= 16 else "ok",
+                 micro_batch=1 if model == "llama2-70b" else 2, tp=8 if model == "llama2-70b" else 1)
     for tp in (1, 2, 4, 8, 16):
         for pp in (1, 2, 4, 8, 16):
             _add(g, experiments=["tp_pp_grid"], world=256, tp=tp, pp=pp, global_batch=512,

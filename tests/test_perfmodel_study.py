@@ -99,7 +99,7 @@ def test_figures_and_claims_say_predicted(project):
     coll = read_csv_rows(study.figures_dir / "collectives_bandwidth.csv")
     assert coll and all(r["note"].startswith("predicted") for r in coll)
     hw = read_csv_rows(study.figures_dir / "hardware_generations.csv")
-    assert {r["x"] for r in hw} == {"NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"}
+    assert {r["series"] for r in hw} == {"NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"}
     cl = {r["id"]: r for r in read_csv_rows(study.figures_dir / "claims.csv")}
     for cid in ("C1", "C2", "C3", "C4", "HSDP-2048"):
         assert cl[cid]["reason"].startswith("PREDICTED"), cid

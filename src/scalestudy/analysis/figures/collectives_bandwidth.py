@@ -109,7 +109,7 @@ def panel_name(op: str) -> str:
 def draw(fd: common.FigureData, study):
     series = sorted({r["series"] for r in fd.rows}, key=lambda s: (series_count(s), s))
     colors = dict(zip(series, common.sequential(len(series))))
-    fig, axes = common.figure_for(fd, legend_rows=-(-len(series) // 6) + 1)
+    fig, axes = common.figure_for(fd, legend_rows=common.legend_rows_for(fd))
     failed = [r for r in fd.rows if r["panel"] == FAILED_PANEL]
     common.draw_lines(fig, axes, fd, colors=colors, order=lambda s: (series_count(s), s), legend=False,
                       x_format=binary_size)

@@ -403,7 +403,7 @@ def new_figure(n_panels: int, *, ncols: int | None = None, panel_w: float = 4.2,
 
     ncols = ncols or min(max(n_panels, 1), 3)
     nrows = max(1, math.ceil(max(n_panels, 1) / ncols))
-    width = max(panel_w * ncols, 7.5)
+    width = figure_width(n_panels, ncols, panel_w)
     text_w = width - 0.25
     head = [(line, TITLE_FONTSIZE, "bold", "black") for line in wrap(title, text_w, TITLE_FONTSIZE)]
     head += [(line, SUBTITLE_FONTSIZE, "normal", "black") for line in wrap(subtitle, text_w, SUBTITLE_FONTSIZE)
@@ -413,7 +413,7 @@ def new_figure(n_panels: int, *, ncols: int | None = None, panel_w: float = 4.2,
     foot = [line for n in notes if n for line in wrap(n, text_w, NOTE_FONTSIZE)]
     head_in = sum(_height(1, fs) for _, fs, _, _ in head) + 0.12
     foot_in = _height(len(foot), NOTE_FONTSIZE) + 0.12 if foot else 0.05
-    body_in = panel_h * nrows + legend_rows * 0.2
+    body_in = panel_h * nrows + legend_rows * LEGEND_FONTSIZE * 1.9 / 72 + (0.1 if legend_rows else 0)
     fig = Figure(figsize=(width, head_in + body_in + foot_in), layout="constrained")
     FigureCanvasAgg(fig)
     fig.get_layout_engine().set(h_pad=0.02, w_pad=0.02, hspace=0.0, wspace=0.0)
@@ -500,22 +500,55 @@ def short_status(row: dict) -> str:
     return s
 
 
-def legend_rows_for(fd: FigureData, ncol: int = 4) -> int:
-    n = len({r["series"] for r in fd.rows}) + (1 if any(r.get("y") is None for r in fd.rows) else 0)
-    return math.ceil(n / ncol) if n else 0
+def natural(s: str) -> tuple:
+    """A sort key that orders the numbers in names by value: llama2-7b before llama2-13b, 2 nodes
+    before 16 nodes."""
+    import re
+
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", str(s)) if p)
 
 
-def figure_legend(fig, axes, ncol: int = 4, title: str | None = None, order: Callable | None = None) -> None:
-    """One legend for every panel, below them, in columns (entries in `order`)."""
+LEGEND_FONTSIZE = 7.5
+
+
+def legend_columns(labels: Iterable[str], width_in: float, most: int = 6) -> int:
+    """As many legend columns as the longest label lets fit across the figure (at most `most`)."""
+    labels = list(labels)
+    if not labels:
+        return 1
+    entry_in = (max(len(x) for x in labels) * LEGEND_FONTSIZE * CHAR_WIDTH_EM + 40) / 72  # marker and gap
+    return max(1, min(most, len(labels), int((width_in - 0.3) // entry_in)))
+
+
+def figure_width(n_panels: int, ncols: int | None = None, panel_w: float = 4.2) -> float:
+    ncols = ncols or min(max(n_panels, 1), 3)
+    return max(panel_w * ncols, 7.5)
+
+
+def legend_rows_for(fd: FigureData, ncols: int | None = None, extra: int = 0) -> int:
+    """The rows fd's legend (one entry a series, one for the failed mark) takes below its panels."""
+    labels = sorted({r["series"] for r in fd.rows})
+    if any(r.get("y") is None for r in fd.rows):
+        labels.append("x: failed / no value (status written above)")
+    labels += [""] * extra
+    if not labels:
+        return 0
+    return math.ceil(len(labels) / legend_columns(labels, figure_width(len(fd.panels), ncols)))
+
+
+def figure_legend(fig, axes, ncol: int = 6, title: str | None = None, order: Callable | None = None) -> None:
+    """One legend for every panel, below them, in as many columns as fit (entries in `order`,
+    natural order by default)."""
     entries: dict[str, object] = {}
     for ax in axes:
         for h, lab in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(lab, h)
     if not entries:
         return
-    labels = sorted(entries, key=lambda k: (k.startswith("x: "), order(k) if order else 0))
-    body(fig).legend([entries[k] for k in labels], labels, loc="outside lower center", ncol=min(ncol, len(labels)),
-                     frameon=False, title=title)
+    labels = sorted(entries, key=lambda k: (k.startswith("x: "), order(k) if order else natural(k)))
+    ncol = min(ncol, legend_columns(labels, fig.get_figwidth()))
+    body(fig).legend([entries[k] for k in labels], labels, loc="outside lower center", ncol=ncol,
+                     frameon=False, title=title, fontsize=LEGEND_FONTSIZE)
 
 
 def interval(r: dict) -> tuple[float, float]:
@@ -526,10 +559,10 @@ def interval(r: dict) -> tuple[float, float]:
 
 def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, annotate_labels: set[str] = frozenset(),
                muted_series: set[str] = frozenset(), colors: dict[str, object] | None = None,
-               order: Callable[[str], object] | None = None, legend_ncol: int = 4, legend: bool = True) -> None:
+               order: Callable[[str], object] | None = None, legend_ncol: int = 6, legend: bool = True) -> None:
     """Line panels: per panel, per series, the points with y (error bars where there is a CI),
     joined in x order, and an 'x' for each row without y; one legend below the panels."""
-    order = order or (lambda s: (s in muted_series, s))
+    order = order or (lambda s: (s in muted_series, natural(s)))
     all_series = sorted({r["series"] for r in fd.rows}, key=order)
     colors = colors or dict(zip(all_series, palette(len(all_series))))
     failed_seen = False

@@ -70,7 +70,7 @@ def data(tables, study) -> common.FigureData:
 def draw(fd: common.FigureData, study):
     groups = [p for p in fd.panels if p != SHARE.label]
     shares = sorted({r["series"] for r in fd.rows if r["panel"] == SHARE.label})
-    fig, axes = common.figure_for(fd, legend_rows=1 + -(-len(shares) // 4))
+    fig, axes = common.figure_for(fd, legend_rows=common.legend_rows_for(fd))
     part_names = list(PART_NAMES.values())
     colors = dict(zip(part_names, common.palette(len(part_names))))
     width = 0.8 / len(part_names)
@@ -102,5 +102,5 @@ def draw(fd: common.FigureData, study):
     share_ax = axes[len(groups):len(groups) + 1]
     colors_share = dict(zip(shares, common.palette(len(part_names) + len(shares))[len(part_names):]))
     common.draw_lines(fig, share_ax, share_fd, colors=colors_share, legend=False)
-    common.figure_legend(fig, axes, ncol=4)
+    common.figure_legend(fig, axes)
     return fig

@@ -17,7 +17,7 @@ DESCRIPTION = Description(
     series=("one line per model, with the strategy family, backend or compile setting added where they differ "
             "between lines"),
     x=GPUS,
-    quantities=(Quantity("tokens/s per device", "tokens/s", "tokens_per_s_per_device"),
+    quantities=(Quantity("tokens/s per device", "tokens/s", "tokens_per_s_per_device", log=True),
                 Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0)),
     category="Scaling",
     notes=(common.FAILED_NOTE,),

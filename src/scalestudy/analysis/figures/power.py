@@ -22,7 +22,7 @@ DESCRIPTION = Description(
             "each GPU count (by tokens per joule; the others tried are grey dots), each also named by what else "
             "differs (backend, model, compile)"),
     x=GPUS,
-    quantities=(Quantity("total GPU power", "W", "power_w_total"),
+    quantities=(Quantity("total GPU power", "W", "power_w_total", log=True),
                 Quantity("tokens per joule", "tokens/J", "tokens_per_joule")),
     category="Power",
     notes=(f"Power scope: {SCOPE}; CPU, memory and network power are not included.", common.FAILED_NOTE),

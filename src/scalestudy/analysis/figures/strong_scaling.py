@@ -58,6 +58,6 @@ def data(tables, study) -> common.FigureData:
 
 
 def draw(fd: common.FigureData, study):
-    fig, axes = common.figure_for(fd, legend_rows=1)
+    fig, axes = common.figure_for(fd, legend_rows=common.legend_rows_for(fd))
     common.draw_lines(fig, axes, fd, annotate_labels={BEST}, muted_series={OTHER})
     return fig
