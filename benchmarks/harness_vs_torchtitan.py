@@ -164,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
     for _, c, v in jobs:
         if v != "plain":
             variant_off(v)
+    if (a.out / "results.jsonl").exists() or (a.out / "raw").exists():
+        raise SystemExit(f"{a.out} holds an earlier measurement: give a new --out")
     a.out.mkdir(parents=True, exist_ok=True)
     rows = []
     for kind, c, v in jobs:

@@ -5,8 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from scalestudy.harness import optimisations
-from scalestudy.harness.llama import (RMSNorm, Transformer, apply_rotary_emb, precompute_freqs_cis,
-                                      precompute_rope)
+from scalestudy.harness.llama import RMSNorm, Transformer
 from scalestudy.harness.loss import linear_cross_entropy
 from scalestudy.llama_configs import ModelConfig
 
@@ -32,14 +31,6 @@ def test_chunked_loss_matches_full_logits(dtype, tol):
 def test_chunked_loss_refuses_unflattened_hidden():
     with pytest.raises(ValueError, match="tokens, dim"):
         linear_cross_entropy(torch.zeros(2, 3, 4), torch.zeros(5, 4), torch.zeros(2, 3, dtype=torch.long))
-
-
-def test_real_rope_matches_complex():
-    xq, xk = torch.randn(2, 12, 4, 8), torch.randn(2, 12, 2, 8)
-    ref = apply_rotary_emb(xq, xk, precompute_freqs_cis(8, 16, 10000.0))
-    out = apply_rotary_emb(xq, xk, precompute_rope(8, 16, 10000.0))
-    for a, b in zip(out, ref):
-        assert torch.allclose(a, b, atol=1e-6)
 
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-6), (torch.bfloat16, 2e-2)])
@@ -79,3 +70,26 @@ def test_unknown_optimisation_is_named(monkeypatch):
         optimisations.enabled("norm")
     monkeypatch.setenv(optimisations.OFF_ENV, "all")
     assert not any(optimisations.enabled(n) for n in optimisations.NAMES)
+
+
+def test_real_rope_matches_complex():
+    from scalestudy.harness.llama import apply_rotary_emb, rope_table
+
+    xq, xk = torch.randn(2, 12, 4, 8), torch.randn(2, 12, 2, 8)
+    ref = apply_rotary_emb(xq, xk, rope_table(8, 16, 10000.0, real=False))
+    out = apply_rotary_emb(xq, xk, rope_table(8, 16, 10000.0, real=True))
+    for a, b in zip(out, ref):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_compiled_blocks_get_the_real_rope_table(monkeypatch):
+    from scalestudy.harness.llama import init_weights
+    from scalestudy.harness.parallelize import apply_compile
+
+    cfg = ModelConfig(name="tiny", n_layers=1, dim=32, n_heads=4, n_kv_heads=4, ffn_dim=64, vocab_size=40)
+    for off, real in (("", True), ("rope", False)):
+        monkeypatch.setenv(optimisations.OFF_ENV, off)
+        model = Transformer(cfg, 8)
+        apply_compile(model)
+        init_weights(model, cfg, 0, torch.device("cpu"))
+        assert model.freqs_cis.is_complex() != real

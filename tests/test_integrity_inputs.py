@@ -153,3 +153,21 @@ def test_a_read_only_directory_is_named(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "mkstemp", read_only)
     with pytest.raises(OSError, match=r"status.json: the file system is read-only \(\d+ bytes free"):
         rawlog.atomic_write_json(tmp_path / "status.json", {})
+
+
+def test_a_launch_whose_log_was_cut_short_names_the_file_and_the_free_space(tmp_path):
+    from scalestudy.launch import EXIT_HARNESS_ERROR, launch
+
+    # a stand-in for the workers that leaves a half-written line (a disk that filled mid-line) and dies
+    fake = tmp_path / "fake-python"
+    fake.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = "--run-dir" ] && d="$2"; shift; done\n'
+                    'mkdir -p "$d"\nprintf \'{"key": "iteration", "value": {"step": 0}, "metadata": {}}\\n{"ke\' '
+                    '> "$d/rank-00000.jsonl"\nexit 1\n')
+    fake.chmod(0o755)
+    spec = RunSpec(model="tiny", device="cpu", precision="fp32", procs_per_node=1, seq_len=32, warmup_iters=1,
+                   measured_iters=2)
+    outcome = launch(spec, tmp_path / "run", time_limit_s=60, grace_s=1, log_path=tmp_path / "log", python=str(fake))
+    assert outcome.exit_code == EXIT_HARNESS_ERROR
+    assert "the raw log could not be finished" in outcome.message and "rank-00000.jsonl: line 2 is cut short" in \
+        outcome.message and "bytes free on the file system" in outcome.message
+    assert "JSONDecodeError" not in (tmp_path / "log").read_text()

@@ -208,3 +208,40 @@ def test_a_process_of_another_run_makes_the_measurement_contaminated():
     finally:
         stray.kill()
         stray.wait()
+
+
+class FakeNvml:
+    """pynvml's three calls the watch makes, for GPUs holding these numbers of processes."""
+
+    def __init__(self, counts: dict):
+        self.counts = counts
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return str(i)
+
+    def nvmlDeviceGetHandleByUUID(self, u):
+        return u
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        return [object()] * self.counts[handle]
+
+
+def test_a_gpu_with_another_process_makes_the_measurement_contaminated():
+    watch = run_guard.LoadWatch(token="this-run", gpus=("0", "GPU-abc"), nvml=FakeNvml({"0": 1, "GPU-abc": 2}))
+    watch.sample()
+    load = watch.record(0.0)
+    assert load["gpu_compute_processes_max"] == {"0": 1, "GPU-abc": 2}
+    assert load["contaminated"] and "GPU(s) GPU-abc (2 compute processes at once)" in load["reason"]
+    alone = run_guard.LoadWatch(token="this-run", gpus=("0",), nvml=FakeNvml({"0": 1}))
+    alone.sample()
+    assert alone.record(0.0)["gpu_compute_processes_max"] == {"0": 1}
+    assert "GPU" not in (alone.record(0.0)["reason"] or "")
+    assert run_guard.gpu_ids(2, {"CUDA_VISIBLE_DEVICES": "GPU-x,GPU-y,GPU-z"}) == ["GPU-x", "GPU-y"]
+    stray = subprocess.Popen(["sleep", "30"], env={**child_env(), run_guard.TOKEN_ENV: "a-run-on-other-gpus"})
+    try:
+        alone.sample()
+        load = alone.record(0.0)
+        assert stray.pid in load["other_run_processes"] and not load["contaminated"]  # recorded, not flagged
+    finally:
+        stray.kill()
+        stray.wait()

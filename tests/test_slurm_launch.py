@@ -253,7 +253,10 @@ TINY = {"model": "tiny", "device": "cpu", "precision": "fp32", "procs_per_node":
 def test_the_launcher_picks_torchrun_or_srun():
     one, two = RunSpec.from_dict(TINY), RunSpec.from_dict({**TINY, "nodes": 2})
     spec_file, run_dir = Path("s.json"), Path("raw/r")
-    local = launcher.launch_command(one, spec_file, run_dir, "py")
+    # a CPU run on this host: scalestudy.local_workers (tests/test_launch.py), torchrun when asked
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SCALESTUDY_LOCAL_LAUNCHER", "torchrun")
+        local = launcher.launch_command(one, spec_file, run_dir, "py")
     assert local[:3] == ["py", "-m", "torch.distributed.run"] and "--rdzv-endpoint=localhost:0" in local
     # a one-node run inside Snakemake's job step: the step holds the node, torchrun directly
     in_step = slurm.Allocation("5", "n1", ("n1",), in_step=True)

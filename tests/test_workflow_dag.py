@@ -60,8 +60,9 @@ def test_dry_run_prints_the_cost_and_refuses_a_plan_over_budget():
     assert out.returncode != 0
     text = out.stdout + out.stderr
     assert "cost of study paper: 393 jobs, 82,751 GPU-hours at the requested time limits" in text
-    assert ("study paper asks for 82,751 GPU-hours at the requested time limits (~11,661 expected) for 393 jobs, "
-            "over its budget of 5,000 GPU-hours (--config gpu_hours_budget)") in text
+    # the expected figure moves with the performance model's calibration; the requested one does not
+    assert re.search(r"study paper asks for 82,751 GPU-hours at the requested time limits \(~1\d,\d{3} expected\) "
+                     r"for 393 jobs, over its budget of 5,000 GPU-hours \(--config gpu_hours_budget\)", text), text
     assert "Job stats:" not in text  # refused before planning a single job
 
 

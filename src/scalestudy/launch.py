@@ -243,7 +243,8 @@ def _launch_locked(spec: Spec, run_dir: Path, env: dict, allocation: slurm.Alloc
             _note(log, f"run {spec.run_id}: {' '.join(cmd)}")
             _note(log, f"wall-clock limit {limit:.0f} s, then SIGTERM and {grace_s:.0f} s grace")
             token = run_guard.new_token()
-            watch = run_guard.LoadWatch(token)
+            watch = run_guard.LoadWatch(token, gpus=tuple(run_guard.gpu_ids(spec.launch_procs_per_node, env))
+                                        if spec.device == "cuda" else ())
             with run_guard.device_lock(run_guard.device_names(spec.device, spec.launch_procs_per_node, env),
                                        f"{spec.run_id} ({os.getpid()})", env,
                                        on_wait=lambda p, h: _note(log, f"waiting for {p}: held by {h}")) as held:

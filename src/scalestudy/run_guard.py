@@ -16,9 +16,11 @@ them all on every exit path, and locks keep a second run off the same devices an
   whole launch: a second launch of the same run id refuses at once, naming the holder. flock works
   across hosts on NFS (Linux emulates it with POSIX byte-range locks) and on Lustre/GPFS mounted
   with flock support.
-- `foreign_run_processes(token)`: processes of other runs of the package (another token) seen on
-  this host while the run measures; the launcher records them, and the host's load average, in
-  status.json (`load`), and a run that saw any is `contaminated` (see rawlog.load_record).
+- `LoadWatch`: what the launcher sees while the run measures, recorded in status.json (`load`):
+  the host's load average, processes of other runs of the package (another token), and on GPUs
+  the compute processes NVML lists on the run's GPUs. A run that saw another run's process, or a
+  GPU with more than its one process, is `contaminated` (the load average is recorded only: on a
+  shared host it would flag every run).
 
 Pure Python (no torch): the launcher imports it.
 """
@@ -37,7 +39,7 @@ import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 TOKEN_ENV = "SCALESTUDY_RUN_TOKEN"
 LAUNCHER_PID_ENV = "SCALESTUDY_LAUNCHER_PID"
@@ -187,14 +189,18 @@ def lock_dir(env: dict | None = None) -> Path:
     return d
 
 
+def gpu_ids(procs_per_node: int, env: dict | None = None) -> list[str]:
+    """The GPUs a run's local ranks use: CUDA_VISIBLE_DEVICES entries (indices or UUIDs), or 0..P-1."""
+    env = os.environ if env is None else env
+    visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    return visible[:procs_per_node] if visible else [str(i) for i in range(procs_per_node)]
+
+
 def device_names(device: str, procs_per_node: int, env: dict | None = None) -> list[str]:
     """The lockable devices of a run on this host: the GPUs torchrun's local ranks use, or the host."""
-    env = os.environ if env is None else env
     if device != "cuda":
         return ["host-cpu"]
-    visible = [v.strip() for v in env.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    ids = visible[:procs_per_node] if visible else [str(i) for i in range(procs_per_node)]
-    return sorted(f"cuda-{i}" for i in ids)
+    return sorted(f"cuda-{i}" for i in gpu_ids(procs_per_node, env))
 
 
 def _holder(path: Path) -> str:
@@ -297,14 +303,39 @@ def loadavg() -> float | None:
         return None
 
 
+def _nvml() -> Any:
+    """pynvml, initialised; None where it is missing or finds no driver."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml
+    except Exception:  # ImportError, NVMLError (no driver): no GPU view
+        return None
+
+
 @dataclass
 class LoadWatch:
-    """What the launcher saw on its host while a run measured."""
+    """What the launcher saw on its host while a run measured: the load average, processes of
+    other runs of the package (by token), and on GPUs the compute processes NVML lists on each of
+    the run's GPUs (`gpus`: CUDA_VISIBLE_DEVICES entries, NVML indices or UUIDs). A run has one
+    process a GPU, so a GPU listing more had another process on it; NVML's pids are the host's,
+    so the rule counts them rather than matching them to ours (they differ in a container)."""
 
     token: str
+    gpus: tuple = ()
+    nvml: Any = None
     samples: int = 0
     loadavg_max: float | None = None
     foreign: dict = field(default_factory=dict)  # pid -> token of another run's process
+    gpu_procs_max: dict = field(default_factory=dict)  # gpu -> most compute processes seen at once
+    gpu_reason: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.gpus and self.nvml is None:
+            self.nvml = _nvml()
+            if self.nvml is None:
+                self.gpu_reason = "NVML unavailable: other processes on the GPUs not checked"
 
     def sample(self) -> None:
         self.samples += 1
@@ -313,15 +344,33 @@ class LoadWatch:
             self.loadavg_max = la if self.loadavg_max is None else max(self.loadavg_max, la)
         for pid, tok in foreign_run_processes(self.token).items():
             self.foreign.setdefault(pid, tok)
+        if self.nvml is not None:
+            for gpu in self.gpus:
+                try:
+                    h = (self.nvml.nvmlDeviceGetHandleByIndex(int(gpu)) if str(gpu).isdigit()
+                         else self.nvml.nvmlDeviceGetHandleByUUID(str(gpu)))
+                    n = len(self.nvml.nvmlDeviceGetComputeRunningProcesses(h))
+                except Exception as e:  # NVMLError: say so, keep watching the rest
+                    self.gpu_reason = f"NVML could not list the processes of GPU {gpu}: {e}"
+                    continue
+                self.gpu_procs_max[str(gpu)] = max(n, self.gpu_procs_max.get(str(gpu), 0))
 
     def record(self, device_lock_wait_s: float, cpus: int | None = None) -> dict:
         runs = sorted(set(self.foreign.values()))
-        contaminated = bool(self.foreign)
+        shared = {g: n for g, n in sorted(self.gpu_procs_max.items()) if n > 1}
+        reasons = []
+        if self.foreign and not self.gpus:  # a GPU run shares only its GPUs: NVML's counts decide
+            reasons.append(f"{len(self.foreign)} process(es) of {len(runs)} other run(s) of the package ran on this "
+                           "host while it measured")
+        if shared:
+            reasons.append("GPU(s) " + ", ".join(f"{g} ({n} compute processes at once)" for g, n in shared.items())
+                           + " ran another process beside the run's one")
         return {
             "host_cpus": cpus or os.cpu_count(), "loadavg_1min_max": None if self.loadavg_max is None
             else round(self.loadavg_max, 2), "samples": self.samples,
             "other_run_processes": sorted(self.foreign), "other_runs": len(runs),
-            "device_lock_wait_s": device_lock_wait_s, "contaminated": contaminated,
-            "reason": (f"{len(self.foreign)} process(es) of {len(runs)} other run(s) of the package ran on this "
-                       "host while it measured") if contaminated else None,
+            "gpu_compute_processes_max": dict(sorted(self.gpu_procs_max.items())) if self.gpus else None,
+            "gpu_check": self.gpu_reason,
+            "device_lock_wait_s": device_lock_wait_s, "contaminated": bool(reasons),
+            "reason": "; ".join(reasons) or None,
         }

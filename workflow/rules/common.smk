@@ -202,6 +202,11 @@ def figure_runs(figure):
         if figure == "collectives_bandwidth":
             worlds = ", ".join(str(c.world_size) for c in study.collectives)
             return f"{len(study.collectives)} collectives benchmarks of study {study.name} (world sizes {worlds})"
+        if figure in RANK_FIGURES:
+            shares = [r for r in study.runs if r.spec.comm == "fake"]
+            measured = sum((Path(study.raw_dir) / r.run_id).is_dir() for r in shares)
+            return (f"{len(shares)} rank shares planned in study {study.name}, {measured} measured "
+                    "(one rank's share, communication not executed)")
         planned = study.runs_of(figure)
         seeds = {}
         for r in planned:

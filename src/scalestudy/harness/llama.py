@@ -27,12 +27,11 @@ def precompute_freqs_cis(head_dim: int, seq_len: int, theta: float, device=None)
 
 def precompute_rope(head_dim: int, seq_len: int, theta: float, device=None) -> torch.Tensor:
     """The rotation table in real form: [seq_len, head_dim // 2, 2] holding (cos, sin)."""
-    freqs_cis = precompute_freqs_cis(head_dim, seq_len, theta, device)
-    return torch.view_as_real(freqs_cis).contiguous()
+    return torch.view_as_real(precompute_freqs_cis(head_dim, seq_len, theta, device)).contiguous()
 
 
-def rope_table(head_dim: int, seq_len: int, theta: float, device=None) -> torch.Tensor:
-    if enabled("rope"):
+def rope_table(head_dim: int, seq_len: int, theta: float, *, real: bool, device=None) -> torch.Tensor:
+    if real:
         return precompute_rope(head_dim, seq_len, theta, device)
     return precompute_freqs_cis(head_dim, seq_len, theta, device)
 
@@ -49,8 +48,9 @@ def apply_rotary_emb(xq: torch.Tensor, xk: torch.Tensor, freqs_cis: torch.Tensor
 
 
 def _rotate_real(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """The complex product of apply_rotary_emb in real arithmetic (fp32, as there): torch.compile
-    fuses it into one kernel, where complex tensors would break the graph."""
+    """apply_rotary_emb's complex product in real arithmetic (fp32, as there): torch.compile fuses
+    it into one kernel, where it leaves complex operations to eager kernels. In eager it is slower
+    than the complex product (more kernels), so only compiled blocks get it."""
     seqlen = x.shape[1]
     cos = table[:seqlen, :, 0].view(1, seqlen, 1, -1)
     sin = table[:seqlen, :, 1].view(1, seqlen, 1, -1)
@@ -138,10 +138,12 @@ class Transformer(nn.Module):
         self.layers = nn.ModuleDict({str(i): TransformerBlock(cfg) for i in range(cfg.n_layers)})
         self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
-        self.register_buffer("freqs_cis", rope_table(cfg.head_dim, seq_len, cfg.rope_theta), persistent=False)
+        self.register_buffer("freqs_cis", precompute_freqs_cis(cfg.head_dim, seq_len, cfg.rope_theta),
+                             persistent=False)
         # tokens per chunk of the fused output projection + loss; 0: full logits (tensor parallelism
         # shards the output layer over the vocabulary, which the chunked loss does not handle)
         self.loss_chunk_tokens = 1024 if enabled("loss") else 0
+        self.rope_real = False  # set by parallelize.apply_compile; init_weights builds the table
 
     def forward(self, tokens: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
         """Logits in fp32, or with `labels` the mean cross-entropy loss; a stage without the
@@ -200,4 +202,4 @@ def init_weights(model: nn.Module, cfg: ModelConfig, seed: int, device: torch.de
             p.copy_(full)
     for mod in model.modules():
         if isinstance(mod, Transformer):
-            mod.freqs_cis = rope_table(cfg.head_dim, mod.seq_len, cfg.rope_theta, device=device)
+            mod.freqs_cis = rope_table(cfg.head_dim, mod.seq_len, cfg.rope_theta, real=mod.rope_real, device=device)

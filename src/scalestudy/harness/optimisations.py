@@ -3,11 +3,13 @@ before/after measurement: SCALESTUDY_HARNESS_OFF=norm,loss (or `all`). None of t
 is computed (same model, precision policy, optimizer and batch), only how.
 
 norm   fused torch.nn.functional.rms_norm (else the hand-written fp32-upcast RMSNorm)
-rope   rotary embedding in real arithmetic (else complex multiplication)
-loss   chunked linear + cross-entropy that never holds the full fp32 logits (harness/loss.py)
-sdpa   cuDNN attention first in SDPA's backend priority, where the device has it
-gc     Python's garbage collector off during steps, collected between them (as torchtitan does)
+loss   chunked output projection + cross-entropy that never holds the full fp32 logits (harness/loss.py)
+rope   under torch.compile, rotary embedding in real arithmetic, which the compiled block fuses
 alloc  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (set before the first CUDA allocation)
+
+Measured on one H200 and dropped, for they did not help (data/h200-harness/README.md): rotary
+embedding in real arithmetic in eager blocks (10% slower there), cuDNN attention first in SDPA's
+order, Python's garbage collector kept out of the steps.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import os
 
 OFF_ENV = "SCALESTUDY_HARNESS_OFF"
-NAMES = ("norm", "rope", "loss", "sdpa", "gc", "alloc")
+NAMES = ("norm", "loss", "rope", "alloc")
 
 
 def turned_off() -> frozenset[str]:

@@ -15,6 +15,7 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 
+from scalestudy.harness import optimisations
 from scalestudy.harness.parallel_dims import ParallelDims
 from scalestudy.spec import RunSpec
 
@@ -67,6 +68,7 @@ def apply_ac(model: nn.Module) -> None:
 def apply_compile(model: nn.Module) -> None:
     for key, block in list(model.layers.items()):
         model.layers[key] = torch.compile(block, fullgraph=True)
+    model.rope_real = optimisations.enabled("rope")  # the compiled blocks fuse RoPE in real arithmetic
 
 
 def apply_fsdp(model: nn.Module, dp_mesh, spec: RunSpec) -> None:

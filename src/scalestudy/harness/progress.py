@@ -36,6 +36,7 @@ class Progress:
     flops_per_token: float | None = None
     peak_flops_per_s: float | None = None  # per device; None: no MFU
     sink: object | None = None  # a metrics_sink.MetricsSink (or anything with log(step, metrics)): every step
+    rank_share: str | None = None  # a fake-communication run's label: step time instead of tokens/s and MFU
     started: float = field(default_factory=time.monotonic)
     _window: list[float] = field(default_factory=list)
     _measured: list[float] = field(default_factory=list)
@@ -54,8 +55,9 @@ class Progress:
         mean = sum(self._window) / len(self._window)
         self._window.clear()
         tokens_per_s = self.tokens_per_step / mean if mean > 0 else float("nan")
-        parts = [f"step {done:>{len(str(self.total_steps))}}/{self.total_steps} {phase:<8}", f"loss {loss:.4f}",
-                 f"{tokens_per_s:,.0f} tok/s", f"MFU {self.mfu(tokens_per_s)}"]
+        speed = ([f"{mean:.4f} s/step ({self.rank_share})"] if self.rank_share else
+                 [f"{tokens_per_s:,.0f} tok/s", f"MFU {self.mfu(tokens_per_s)}"])
+        parts = [f"step {done:>{len(str(self.total_steps))}}/{self.total_steps} {phase:<8}", f"loss {loss:.4f}", *speed]
         parts.append(self._mem())
         elapsed = time.monotonic() - self.started
         parts.append(f"elapsed {format_duration(elapsed)}, left ~{format_duration(mean * (self.total_steps - done))}")
@@ -63,8 +65,10 @@ class Progress:
 
     def _metrics(self, step_time_s: float, loss: float) -> dict[str, float]:
         tokens_per_s = self.tokens_per_step / step_time_s if step_time_s > 0 else 0.0
-        out = {"loss": loss, "step_time_s": step_time_s, "tokens_per_s": tokens_per_s}
-        if self.flops_per_token and self.peak_flops_per_s:
+        out = {"loss": loss, "step_time_s": step_time_s}
+        if not self.rank_share:  # a rank share has no throughput of its configuration
+            out["tokens_per_s"] = tokens_per_s
+        if self.flops_per_token and self.peak_flops_per_s and not self.rank_share:
             out["mfu"] = tokens_per_s / self.world_size * self.flops_per_token / self.peak_flops_per_s
         if self._memory is not None:
             out["memory_gib"] = self._memory / GIB
@@ -81,7 +85,9 @@ class Progress:
     def summary(self, run_id: str, status: str, run_dir) -> str:
         """The run's last line: status, tokens/s and MFU over the measured steps (rank 0's step
         times; the tables take the slowest rank's), peak memory, the raw-log directory."""
-        if self._measured:
+        if self._measured and self.rank_share:
+            speed = f"{sum(self._measured) / len(self._measured):.4f} s/step ({self.rank_share})"
+        elif self._measured:
             tokens_per_s = self.tokens_per_step * len(self._measured) / sum(self._measured)
             speed = f"{tokens_per_s:,.0f} tok/s | MFU {self.mfu(tokens_per_s)}"
         else:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import resource
 import time
 from pathlib import Path
@@ -86,15 +84,6 @@ class Trainer:
         return F.cross_entropy(logits.flatten(0, 1), labels.flatten(0, 1)) / (
             self.spec.grad_accum * self.spec.pp_microbatches)
 
-    def attention_backends(self):
-        """cuDNN attention first, then SDPA's own order (flash, memory-efficient, math)."""
-        if self.device.type != "cuda" or not optimisations.enabled("sdpa"):
-            return contextlib.nullcontext()
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
-        return sdpa_kernel([SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION,
-                            SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH], set_priority=True)
-
     def step(self, step: int) -> torch.Tensor:
         """One optimizer step over this rank's share of the global batch; returns the local loss."""
         spec = self.spec
@@ -107,17 +96,15 @@ class Trainer:
             if self.schedule is not None:
                 losses: list[torch.Tensor] = []
                 args = (x,) if self.has_first else ()
-                with self.attention_backends():
-                    self.schedule.step(*args, target=y if self.has_last else None, losses=losses)
+                self.schedule.step(*args, target=y if self.has_last else None, losses=losses)
                 if self.has_last:
                     total += torch.stack(losses).sum().detach()
             else:
                 model = self.parts[0]
                 if spec.grad_accum > 1:
                     model.set_requires_gradient_sync(a == spec.grad_accum - 1)
-                with self.attention_backends():
-                    loss = model(x, y) / spec.grad_accum
-                    loss.backward()
+                loss = model(x, y) / spec.grad_accum
+                loss.backward()
                 total += loss.detach()
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -208,15 +195,12 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         progress = Progress(total_iters, spec.tokens_per_step, world,
                             default_every(total_iters) if progress_every is None else progress_every,
                             flops["flops_per_token"], peak.get("peak_flops_per_s"),
-                            sink=open_sink(metrics_sink, run_dir, spec.run_id, spec.to_dict()) if rank == 0 else None)
+                            sink=open_sink(metrics_sink, run_dir, spec.run_id, spec.to_dict()) if rank == 0 else None,
+                            rank_share=fake_comm["label"] if fake_comm else None)
         if rank == 0:
             print(f"[scalestudy] run {spec.run_id}: {spec.layout} on {world} process{'es' if world > 1 else ''}, {total_iters} steps "
                   f"({spec.warmup_iters} warm-up); raw log {run_dir}", flush=True)
         profiler.start()
-        collect_between_steps = optimisations.enabled("gc")
-        if collect_between_steps:  # no collector pauses inside a step; torchtitan does the same
-            gc.collect()
-            gc.disable()
         for step in range(total_iters):
             if step == spec.warmup_iters:
                 _sync(device)
@@ -231,8 +215,6 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             _sync(device)
             dt = time.perf_counter() - t0
             loss = trainer.global_loss(local)
-            if collect_between_steps:
-                gc.collect(1)
             memory = memory_now(device)
             log.log("iteration", {"step": step, "phase": phase, "step_time_s": dt, "tokens": spec.tokens_per_step,
                                   "loss": loss, "memory": memory})
@@ -252,7 +234,6 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         monitor.stop()
         return run.fail(e, quiet=quiet)
     finally:
-        gc.enable()
         if progress is not None and progress.sink is not None:
             progress.sink.close()
     status = run.finish()
