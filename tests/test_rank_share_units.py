@@ -128,3 +128,19 @@ def test_prediction_takes_compute_and_memory_from_a_measured_share():
     failed = predict(spec, h100, cal, band=False, shares=oom)
     assert not failed.values["fits_memory"] and any(n.startswith("measured:") for n in failed.notes)
     assert failed.values["compute_s"] == plain.values["compute_s"]
+
+
+def test_the_launcher_starts_one_process_for_a_rank_share(tmp_path):
+    import json
+
+    from scalestudy.launch import job_resources, launch
+
+    s = RunSpec(model="tiny", nodes=4, procs_per_node=8, tp=2, pp=2, comm="fake", emulate_rank=31, seq_len=32,
+                precision="fp32", warmup_iters=1, measured_iters=1)
+    assert job_resources(s)["threads"] == 1
+    out = launch(s, tmp_path / s.run_id, time_limit_s=300)
+    assert out.status == "ok"
+    status = json.loads((tmp_path / s.run_id / "status.json").read_text())
+    assert len(status["ranks"]) == 1
+    run = json.loads((tmp_path / s.run_id / "run.json").read_text())
+    assert run["rank_share"]["world_size_emulated"] == 32 and run["rank_share"]["rank_emulated"] == 31
