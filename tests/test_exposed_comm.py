@@ -145,6 +145,21 @@ def test_cpu_comm_running_past_its_step_counts_within_the_step_only():
     assert s1.exposed_comm_s <= s1.wall_s and s2.exposed_comm_s <= s2.wall_s
 
 
+def test_gloo_send_recv_on_the_training_thread_is_a_call_not_a_communication_thread():
+    # pipeline parallelism on gloo: send/recv run on the training thread, which carries the
+    # ProfilerStep; before, that made it a "gloo thread" and the whole step exposed communication
+    t = trace(
+        step(1, 0, 100),
+        op("aten::mm", 0, 60),
+        op("gloo:recv", 60, 30, cat="user_annotation"),  # [60, 90): blocked, exposed
+        op("aten::add", 90, 10),
+        distributedInfo={"backend": "gloo", "rank": 1, "world_size": 2},
+    )
+    r = analyse_trace(t)
+    assert r.compute_s == pytest.approx(70 * US) and r.comm_s == pytest.approx(30 * US)
+    assert r.exposed_comm_s == pytest.approx(30 * US)
+
+
 def test_cpu_trace_without_comm():
     r = analyse_trace(trace(op("aten::mm", 0, 10)))
     assert r.kind == CPU_GLOO_OPS and r.comm_s == 0 and r.overlap_fraction is None

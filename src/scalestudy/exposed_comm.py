@@ -161,7 +161,12 @@ def _classify_cpu(events: list[dict]) -> tuple[list, list, list]:
     def thread(e: dict) -> tuple:
         return e.get("pid"), e.get("tid")
 
-    gloo_threads = {thread(e) for e in events if e.get("name", "").startswith("gloo:")}
+    # The training threads carry the ProfilerStep annotations. Gloo runs most collectives on
+    # threads of its own, but point-to-point send/recv (pipeline parallelism) on the training
+    # thread: there a `gloo:` annotation is a communication call like c10d's, not a thread of
+    # communication (else the whole step, its computation too, counted as exposed).
+    training = {thread(e) for e in events if _STEP.match(e.get("name", ""))}
+    gloo_threads = {thread(e) for e in events if e.get("name", "").startswith("gloo:")} - training
     comm, compute, mask = [], [], []
     for e in events:
         span = _span(e)
@@ -169,6 +174,9 @@ def _classify_cpu(events: list[dict]) -> tuple[list, list, list]:
         if t in gloo_threads:
             if e.get("cat") in ("cpu_op", "user_annotation"):
                 comm.append((span[0], span))
+        elif e.get("cat") in ("cpu_op", "user_annotation") and name.startswith("gloo:"):
+            comm.append((span[0], span))
+            mask.append((span[0], t, span))
         elif e.get("cat") == "cpu_op" and _is_comm_call(name):
             comm.append((span[0], span))
             mask.append((span[0], t, span))
