@@ -6,7 +6,7 @@ VENV ?= .venv
 # The torch build installed before the package. Here: the pinned CPU wheel. On a GPU cluster
 # pass your CUDA build, e.g. make TORCH_SPEC="torch==2.13.0 --index-url <your CUDA wheel index>",
 # or install torch yourself first (conda: see environment.yml).
-TORCH_SPEC ?= torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+TORCH_SPEC ?= torch==2.13.0
 # Every other package at the exact version tested (pip freeze of the tested venv); LOCK= to use
 # only pyproject.toml's version ranges.
 LOCK ?= requirements-lock.txt

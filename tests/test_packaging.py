@@ -53,4 +53,4 @@ def test_the_lock_pins_every_dependency_within_its_range():
         assert req.specifier.contains(lock[name], prereleases=True), f"{name}=={lock[name]} is outside {req}"
     makefile = (REPO / "Makefile").read_text()
     assert "LOCK ?= requirements-lock.txt" in makefile and "-c $(LOCK)" in makefile
-    assert "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in makefile
+    assert "TORCH_SPEC ?= torch==2.13.0\n" in makefile
