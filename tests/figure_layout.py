@@ -193,8 +193,25 @@ def values_in_range(fd) -> list[str]:
     return out
 
 
+def one_point_per_x(fd) -> list[str]:
+    """No series holds two configurations at one x (grey 'other' dots excepted): the legend would
+    not say what differs between them."""
+    seen: dict[tuple, str] = {}
+    out = []
+    for r in fd.rows:
+        if r.get("x") is None or str(r["series"]).startswith("other"):
+            continue
+        key = (r["panel"], r["series"], str(r["x"]))
+        cfg = ";".join(r.get("config_ids") or [])
+        if key in seen and seen[key] != cfg:
+            out.append(f"series {r['series']!r} of panel {r['panel'][:40]!r} has two configurations at x={r['x']}")
+        seen.setdefault(key, cfg)
+    return out
+
+
 def check(fig, fd, *, series_limit: int = 8) -> list[str]:
     fig.canvas.draw()
     r = fig.canvas.get_renderer()
     return (text_inside_canvas(fig, r) + no_overlaps(fig, r) + tick_labels_apart(fig, r)
-            + series_per_panel(fig, series_limit) + text_size(fig) + connected_series(fig, fd) + values_in_range(fd))
+            + series_per_panel(fig, series_limit) + text_size(fig) + connected_series(fig, fd) + values_in_range(fd)
+            + one_point_per_x(fd))

@@ -370,10 +370,12 @@ def _exposed_comm(log: RunLog, row: dict) -> dict:
     out.update(compute_s=compute, comm_s=comm, exposed_comm_s=exposed,
                overlap_fraction=(1.0 - exposed / comm) if comm > 0 else None,
                exposed_comm_kind=kinds, n_traces=k)
-    # against the traced iterations themselves (tracing slows them, most of all on CPU): the
-    # trace's own step windows, the ones its exposed time was clipped to, else the logged times
+    # against the traced iterations themselves (tracing slows them, most of all on CPU): on CPU
+    # traces the trace's own step windows, the ones its exposed time was clipped to; on GPU
+    # traces (kernels run after the CPU window that launched them) the logged step times
     wall = math.fsum(p[4] for p in per_rank) / k
-    traced_time = wall if wall > 0 else _traced_step_time(log, profiles)
+    cpu_only = kinds == [exposed_comm.CPU_GLOO_OPS]
+    traced_time = wall if cpu_only and wall > 0 else _traced_step_time(log, profiles)
     if traced_time:
         out["exposed_comm_share"] = exposed / traced_time
     if comm <= 0:
