@@ -58,7 +58,9 @@ def predict_study(study, out_dir: Path | str | None = None, root: Path | str | N
         if run_dir.exists():
             shutil.rmtree(run_dir)
         try:
-            pred = predict(p.spec, cl, cal, cm, options=options, shares=shares)
+            # the rank shares stand in for the study's own cluster, not for its variants (a100-paper)
+            pred = predict(p.spec, cl, cal, cm, options=options,
+                           shares=shares if (p.variant or cfg["cluster"]) == cfg["cluster"] else {})
         except ValueError as e:
             run = {"kind": KIND, "run_id": p.run_id, "config_id": p.config_id, "spec": p.spec.to_dict(),
                    "provenance": _provenance(cl, cal, p.spec.world_size, root, command), "launch": None}
