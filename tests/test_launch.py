@@ -166,8 +166,11 @@ def test_cpu_runs_on_one_host_start_without_torchrun(monkeypatch, tmp_path):
     monkeypatch.delenv(LAUNCHER_ENV, raising=False)
     cmd = launch_command(spec, tmp_path / "s.json", tmp_path / "r")
     assert cmd[1:5] == ["-m", "scalestudy.local_workers", "--nproc=2", "--"] and cmd[5] == "train"
+    monkeypatch.setenv(LAUNCHER_ENV, "warm")  # the workflow's choice: forked by a warm server
+    assert launch_command(spec, tmp_path / "s.json", tmp_path / "r")[1:4] == ["-m", "scalestudy.warm_workers", "--nproc=2"]
+    assert launch_command(spec.replace(device="cuda"), tmp_path / "s.json", tmp_path / "r")[2] == "torch.distributed.run"
     monkeypatch.setenv(LAUNCHER_ENV, "torchrun")
     assert launch_command(spec, tmp_path / "s.json", tmp_path / "r")[1:3] == ["-m", "torch.distributed.run"]
     monkeypatch.setenv(LAUNCHER_ENV, "mpirun")
-    with pytest.raises(ValueError, match="expected local or torchrun"):
+    with pytest.raises(ValueError, match="expected local, warm or torchrun"):
         launch_command(spec, tmp_path / "s.json", tmp_path / "r")
