@@ -33,6 +33,7 @@ import errno
 import hashlib
 import json
 import os
+import resource
 import select
 import signal
 import socket
@@ -146,6 +147,7 @@ def serve(path: Path, idle_s: float) -> int:
     mine = path.stat().st_ino
     print(f"[scalestudy warm_workers] pid {os.getpid()} serving on {path}", file=sys.stderr, flush=True)
     runs: set[int] = set()
+    served = 0
     last = time.monotonic()
     try:
         while True:
@@ -173,6 +175,7 @@ def serve(path: Path, idle_s: float) -> int:
                 pid = _fork_run(conn, listener)
                 if pid:
                     runs.add(pid)
+                    served += 1
                     last = time.monotonic()
             finally:
                 conn.close()
@@ -180,6 +183,12 @@ def serve(path: Path, idle_s: float) -> int:
         if _still_mine(path, mine):
             path.unlink(missing_ok=True)
         listener.close()
+        # the runs' processes are this server's descendants, not the launchers': their CPU time
+        # shows here (and not in a `time snakemake ...`)
+        me, runs_cpu = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        print(f"[scalestudy warm_workers] pid {os.getpid()} ends after serving {served} run(s); CPU time: "
+              f"server {me.ru_utime:.1f} s user + {me.ru_stime:.1f} s sys, runs {runs_cpu.ru_utime:.1f} s user + "
+              f"{runs_cpu.ru_stime:.1f} s sys", file=sys.stderr, flush=True)
 
 
 def _still_mine(path: Path, inode: int) -> bool:
