@@ -266,7 +266,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
                 tp_head_bwd_s=tp["head_bwd"], tp_embed_fwd_s=tp["embed_fwd"], ag_root_s=fsdp["ag_root"],
                 ag_block_s=fsdp["ag_block"], ag_bwd_block_s=fsdp["ag_bwd_block"], rs_root_s=fsdp["rs_root"],
                 rs_block_s=fsdp["rs_block"], forward_prefetch=spec.fsdp_forward_prefetch,
-                backward_prefetch=spec.fsdp_backward_prefetch, interference=sc["interference"])
+                backward_prefetch=spec.fsdp_backward_prefetch, interference=sc["interference"], ag_once=zero1)
     bubble = 0.0
     if spec.pp == 1:
         tl = simulate(StepInputs(microbatches=spec.grad_accum, tail_s=tail, **base))
