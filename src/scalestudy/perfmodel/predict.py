@@ -186,6 +186,32 @@ def _scales(cluster, cal: Calibration, corner: tuple[int, ...] | None) -> dict:
     }
 
 
+def design_power_w(cluster) -> float:
+    """The board power the cluster's GPU's clocks are designed for: the cluster's design_power_w
+    (a part shipped with a lower limit than its silicon's), else the GPU kind's catalog power cap;
+    never below the cluster's limit (tdp_w). A what-if on tdp_w alone thus lowers the limit of the
+    same silicon."""
+    from scalestudy.hardware import UnknownDeviceError, gpu_spec
+
+    cap = cluster.v("tdp_w")
+    if "design_power_w" in cluster.values:
+        design = cluster.v("design_power_w")
+    else:
+        try:
+            design = gpu_spec(cluster.gpu).power_cap_w or cap
+        except UnknownDeviceError:
+            design = cap
+    return max(design, cap)
+
+
+def clock_ratio(cluster, cal: Calibration) -> float:
+    """Matrix-product rate on the cluster's GPU relative to the calibration GPU's, both held to their
+    board limits (power-limit throttling, perfmodel/power.py); 1 without a power model."""
+    if cal.power is None:
+        return 1.0
+    return cal.power.clock_ratio(cluster.v("tdp_w"), design_power_w(cluster))
+
+
 def _with_compute(sc: dict, factor: float) -> dict:
     return {**sc, "compute": sc["compute"] * factor}
 
@@ -194,7 +220,8 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
               options: ModelOptions = ModelOptions()) -> tuple[dict, list[dict]]:
     vp = options.tp_loss == "vocab_parallel"
     zero1 = options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1
-    ct = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops, cluster.hbm, sc["compute"], vp,
+    ct = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * clock_ratio(cluster, cal), cluster.hbm,
+                                   sc["compute"], vp,
                                    options.recompute_fractions(), spec.dp_replicate if zero1 else None)
     gpn = cluster.gpus_per_node
     colls = layout_collectives(spec, gpn, options)
@@ -239,7 +266,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
                 tp_head_bwd_s=tp["head_bwd"], tp_embed_fwd_s=tp["embed_fwd"], ag_root_s=fsdp["ag_root"],
                 ag_block_s=fsdp["ag_block"], ag_bwd_block_s=fsdp["ag_bwd_block"], rs_root_s=fsdp["rs_root"],
                 rs_block_s=fsdp["rs_block"], forward_prefetch=spec.fsdp_forward_prefetch,
-                backward_prefetch=spec.fsdp_backward_prefetch, interference=sc["interference"])
+                backward_prefetch=spec.fsdp_backward_prefetch, interference=sc["interference"], ag_once=zero1)
     bubble = 0.0
     if spec.pp == 1:
         tl = simulate(StepInputs(microbatches=spec.grad_accum, tail_s=tail, **base))
@@ -268,6 +295,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
     fpt = flops_per_token(spec.model_config(), spec.seq_len)["flops_per_token"]
     vals = {"step_time_s": step, "tokens_per_s": tps, "tokens_per_s_per_device": per_dev,
             "mfu": per_dev * fpt / cluster.peak_flops, "compute_s": compute_s, "comm_s": comm_s,
+            "clock_ratio": clock_ratio(cluster, cal),
             "exposed_comm_s": exposed, "exposed_comm_share": exposed / step, "bubble_s": bubble * spec.grad_accum,
             "u_compute": min(1.0, compute_s / step), "u_exposed": min(1.0, exposed / step)}
     if cal.power is not None:
@@ -276,7 +304,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
                        if t["op"] != "send" and t["group"]["n"] > 1) / coll_s if coll_s > 0 else 0.0
         vals["comm_hbm_fraction"] = min(1.0, sc["comm_power"] * bus_rate / cluster.hbm)
         p = cal.power.power_w(vals["u_compute"], cap_w=cluster.v("tdp_w"), u_comm=vals["u_exposed"],
-                              comm_hbm_fraction=vals["comm_hbm_fraction"])
+                              comm_hbm_fraction=vals["comm_hbm_fraction"], design_w=design_power_w(cluster))
         vals.update(power_w_per_gpu=p, power_w_total=p * spec.world_size,
                     tokens_per_joule=tps / (p * spec.world_size))
     else:
@@ -296,6 +324,11 @@ def sources(cluster, cal: Calibration, cm: CollectiveModel) -> dict:
             "power": (f"{cal.power.source}: fit RMS {cal.power.rel_rms:.1%}, worst {cal.power.rel_max:.1%} over "
                       f"{cal.power.n_phases} phases; carried to other GPUs as fractions of the "
                       f"{cal.power.cap_w:g} W board limit [assumed]") if cal.power else None,
+            "power_limit_throttling": (
+                f"matrix products at {clock_ratio(cluster, cal):.3f} x the calibrated rate: clock under the "
+                f"{cluster.v('tdp_w'):g} W limit (design power {design_power_w(cluster):g} W) over the measured "
+                f"GPU's under its {cal.power.cap_w:g} W, from the duty-cycle fit and P_dynamic ~ clock^"
+                f"{power_mod.DVFS_EXPONENT:g} [published: Le Sueur and Heiser, HotPower 2010]") if cal.power else None,
         },
         "collectives": cm.sources()["rules"],
         "published": ["inter-node all-reduce: " + (cm.panel.source if cm.panel else "none")],
@@ -313,8 +346,8 @@ def sources(cluster, cal: Calibration, cm: CollectiveModel) -> dict:
 def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None = None, *,
             band: bool = True, options: ModelOptions = ModelOptions(), shares: dict | None = None) -> Prediction:
     """`shares`: measured rank shares by perfmodel.rank_shares.share_key (their compute and memory
-    replace the model's where one matches)."""
-    from scalestudy.memory_estimate import GIB, estimate_memory
+    replace the model's where one matches this spec on this cluster's GPU kind)."""
+    from scalestudy.memory_estimate import GIB
     from scalestudy.perfmodel import rank_shares
 
     if spec.world_size > cluster.max_gpus:
@@ -324,11 +357,11 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
                          f"{cluster.gpus_per_node} GPUs a node")
     cm = cm or CollectiveModel.for_cluster(cluster)
     vals, timed = _evaluate(spec, cluster, cal, cm, _scales(cluster, cal, None), options)
-    share = (shares or {}).get(rank_shares.share_key(spec))
+    share = (shares or {}).get(rank_shares.share_key(spec, cluster.gpu))
     factor = rank_shares.compute_factor(share, vals["compute_s"])
     if factor != 1.0:
         vals, timed = _evaluate(spec, cluster, cal, cm, _with_compute(_scales(cluster, cal, None), factor), options)
-    mem = estimate_memory(spec).total_bytes
+    mem = memory_bytes(spec, options)
     vals["memory_estimate_gib"] = mem / GIB
     vals["fits_memory"] = mem <= cluster.v("memory_gib") * GIB
     corners: dict[str, list] = {m: [] for m in METRICS}
@@ -356,7 +389,8 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
     return Prediction(run_id=spec.run_id, config_id=spec.config_id, cluster=cluster.name, layout=spec.layout,
                       world_size=spec.world_size, label=strategy_label(spec), spec=spec.to_dict(), values=vals,
                       band=bands, corners=corners, collectives=timed,
-                      compute=asdict(compute_mod.compute_times(spec, cal.compute, cluster.peak_flops, cluster.hbm,
+                      compute=asdict(compute_mod.compute_times(spec, cal.compute,
+                                                               cluster.peak_flops * clock_ratio(cluster, cal), cluster.hbm,
                                                                vocab_parallel_loss=options.tp_loss == "vocab_parallel",
                                                                recompute=options.recompute_fractions(),
                                                                optimizer_shards=spec.dp_replicate if (
@@ -366,6 +400,25 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
                                "inputs_from": rank_shares.inputs_from(
                                    share, factor, f"runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}")},
                       notes=notes)
+
+
+def memory_bytes(spec: RunSpec, options: ModelOptions = ModelOptions()) -> int:
+    """The memory estimate (scalestudy.memory_estimate) with what the options change: the
+    vocab-parallel loss keeps a TP rank's slice of the logits (1/tp of them; the estimate holds
+    them whole, as the harness's gathered logits); ZeRO-1 where options.distributed_optimizer
+    applies (DDP layouts): the fp32 master weights and AdamW's two moments (12 bytes a parameter)
+    sharded over the data-parallel group, bf16 parameters and fp32 gradients kept whole
+    [Megatron-LM docs/distrib_optimizer.md: 6 + 12/d bytes a parameter with bf16 parameters and fp32
+    gradients]."""
+    from scalestudy.memory_estimate import estimate_memory
+
+    est = estimate_memory(spec)
+    total = est.total_bytes
+    if options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1:
+        total -= (est.params_bytes + est.optimizer_bytes) * (1.0 - 1.0 / spec.dp_replicate)
+    if options.tp_loss == "vocab_parallel" and spec.tp > 1:  # each TP rank holds its slice of the logits
+        total -= est.logits_bytes * (1.0 - 1.0 / spec.tp)
+    return int(total)
 
 
 def joint_band(a: Prediction, b: Prediction, metric: str, how: str = "ratio") -> tuple[float, float, float]:
