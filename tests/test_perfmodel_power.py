@@ -40,3 +40,38 @@ def test_committed_h200_duty_cycles():
     assert 100 < pm.idle_w < 160 and pm.idle_w < pm.warm_w < pm.copy_w < pm.compute_w
     assert pm.compute_w > pm.cap_w  # continuous matrix products run at the limit
     assert pm.rel_rms < 0.08 and pm.rel_max < 0.2
+
+
+def test_power_limit_throttles_matrix_products_by_the_cube_law():
+    pm = PowerModel(idle_w=140, warm_w=190, tau_s=0.2, compute_w=760, copy_w=570, cap_w=700, device="x",
+                    rel_rms=0, rel_max=0, n_phases=0, source="")
+    s700 = pm.clock_factor()
+    assert s700 == pytest.approx(((700 - 140) / (760 - 140)) ** (1 / 3))
+    # at that clock the matrix products draw exactly the limit: P = floor + (full - floor) s^3
+    assert 140 + (760 - 140) * s700 ** 3 == pytest.approx(700)
+    assert pm.clock_factor(800, 700) == 1.0  # a limit above the unthrottled draw does not throttle
+    # powers carry by design power: a GPU limited at its design power throttles as the measured one
+    assert pm.clock_ratio(400, 400) == pytest.approx(1.0) and pm.clock_ratio(700) == pytest.approx(1.0)
+    s500 = pm.clock_ratio(500, 700)  # the same silicon held to 500 W
+    assert s500 == pytest.approx(((500 - 140) / (760 - 140)) ** (1 / 3) / s700)
+    assert 0.8 < s500 < 0.9 and pm.clock_ratio(600, 700) > s500
+
+
+def test_a_lower_power_limit_slows_compute_bound_steps_and_not_communication():
+    from scalestudy.perfmodel.cluster import load_cluster, with_overrides
+    from scalestudy.perfmodel.predict import cached_calibration, clock_ratio, predict
+    from scalestudy.spec import RunSpec
+
+    cal = cached_calibration("data/h200-reference/raw", REPO)
+    h100 = load_cluster("h100-paper", REPO)
+    capped = with_overrides(h100, {"tdp_w": 500})  # design power stays the catalog's 700 W
+    teton = load_cluster("h100-grand-teton", REPO)  # 500 W parts of 700 W silicon
+    assert teton.values["design_power_w"].source.startswith("assumed")
+    assert clock_ratio(teton, cal) == pytest.approx(clock_ratio(capped, cal))
+    assert clock_ratio(h100, cal) == pytest.approx(1.0) and clock_ratio(capped, cal) < 0.9
+    spec = RunSpec(model="llama2-7b", device="cuda", precision="bf16", seq_len=4096, micro_batch=2, global_batch=16,
+                   procs_per_node=8, nodes=1)
+    a, b = predict(spec, h100, cal, band=False), predict(spec, capped, cal, band=False)
+    assert b["compute_s"] > a["compute_s"] * 1.05 and b["tokens_per_s"] < a["tokens_per_s"]
+    assert b["power_w_per_gpu"] <= 500 + 1e-9
+    assert [c["time_each_s"] for c in a.collectives] == [c["time_each_s"] for c in b.collectives]

@@ -38,6 +38,7 @@ SOURCES = ("datasheet", "paper", "measured", "published panel", "published", "as
 REQUIRED = ("name", "description", "gpu", "gpus_per_node", "max_nodes", "peak_flops_per_s", "hbm_bytes_per_s",
             "memory_gib", "tdp_w", "intra_node_GBps", "inter_node_GBps", "collectives", "overlap", "power",
             "uncertainty")
+OPTIONAL = ("design_power_w",)
 
 
 class ClusterError(ValueError):
@@ -141,6 +142,7 @@ def cluster_from_dict(data: dict, source_file: str | None = None) -> Cluster:
         raise ClusterError(f"{source_file}: collectives.fit raw needs collectives.raw_dirs")
     numbers = {k: data[k] for k in REQUIRED if k not in ("name", "description", "gpu", "collectives", "overlap",
                                                            "power", "uncertainty")}
+    numbers.update({k: data[k] for k in OPTIONAL if k in data})
     numbers.update({"collectives": coll, "overlap": data["overlap"], "power": data["power"],
                     "uncertainty": data["uncertainty"]})
     flat = _flatten(numbers)

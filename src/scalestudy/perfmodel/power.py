@@ -18,8 +18,27 @@ kernel's rate. An exposed collective is modelled as a warm gap plus that fractio
 power: P_comm = P_warm + f x (P_copy - P_warm), f = hbm_bytes_per_bus_byte x bus bandwidth /
 HBM bandwidth [assumed: 3 bytes through HBM a bus byte: receive, reduce-read, write].
 
-To another GPU the powers carry as fractions of the board limit (power cap) [assumed]. GPU board
-power only: CPU, memory, network and cooling are not included (as in the measurements).
+To another GPU the powers carry as fractions of the board power its clocks are designed for
+(cluster `design_power_w`, by default the GPU kind's catalog power cap) [assumed]. GPU board power only: CPU,
+memory, network and cooling are not included (as in the measurements).
+
+Power-limit throttling: where the matrix products would draw more than the board limit, the
+GPU lowers its clocks until they do not. Dynamic power is C V^2 f and, in the DVFS range, the
+voltage rises linearly with the clock, so the power above the static floor goes as the cube of
+the clock [published: Le Sueur and Heiser, "Dynamic voltage and frequency scaling: the laws of
+diminishing returns", HotPower 2010; D. J. Greaves, Cambridge "System on Chip" notes, power:
+"ramping voltage up linearly with f results in dynamic power with a cubic dependence on f"]:
+
+    P(s) = P_idle + (P_compute - P_idle) x s^3,    s = clock / full clock,
+    s_cap = ((cap - P_idle) / (P_compute - P_idle))^(1/3)   where P_compute > cap, else 1,
+
+with P_idle (floor) and P_compute (unthrottled matrix products) from the duty-cycle fit. Tensor-core
+work runs at s_cap of its full-clock rate; the measured efficiencies already hold the measured
+GPU's own s_cap (the H200 at 700 W: ~0.965), so another GPU's matrix products run at
+s_cap(target) / s_cap(measured) of the calibrated rate (clock_ratio). Memory-bound work is not
+throttled (copies draw below the limit; the HBM clock is not lowered) [assumed]. A GPU whose
+limit is its design power throttles as the measured one does (ratio 1); a part limited below
+its design power (torchtitan's 500 W H100s) runs its matrix products slower.
 """
 
 from __future__ import annotations
@@ -34,6 +53,7 @@ import numpy as np
 
 DUTY_FILE = Path("data") / "power-duty" / "h200-power-duty.jsonl.gz"
 TAU_GRID_S = tuple(float(x) for x in np.geomspace(0.005, 2.0, 120))
+DVFS_EXPONENT = 3.0  # P_dynamic ~ f^3 (C V^2 f, V linear in f) [published: Le Sueur and Heiser, HotPower 2010]
 
 
 @dataclass(frozen=True)
@@ -70,12 +90,27 @@ class PowerModel:
     def gap_w(self, gap_s: float) -> float:
         return self.idle_w + (self.warm_w - self.idle_w) * math.exp(-gap_s / self.tau_s)
 
-    def power_w(self, u_compute: float, u_copy: float = 0.0, gap_s: float = 0.0, cap_w: float | None = None,
-                u_comm: float = 0.0, comm_hbm_fraction: float = 0.0) -> float:
-        """Board power for the shares of a period; `cap_w` the target GPU's limit (the powers scale
-        with it [assumed]); u_comm: share in which only communication kernels run."""
+    def clock_factor(self, cap_w: float | None = None, design_w: float | None = None) -> float:
+        """The clock (relative to full) at which matrix products keep a GPU with board limit `cap_w`
+        and design power `design_w` (default: its cap) within its limit (DVFS_EXPONENT law)."""
         cap = cap_w or self.cap_w
-        k = cap / self.cap_w
+        k = (design_w or cap) / self.cap_w
+        full, floor = k * self.compute_w, k * self.idle_w
+        if full <= cap:
+            return 1.0
+        return max(0.0, (cap - floor) / (full - floor)) ** (1.0 / DVFS_EXPONENT)
+
+    def clock_ratio(self, cap_w: float | None = None, design_w: float | None = None) -> float:
+        """A GPU's matrix-product rate relative to the measured GPU's, both under their limits."""
+        return self.clock_factor(cap_w, design_w) / self.clock_factor()
+
+    def power_w(self, u_compute: float, u_copy: float = 0.0, gap_s: float = 0.0, cap_w: float | None = None,
+                u_comm: float = 0.0, comm_hbm_fraction: float = 0.0, design_w: float | None = None) -> float:
+        """Board power for the shares of a period; `cap_w` the target GPU's limit, `design_w` the power
+        its clocks are designed for (default the cap; the powers scale with it [assumed]); u_comm:
+        share in which only communication kernels run."""
+        cap = cap_w or self.cap_w
+        k = (design_w or cap) / self.cap_w
         u_c = min(max(u_compute, 0.0), 1.0)
         u_m = min(max(u_copy, 0.0), 1.0 - u_c)
         u_x = min(max(u_comm, 0.0), 1.0 - u_c - u_m)

@@ -186,6 +186,32 @@ def _scales(cluster, cal: Calibration, corner: tuple[int, ...] | None) -> dict:
     }
 
 
+def design_power_w(cluster) -> float:
+    """The board power the cluster's GPU's clocks are designed for: the cluster's design_power_w
+    (a part shipped with a lower limit than its silicon's), else the GPU kind's catalog power cap;
+    never below the cluster's limit (tdp_w). A what-if on tdp_w alone thus lowers the limit of the
+    same silicon."""
+    from scalestudy.hardware import UnknownDeviceError, gpu_spec
+
+    cap = cluster.v("tdp_w")
+    if "design_power_w" in cluster.values:
+        design = cluster.v("design_power_w")
+    else:
+        try:
+            design = gpu_spec(cluster.gpu).power_cap_w or cap
+        except UnknownDeviceError:
+            design = cap
+    return max(design, cap)
+
+
+def clock_ratio(cluster, cal: Calibration) -> float:
+    """Matrix-product rate on the cluster's GPU relative to the calibration GPU's, both held to their
+    board limits (power-limit throttling, perfmodel/power.py); 1 without a power model."""
+    if cal.power is None:
+        return 1.0
+    return cal.power.clock_ratio(cluster.v("tdp_w"), design_power_w(cluster))
+
+
 def _with_compute(sc: dict, factor: float) -> dict:
     return {**sc, "compute": sc["compute"] * factor}
 
@@ -194,7 +220,8 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
               options: ModelOptions = ModelOptions()) -> tuple[dict, list[dict]]:
     vp = options.tp_loss == "vocab_parallel"
     zero1 = options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1
-    ct = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops, cluster.hbm, sc["compute"], vp,
+    ct = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * clock_ratio(cluster, cal), cluster.hbm,
+                                   sc["compute"], vp,
                                    options.recompute_fractions(), spec.dp_replicate if zero1 else None)
     gpn = cluster.gpus_per_node
     colls = layout_collectives(spec, gpn, options)
@@ -268,6 +295,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
     fpt = flops_per_token(spec.model_config(), spec.seq_len)["flops_per_token"]
     vals = {"step_time_s": step, "tokens_per_s": tps, "tokens_per_s_per_device": per_dev,
             "mfu": per_dev * fpt / cluster.peak_flops, "compute_s": compute_s, "comm_s": comm_s,
+            "clock_ratio": clock_ratio(cluster, cal),
             "exposed_comm_s": exposed, "exposed_comm_share": exposed / step, "bubble_s": bubble * spec.grad_accum,
             "u_compute": min(1.0, compute_s / step), "u_exposed": min(1.0, exposed / step)}
     if cal.power is not None:
@@ -276,7 +304,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
                        if t["op"] != "send" and t["group"]["n"] > 1) / coll_s if coll_s > 0 else 0.0
         vals["comm_hbm_fraction"] = min(1.0, sc["comm_power"] * bus_rate / cluster.hbm)
         p = cal.power.power_w(vals["u_compute"], cap_w=cluster.v("tdp_w"), u_comm=vals["u_exposed"],
-                              comm_hbm_fraction=vals["comm_hbm_fraction"])
+                              comm_hbm_fraction=vals["comm_hbm_fraction"], design_w=design_power_w(cluster))
         vals.update(power_w_per_gpu=p, power_w_total=p * spec.world_size,
                     tokens_per_joule=tps / (p * spec.world_size))
     else:
@@ -296,6 +324,11 @@ def sources(cluster, cal: Calibration, cm: CollectiveModel) -> dict:
             "power": (f"{cal.power.source}: fit RMS {cal.power.rel_rms:.1%}, worst {cal.power.rel_max:.1%} over "
                       f"{cal.power.n_phases} phases; carried to other GPUs as fractions of the "
                       f"{cal.power.cap_w:g} W board limit [assumed]") if cal.power else None,
+            "power_limit_throttling": (
+                f"matrix products at {clock_ratio(cluster, cal):.3f} x the calibrated rate: clock under the "
+                f"{cluster.v('tdp_w'):g} W limit (design power {design_power_w(cluster):g} W) over the measured "
+                f"GPU's under its {cal.power.cap_w:g} W, from the duty-cycle fit and P_dynamic ~ clock^"
+                f"{power_mod.DVFS_EXPONENT:g} [published: Le Sueur and Heiser, HotPower 2010]") if cal.power else None,
         },
         "collectives": cm.sources()["rules"],
         "published": ["inter-node all-reduce: " + (cm.panel.source if cm.panel else "none")],
@@ -356,7 +389,8 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
     return Prediction(run_id=spec.run_id, config_id=spec.config_id, cluster=cluster.name, layout=spec.layout,
                       world_size=spec.world_size, label=strategy_label(spec), spec=spec.to_dict(), values=vals,
                       band=bands, corners=corners, collectives=timed,
-                      compute=asdict(compute_mod.compute_times(spec, cal.compute, cluster.peak_flops, cluster.hbm,
+                      compute=asdict(compute_mod.compute_times(spec, cal.compute,
+                                                               cluster.peak_flops * clock_ratio(cluster, cal), cluster.hbm,
                                                                vocab_parallel_loss=options.tp_loss == "vocab_parallel",
                                                                recompute=options.recompute_fractions(),
                                                                optimizer_shards=spec.dp_replicate if (

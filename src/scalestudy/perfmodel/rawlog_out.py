@@ -116,7 +116,9 @@ def write_predicted_run(run_dir: Path | str, run_id: str, config_id: str, spec, 
             "step": 0, "phase": "measured", "step_time_s": v["step_time_s"], "tokens": spec.tokens_per_step,
             "loss": None, "memory": {"kind": "memory_estimate",
                                      "peak_allocated_bytes": int(v["memory_estimate_gib"] * GIB)}}, run_id))
-        idle = cal.power.idle_w * cluster.v("tdp_w") / cal.power.cap_w if cal.power else None
+        from scalestudy.perfmodel.predict import design_power_w
+
+        idle = cal.power.idle_w * design_power_w(cluster) / cal.power.cap_w if cal.power else None
         lines.append(_record("prediction", {
             "model": MODEL_VERSION, "cluster": cluster.name, "values": {**v, "idle_power_w_per_gpu": idle},
             "band": pred.band, "corners": pred.corners, "corner_axes": list(_axes()),
