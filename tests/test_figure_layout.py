@@ -59,3 +59,14 @@ def test_model_validation_layout(tmp_path):
         fig = model_validation.draw(fd)
         problems = figure_layout.check(fig, fd, series_limit=8)
     assert not problems, "model_validation:\n" + "\n".join(problems[:15])
+
+
+def test_failed_points_are_listed_in_the_notes_not_written_over_the_data():
+    study, tables = figure_fixtures.paper_fixture()
+    weak = figure_data("weak_scaling", tables, study)
+    assert "Without a value: FSDP, torch: oom at 512 GPUs; TP=4, torch: timeout at 2048 GPUs." in weak.notes
+    assert common.FAILED_NOTE in weak.notes
+    kernels = figure_data("kernel_breakdown", tables, study)  # named by family, not by bar part
+    assert "Without a value: FSDP: oom at 512 GPUs." in kernels.notes
+    grid = figure_data("tp_pp_grid", tables, study)  # a failed cell says its status itself
+    assert not [n for n in grid.notes if n.startswith("Without a value")] and common.FAILED_NOTE not in grid.notes

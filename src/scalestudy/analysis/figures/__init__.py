@@ -112,6 +112,8 @@ def figure_data(name: str, tables, study) -> common.FigureData:
     fd.subtitle = f"study {study.name} · hardware: {study.hardware}"
     failed = None if getattr(module(name), "FAILURES_IN_CELLS", False) else common.failed_note(fd.rows)
     notes = desc.footnotes(fd.predicted) + fd.notes + [failed, common.assumptions_note(study)]
+    if failed is None:  # nothing drawn as an 'x': no note explaining it
+        notes = [n for n in notes if n != common.FAILED_NOTE]
     if any(r.get("status") == common.INVALID for r in fd.rows):
         notes.append("invalid: a value that cannot be (see the CSV's note for why) is not drawn; "
                      "its point is an 'x' (a hatched cell in a grid).")
