@@ -59,8 +59,10 @@ def agent_pid(launcher_pid: int) -> int:
 
 
 def workers(launcher_pid: int) -> list[int]:
-    """The training processes (the children of torchrun or of the local-workers parent)."""
-    return [p for p in run_processes(launcher_pid) if _ppid(p) != launcher_pid]
+    """The training processes: the children of torchrun, of the local-workers parent or of the
+    run's parent forked by a warm server (scalestudy.warm_workers)."""
+    pids = run_processes(launcher_pid)
+    return [p for p in pids if _ppid(p) in pids]
 
 
 def start_launch(tmp_path: Path, name: str, *, lock_dir: Path, env: dict | None = None,
@@ -107,7 +109,8 @@ def three_runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("faults")
     runs = {}
     for name, env, extra in (("killed", {}, {}), ("torchrun", {"SCALESTUDY_LOCAL_LAUNCHER": "torchrun"}, {}),
-                             ("stopped", {}, {"grace_s": "2"})):
+                             ("stopped", {}, {"grace_s": "2"}),
+                             ("warm", {"SCALESTUDY_LOCAL_LAUNCHER": "warm", "SCALESTUDY_WARM_IDLE_S": "30"}, {})):
         runs[name] = start_launch(tmp, name, lock_dir=tmp / f"locks-{name}", env=env, **extra)
     for name, (proc, _) in runs.items():
         wait_until_training(proc, tmp, name)
@@ -132,6 +135,19 @@ def test_kill_9_of_the_launcher_leaves_no_process_and_a_second_launch_is_refused
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert wait_gone(proc.pid) == []
+
+
+@pytest.mark.multiproc
+def test_kill_9_of_the_launcher_of_a_warm_run_leaves_no_process_but_the_idle_server(three_runs):
+    from scalestudy.warm_workers import stop_servers
+
+    tmp, runs = three_runs
+    proc, _ = runs["warm"]
+    assert workers(proc.pid)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert wait_gone(proc.pid) == []
+    assert stop_servers({run_guard.LOCK_DIR_ENV: str(tmp / "locks-warm")})  # the server, retired, ends by itself
 
 
 @pytest.mark.multiproc

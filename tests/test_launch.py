@@ -50,6 +50,10 @@ def test_launch_a_planned_two_process_run(tmp_path):
     assert got.status["status"] == "ok" and got.run_id == run.run_id
     assert got.spec == run.spec.to_dict()
     assert len(list(got.iterations("measured"))) == 2 * run.spec.measured_iters
+    # the CPU peak: calibrated once, by rank 0, for both processes of the host
+    peaks = [r for r in got.records if r["key"] == "device_peak"]
+    assert sorted(r["metadata"]["rank"] for r in peaks) == [0, 1] and peaks[0]["value"] == peaks[1]["value"]
+    assert peaks[0]["value"]["detail"]["measured_by_rank"] == 0
     text = log.read_text()
     assert "-m scalestudy.local_workers --nproc=2 -- train" in text and "ended with exit code 0" in text
     # the worker's progress reaches the log although the launcher runs it --quiet; a summary ends it
@@ -166,8 +170,11 @@ def test_cpu_runs_on_one_host_start_without_torchrun(monkeypatch, tmp_path):
     monkeypatch.delenv(LAUNCHER_ENV, raising=False)
     cmd = launch_command(spec, tmp_path / "s.json", tmp_path / "r")
     assert cmd[1:5] == ["-m", "scalestudy.local_workers", "--nproc=2", "--"] and cmd[5] == "train"
+    monkeypatch.setenv(LAUNCHER_ENV, "warm")  # the workflow's choice: forked by a warm server
+    assert launch_command(spec, tmp_path / "s.json", tmp_path / "r")[1:4] == ["-m", "scalestudy.warm_workers", "--nproc=2"]
+    assert launch_command(spec.replace(device="cuda"), tmp_path / "s.json", tmp_path / "r")[2] == "torch.distributed.run"
     monkeypatch.setenv(LAUNCHER_ENV, "torchrun")
     assert launch_command(spec, tmp_path / "s.json", tmp_path / "r")[1:3] == ["-m", "torch.distributed.run"]
     monkeypatch.setenv(LAUNCHER_ENV, "mpirun")
-    with pytest.raises(ValueError, match="expected local or torchrun"):
+    with pytest.raises(ValueError, match="expected local, warm or torchrun"):
         launch_command(spec, tmp_path / "s.json", tmp_path / "r")

@@ -129,3 +129,34 @@ def test_ring_bus_bandwidth_falls_with_nodes_as_published():
     assert cm.ring_bus_GBps(C.Group(2 * 16, 16)) == pytest.approx(cm.ring_bus_GBps(C.Group(8 * 16, 16)) / 4)
     # large messages approach it: a 16 GiB reduce-scatter over 32 nodes
     assert cm.busbw_GBps("reduce_scatter", 16 << 30, C.Group(256, 32)) == pytest.approx(300, rel=0.05)
+
+
+def test_small_messages_run_on_fewer_channels_as_nccl_tunes_them():
+    cm = C.CollectiveModel.for_cluster(load_cluster("h100-paper"))
+    g = C.Group(2048, 256)
+    assert cm._c("collectives.channels") == 16
+    # NCCL drops a channel while a rank's bytes < channels x threads x threshold (Simple 512 x 64)
+    shard = 200_000  # an FSDP block's all-gather shard at 2048 ranks
+    assert cm.channels("all_gather", shard * 2048, g) == shard // (512 * 64) == 6
+    assert cm.channels("all_gather", shard * 2048, g, "ll128") == 16  # 640 x 8 bytes a channel
+    assert cm.channels("all_reduce", 100_000, C.Group(16, 2)) == 3  # all-reduce: the whole buffer
+    assert cm.channels("all_gather", 1 << 30, g) == 16 and cm.channels("all_gather", 64, g) == 1
+    # bandwidth follows the channels: a bandwidth-bound 8-GPU all-gather of 64 KiB shards runs slower
+    # per byte than one of 4 MiB shards
+    n = C.Group(8, 1)
+    assert cm.busbw_GBps("all_gather", 8 * (64 << 10), n) < 0.5 * cm.busbw_GBps("all_gather", 8 * (4 << 20), n)
+
+
+def test_pat_only_with_one_rank_a_node_and_by_nccls_cost_model():
+    cm = C.CollectiveModel.for_cluster(load_cluster("h100-paper"))
+    g = C.Group(256, 256)
+    ring_bw = cm.ring_bus_GBps(g)
+    pat = cm._pat_time("all_gather", 1 << 20, g, ring_bw, C.Scales())
+    lat = (cm._c("collectives.ring_latency_us.base") + 8 * cm.net_hop_latency_us() / 3.5 + 2.8 * 256) * 1e-6
+    assert pat == pytest.approx(lat + busbw_factor("all_gather", 256) * (1 << 20)
+                                / (ring_bw * 0.75 * cm.channels("all_gather", 1 << 20, g) / 16 * 1e9))
+    # latency-bound at 256 nodes: PAT's log2 beats 255 network steps of a ring
+    assert cm.time("all_gather", 1 << 20, g) == pytest.approx(pat)
+    # eight ranks a node: rings only
+    g8 = C.Group(2048, 256)
+    assert cm.time("all_gather", 1 << 20, g8) > 255 * cm.net_hop_latency_us() * 1e-6

@@ -1,6 +1,8 @@
 """Rank 0's progress lines and summary (scalestudy.harness.progress) and the launcher's summary
 of a finished run directory (scalestudy.run_summary)."""
 
+import pytest
+
 from scalestudy.harness.progress import Progress, default_every, format_duration
 
 
@@ -54,3 +56,25 @@ def test_a_metrics_sink_gets_every_step_and_a_missing_library_is_one_sentence(ca
                                            "package, which is not installed: pip install tensorboard\n")
     else:
         pytest.skip("tensorboard is installed: nothing to refuse")
+
+
+def test_the_launchers_summary_shows_the_tables_numbers_without_reading_the_traces(tmp_path, monkeypatch):
+    from analysis_fixtures import rich_specs, write_train_run
+
+    from scalestudy import exposed_comm, rawlog
+    from scalestudy.analysis.run_table import run_row
+    from scalestudy.run_summary import summary_line
+
+    run_dir = write_train_run(tmp_path, rich_specs("cpu")["fsdp2"], trace=(300.0, 100.0, 50.0), memory_bytes=3 << 30)
+    row = run_row(rawlog.read_run(run_dir))
+    assert row["n_traces"]  # the tables read the traces ...
+
+    def no_traces(*_a, **_k):
+        raise AssertionError("the summary analysed a trace")
+
+    monkeypatch.setattr(exposed_comm, "analyse_trace", no_traces)  # ... the summary does not
+    with pytest.raises(AssertionError, match="analysed a trace"):
+        run_row(rawlog.read_run(run_dir))
+    line = summary_line(run_dir)
+    assert f"{row['tokens_per_s']:,.0f} tok/s" in line and f"MFU {100 * row['mfu']:.1f}%" in line
+    assert "peak mem 3.00 GiB" in line and line.startswith(f"[summary] run {row['run_id']}: ok | ")

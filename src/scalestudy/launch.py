@@ -162,7 +162,13 @@ def launch_command(spec: Spec, spec_file: Path, run_dir: Path, python: str = sys
         if spec.launch_nodes != 1:
             raise LaunchError(f"{spec.run_id} needs {spec.launch_nodes} nodes; outside a SLURM job this launcher starts "
                               "single-node runs only (run the workflow with --profile slurm)")
-        if allocation is None and local_workers.use_local_workers(spec.device, spec.launch_nodes, os.environ):
+        choice = local_workers.launcher_choice(spec.device, spec.launch_nodes, os.environ) if allocation is None \
+            else "torchrun"
+        if choice == "warm":
+            from scalestudy import warm_workers
+
+            return warm_workers.command(spec.launch_procs_per_node, _module_args(spec, spec_file, run_dir), python)
+        if choice == "local":
             return local_workers.command(spec.launch_procs_per_node, _module_args(spec, spec_file, run_dir), python)
         return torchrun_command(spec, spec_file, run_dir, python)
     if len(allocation.hosts) < spec.launch_nodes:

@@ -39,12 +39,19 @@ def preload(command: str) -> None:
     importlib.import_module("scalestudy.cli").build_parser()
 
 
-def use_local_workers(device: str, nodes: int, env: dict) -> bool:
-    """Whether a run starts its processes with this module rather than torchrun."""
+def launcher_choice(device: str, nodes: int, env: dict) -> str:
+    """How a run on this host starts its processes: `local` (this module), `warm` (forked by a
+    warm server, scalestudy.warm_workers; the workflow's choice) or `torchrun` (GPU and
+    multi-node runs always)."""
     choice = env.get(LAUNCHER_ENV, "local")
-    if choice not in ("local", "torchrun"):
-        raise ValueError(f"{LAUNCHER_ENV}={choice!r}: expected local or torchrun")
-    return choice == "local" and device == "cpu" and nodes == 1
+    if choice not in ("local", "warm", "torchrun"):
+        raise ValueError(f"{LAUNCHER_ENV}={choice!r}: expected local, warm or torchrun")
+    return choice if device == "cpu" and nodes == 1 else "torchrun"
+
+
+def use_local_workers(device: str, nodes: int, env: dict) -> bool:
+    """Whether a run starts its processes with this module (or a warm server) rather than torchrun."""
+    return launcher_choice(device, nodes, env) != "torchrun"
 
 
 def command(nproc: int, module_args: list[str], python: str = sys.executable) -> list[str]:
@@ -94,12 +101,18 @@ def main(argv: list[str] | None = None) -> int:
     if ns.nproc < 1 or not args:
         p.error("needs --nproc >= 1 and a scalestudy command")
     preload(args[0])
-    base = {"WORLD_SIZE": str(ns.nproc), "LOCAL_WORLD_SIZE": str(ns.nproc), "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+    return run_workers(ns.nproc, args)
+
+
+def run_workers(nproc: int, args: list[str]) -> int:
+    """Fork `nproc` workers running the scalestudy command `args` (its modules preloaded), wait for
+    them and return the first non-zero exit code (0 if none)."""
+    base = {"WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": str(_free_port()), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     sys.stdout.flush()
     sys.stderr.flush()
     children: dict[int, int] = {}
-    for rank in range(ns.nproc):
+    for rank in range(nproc):
         pid = os.fork()
         if pid == 0:
             _worker(args, {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)})

@@ -42,6 +42,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 TOKEN_ENV = "SCALESTUDY_RUN_TOKEN"
+# the token of a process of no run: a warm-workers server (scalestudy.warm_workers), which writes
+# each run's token over it in the run's processes; as long as a token (uuid4 hex never is zeros)
+NO_RUN_TOKEN = "0" * 32
 LAUNCHER_PID_ENV = "SCALESTUDY_LAUNCHER_PID"
 LAUNCHER_START_ENV = "SCALESTUDY_LAUNCHER_START"  # the launcher's start time in /proc ticks: pid reuse
 LAUNCHER_HOST_ENV = "SCALESTUDY_LAUNCHER_HOST"  # the watchdog watches only on the launcher's host
@@ -82,7 +85,8 @@ def _environ_tokens(pid: int) -> str | None:
     key = TOKEN_ENV.encode() + b"="
     for item in data.split(b"\0"):
         if item.startswith(key):
-            return item[len(key):].decode(errors="replace")
+            token = item[len(key):].decode(errors="replace")
+            return None if token == NO_RUN_TOKEN else token
     return None
 
 

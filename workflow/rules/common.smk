@@ -1,5 +1,6 @@
 # Functions of the workflow (no rules here): the study, its runs, and their job resources.
 # Every planning decision lives in the package (scalestudy.studies, scalestudy.launch).
+import os
 import re
 import sys
 from functools import lru_cache
@@ -116,6 +117,26 @@ onstart:
         problem = submit_problem(SITE)
         if problem:
             raise WorkflowError(problem)
+
+
+# One-host CPU runs fork their workers from a warm server that imported torch once for the
+# workflow (scalestudy.warm_workers), not once a run; SCALESTUDY_LOCAL_LAUNCHER=local or torchrun
+# in the environment starts them afresh. GPU and SLURM runs start with torchrun either way.
+os.environ.setdefault("SCALESTUDY_LOCAL_LAUNCHER", "warm")
+
+
+def retire_warm_servers():
+    from scalestudy.warm_workers import stop_servers
+
+    stop_servers()
+
+
+onsuccess:
+    retire_warm_servers()
+
+
+onerror:
+    retire_warm_servers()
 
 
 # The study's cost at the workflow's start (also on a dry run): jobs by size, GPU-hours at the

@@ -117,9 +117,12 @@ class Trainer:
         return t.item() / self.spec.dp
 
 
-def device_peak(spec: RunSpec, device: torch.device, user_peak_tflops: float | None) -> dict:
+def device_peak(spec: RunSpec, device: torch.device, user_peak_tflops: float | None, shared: bool = False) -> dict:
     """The `device_peak` record: the datasheet peak of this GPU, the user's, or on CPU a
-    matrix-product calibration made now. An unknown GPU gets no peak (and so no MFU), never a guess."""
+    matrix-product calibration made now - by rank 0 alone while the others wait when `shared`
+    (the processes of a run on one host share its cores: calibrating side by side they would
+    measure each other, and pay it once a process). An unknown GPU gets no peak (and so no
+    MFU), never a guess."""
     dtype = spec.precision
     user = user_peak_tflops * 1e12 if user_peak_tflops else None
     if device.type == "cuda":
@@ -131,7 +134,11 @@ def device_peak(spec: RunSpec, device: torch.device, user_peak_tflops: float | N
                     "reason": str(e)}
     if user:
         return device_peak_record(peak_flops("cpu", dtype, user))
-    return calibrate_cpu_peak(torch.float32 if dtype == "fp32" else torch.bfloat16)
+    if not shared:
+        return calibrate_cpu_peak(torch.float32 if dtype == "fp32" else torch.bfloat16)
+    rec = [calibrate_cpu_peak(torch.float32 if dtype == "fp32" else torch.bfloat16) if dist.get_rank() == 0 else None]
+    dist.broadcast_object_list(rec, src=0)
+    return {**rec[0], "detail": {**rec[0]["detail"], "measured_by_rank": 0}}
 
 
 def _sync(device: torch.device) -> None:
@@ -186,7 +193,8 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             log.log("backend", trainer.describe())
         else:
             trainer = Trainer(spec, dims, device)
-        peak = device_peak(spec, device, peak_tflops)
+        one_host = len({f["host"] for f in run.facts}) == 1
+        peak = device_peak(spec, device, peak_tflops, shared=world > 1 and spec.comm_backend != "fake" and one_host)
         log.log("device_peak", peak)
         flops = flops_per_token(trainer.cfg, spec.seq_len)
         if rank == 0:

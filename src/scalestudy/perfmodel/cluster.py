@@ -10,7 +10,8 @@ panel, assumed. Keys (all required unless marked optional):
   peak_flops_per_s (dense bf16), hbm_bytes_per_s, memory_gib, tdp_w,
   intra_node_GBps (NVLink per GPU, one direction), inter_node_GBps (NIC per GPU, one direction),
   collectives:   fit ('published_panel' or 'raw'), raw_dirs (with fit raw: raw-log directories of
-                 collectives benchmarks), bus_efficiency_intra, ll128_bw_factor,
+                 collectives benchmarks), bus_efficiency_intra, ll128_bw_factor, channels (NCCL's
+                 channels of a ring at full bandwidth; small messages use fewer),
                  ring_latency_us {nvlink_simple, net_simple, nvlink_ll128, net_ll128, base}
   overlap:       interference (fractional slow-down of computation while a collective overlaps it)
   power:         hbm_bytes_per_bus_byte (HBM traffic of a collective, for the power of exposed

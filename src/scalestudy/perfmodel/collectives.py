@@ -24,6 +24,27 @@ Where the numbers come from, in order of preference:
    count (RING_BUSBW_LOG_FIT, NVIDIA/nccl issue #1229), scaled by the rails;
 4. NVLink steps: NCCL's own tuning model (per-step latency), datasheet link rates (cluster file,
    marked assumed).
+
+Channels: NCCL splits a ring collective over its channels (one thread block each), each carrying
+its share of every step; the bus bandwidth above is that of all of the communicator's channels
+(cluster `collectives.channels`: 16 on the H100 clusters, as NCCL's log in NVIDIA/nccl #1453
+shows). For a small message NCCL uses fewer channels: its ring/tree channel tuning removes a
+channel while the bytes a rank contributes (count x type size: the shard for all-gather and
+reduce-scatter, the buffer for all-reduce) are below channels x threads x threshold
+[NCCL src/enqueue.cc, "Ring/Tree channel tuning": while (nBytes < nc*nt*threadThreshold) nc--;
+thresholds from src/include/comm.h: NCCL_SIMPLE_THREAD_THRESHOLD 64, NCCL_LL128_THREAD_THRESHOLD 8
+bytes a thread; threads NCCL_SIMPLE_MAX_NTHREADS 512, NCCL_LL128_MAX_NTHREADS 640]: a channel per
+32 KiB (Simple) or 5 KiB (LL128) of a rank's message, and the bandwidth in proportion to the
+channels used [assumed: every channel carries the same rate]. At 2048 ranks an FSDP block's
+all-gather shard is ~200 KB: 6 of 16 channels under Simple, all 16 under LL128 (which the model
+then picks).
+
+PAT (NCCL 2.23+): all-gather and reduce-scatter of a communicator with one rank a node may run
+as Parallel Aggregated Trees (Simple protocol only), which NCCL's tuning model costs as
+base + log2(nodes) x interLat / 3.5 + 2.8 us x ranks and 0.75 x the ring's bus bandwidth
+[NCCL src/graph/tuning.cc, ncclTopoTuneModel: "if (a == NCCL_ALGO_PAT) busBw *= .75" and the
+PAT latency line]; interLat here is the one network-hop latency. The model takes the cheaper of
+ring and PAT, as NCCL's tuner does (FSDP over nodes under TP=8).
 """
 
 from __future__ import annotations
@@ -61,6 +82,12 @@ RING_BUSBW_RAILS_GBPS = 8 * 50.0  # the NICs of a node of that cluster
 RING_BUSBW_SOURCE = ("published: NVIDIA/nccl issue #1229, nccl-tests reduce_scatter bus bandwidth on H100 "
                      "clusters, 4 to 128 nodes; log2 fit 402.8 - 20.4 log2(nodes) GB/s")
 HOPS_PER_TREE_LEVEL = 2  # a tree all-reduce crosses the network twice a level (reduce up, broadcast down)
+# bytes of a rank's message a channel needs before NCCL adds another: threads x bytes a thread
+# [NCCL src/include/comm.h thread thresholds x src/include/device.h maximum threads]
+CHANNEL_BYTES = {"simple": 512 * 64, "ll128": 640 * 8}
+PAT_BW_FACTOR = 0.75  # [NCCL src/graph/tuning.cc]
+PAT_HOP_DIVISOR = 3.5  # log2(nodes) x interLat / 3.5 [NCCL src/graph/tuning.cc]
+PAT_US_PER_RANK = 2.8  # "still a linear part" [NCCL src/graph/tuning.cc]
 
 
 @dataclass(frozen=True)
@@ -250,6 +277,12 @@ class CollectiveModel:
             steps, inter_steps = 2 * steps, 2 * inter_steps
         return (self._c(f"{k}base") + (steps - inter_steps) * nvl + inter_steps * net) * 1e-6 * s.latency
 
+    def channels(self, op: str, size_bytes: float, group: Group, proto: str = "simple") -> int:
+        """The channels NCCL runs a ring collective of `size_bytes` (nccl-tests convention) on."""
+        most = int(self._c("collectives.channels"))
+        per_rank = size_bytes / group.n if op in ("all_gather", "reduce_scatter") else size_bytes
+        return max(1, min(most, int(per_rank // CHANNEL_BYTES[proto])))
+
     def time(self, op: str, size_bytes: float, group: Group, s: Scales = Scales()) -> float:
         """Seconds for one collective of `size_bytes` (nccl-tests convention) over `group`."""
         if group.n <= 1 or size_bytes <= 0:
@@ -271,8 +304,18 @@ class CollectiveModel:
         best = math.inf
         for proto in PROTOCOLS:
             f = 1.0 if proto == "simple" else self._c("collectives.ll128_bw_factor")
+            f *= self.channels(op, size_bytes, group, proto) / self._c("collectives.channels")
             best = min(best, self._ring_latency(op, group, proto, s) + bus_bytes / (bw * f * 1e9))
+        if scope == "inter" and op in ("all_gather", "reduce_scatter") and group.per_node == 1:
+            best = min(best, self._pat_time(op, size_bytes, group, bw, s))
         return best
+
+    def _pat_time(self, op: str, size_bytes: float, group: Group, ring_bw: float, s: Scales) -> float:
+        """NCCL's PAT (one rank a node, Simple protocol) by NCCL's own cost model."""
+        lat = (self._c("collectives.ring_latency_us.base") + math.log2(group.nodes) * self.net_hop_latency_us()
+               / PAT_HOP_DIVISOR + PAT_US_PER_RANK * group.n) * 1e-6 * s.latency
+        bw = ring_bw * PAT_BW_FACTOR * self.channels(op, size_bytes, group, "simple") / self._c("collectives.channels")
+        return lat + busbw_factor(op, group.n) * size_bytes / (bw * 1e9)
 
     def busbw_GBps(self, op: str, size_bytes: float, group: Group, s: Scales = Scales()) -> float:
         t = self.time(op, size_bytes, group, s)
