@@ -132,3 +132,18 @@ def test_audit_passes_then_flags_stale_predictions(project):
     finally:
         run_json.write_text(original)
     assert audit(study, figures=False) == []
+
+
+def test_rank_shares_are_keyed_by_the_gpu_kind_the_study_stands_in_for(tmp_path):
+    from types import SimpleNamespace
+
+    from scalestudy.perfmodel.rank_shares import load_shares, share_key, stands_in_for
+
+    shares = load_shares("paper-rank", REPO)
+    assert shares and {k[0] for k in shares} == {"NVIDIA H100 80GB HBM3"}
+    some = next(iter(shares))
+    assert share_key(load_study("paper-rank", REPO).runs[0].spec, "h100-sxm")[0] == some[0]  # aliases resolve
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("description: x\n")
+    with pytest.raises(ValueError, match="stands_in_for"):
+        stands_in_for(SimpleNamespace(name="bare", source=bare))

@@ -10,6 +10,11 @@ the same shapes as the predicted one, the prediction takes from the measurement:
            cap, fits when every stage ran; the peak memory measured is reported.
 Elsewhere the model's own inputs stand (calibrated compute, memory estimate). Every prediction
 says which inputs came from where (`inputs_from`). Pure Python.
+
+A rank-share study declares the GPU kind its one-GPU measurements stand in for
+(`stands_in_for: {gpu: <catalog name or alias>}`; paper-rank: the H100 SXM 80 GB, an H200 capped
+at its memory); shares are keyed by that GPU kind, so a prediction on a cluster of another GPU
+(the A100 of the hardware comparison) finds none and keeps the model's own inputs.
 """
 
 from __future__ import annotations
@@ -28,8 +33,28 @@ KEY_FIELDS = ("model", "n_layers", "seq_len", "micro_batch", "global_batch", "dp
               "backend", "optimizer")
 
 
-def share_key(spec: RunSpec) -> tuple:
-    return (spec.world_size, *(getattr(spec, f) for f in KEY_FIELDS))
+def gpu_kind(name: str) -> str:
+    """The catalog's name for a GPU kind (aliases resolved); an unknown name stays as given."""
+    from scalestudy import catalog
+
+    return catalog.gpu_name(name) or name
+
+
+def share_key(spec: RunSpec, gpu: str) -> tuple:
+    """The key of a measured share: the GPU kind it stands for and the fields that set the rank's work."""
+    return (gpu_kind(gpu), spec.world_size, *(getattr(spec, f) for f in KEY_FIELDS))
+
+
+def stands_in_for(study) -> str:
+    """The GPU kind a rank-share study's measurements stand in for (its `stands_in_for: {gpu: ...}`)."""
+    import yaml
+
+    data = yaml.safe_load(Path(study.source).read_text()) if study.source else {}
+    gpu = ((data or {}).get("stands_in_for") or {}).get("gpu")
+    if not gpu:
+        raise ValueError(f"rank-share study {study.name!r} does not say which GPU kind its shares stand in for "
+                         f"(add stands_in_for: {{gpu: <catalog name>}} to {study.source})")
+    return gpu_kind(gpu)
 
 
 @dataclass(frozen=True)
@@ -54,8 +79,8 @@ def _num(v: str) -> float | None:
 
 
 def load_shares(study_name: str, root: Path | str = ".") -> dict[tuple, MeasuredShare]:
-    """The measured configurations of a rank-share study, by share_key (from its committed
-    rank_configs.csv; none where the table is missing)."""
+    """The measured configurations of a rank-share study, by share_key with the GPU kind the study
+    stands in for (from its committed rank_configs.csv; none where the table is missing)."""
     from scalestudy.analysis.csv_format import read_csv_rows, split_list
     from scalestudy.analysis.rank_shares import CONFIGS_FILE, share_group
     from scalestudy.studies import load_study
@@ -64,6 +89,7 @@ def load_shares(study_name: str, root: Path | str = ".") -> dict[tuple, Measured
     path = Path(root) / "data" / study.name / "tables" / CONFIGS_FILE
     if not path.exists():
         return {}
+    gpu = stands_in_for(study)
     specs = {share_group(p.spec): p.spec for p in study.runs if p.spec.comm == "fake"}
     out = {}
     for row in read_csv_rows(path):
@@ -73,7 +99,7 @@ def load_shares(study_name: str, root: Path | str = ".") -> dict[tuple, Measured
         times = [_num(t) for t in split_list(row.get("stage_compute_times_s"))]
         times = [t for t in times if t is not None]
         peak = _num(row.get("peak_allocated_bytes"))
-        out[share_key(spec)] = MeasuredShare(study.name, row["status"], max(times) if times else None,
+        out[share_key(spec, gpu)] = MeasuredShare(study.name, row["status"], max(times) if times else None,
                                              int(peak) if peak is not None else None,
                                              _num(row.get("device_memory_cap_gib")),
                                              tuple(split_list(row.get("run_ids"))))
