@@ -93,3 +93,20 @@ def test_compiled_blocks_get_the_real_rope_table(monkeypatch):
         apply_compile(model)
         init_weights(model, cfg, 0, torch.device("cpu"))
         assert model.freqs_cis.is_complex() != real
+
+
+def test_fused_kernel_path_computes_the_plain_block_on_cpu():
+    """ekern's functions as written (what torch.compile turns into one kernel each on CUDA):
+    RoPE with the real table through the fused path equals the complex product, SwiGLU equals
+    silu(a) * b, and on CPU nothing is compiled."""
+    from scalestudy.harness import fused_ops
+    from scalestudy.harness.llama import apply_rotary_emb, rope_table
+
+    xq, xk = torch.randn(2, 12, 4, 8), torch.randn(2, 12, 4, 8)
+    ref = apply_rotary_emb(xq, xk, rope_table(8, 16, 10000.0, real=False))
+    out = apply_rotary_emb(xq, xk, rope_table(8, 16, 10000.0, real=True), fused_kernel=True)
+    for a, b in zip(out, ref):
+        assert torch.allclose(a, b, atol=1e-6)
+    a, b = torch.randn(5, 6), torch.randn(5, 6)
+    assert torch.equal(fused_ops.fused(fused_ops.swiglu, a, b), F.silu(a) * b)
+    assert fused_ops._kernel(fused_ops.swiglu, a, b) is fused_ops.swiglu and not fused_ops._COMPILED

@@ -140,3 +140,33 @@ def test_zero1_replaces_the_ddp_all_reduce():
     # reduce-scatter + all-gather move the all-reduce's bytes (busbw convention)
     ar = [c for c in layout_collectives(s, 8) if c.name == "hsdp_all_reduce" and c.unit == "block"][0]
     assert rs.bus_bytes_per_step + 2 * ag.bus_bytes_per_step == pytest.approx(ar.bus_bytes_per_step)
+
+
+def test_zero1_shards_master_weights_and_moments_in_the_memory_estimate():
+    from scalestudy.memory_estimate import estimate_memory
+    from scalestudy.perfmodel.predict import memory_bytes
+
+    s = RunSpec(nodes=2, dp_replicate=16, dp_shard=1, global_batch=32, **BASE)
+    est = estimate_memory(s)
+    assert memory_bytes(s) == est.total_bytes
+    tp = RunSpec(nodes=2, tp=4, global_batch=32, **BASE)
+    lg = estimate_memory(tp).logits_bytes
+    assert memory_bytes(tp) == pytest.approx(estimate_memory(tp).total_bytes - lg * 3 / 4, abs=1)  # vocab-parallel
+    assert memory_bytes(tp, HARNESS) == estimate_memory(tp).total_bytes  # gathered logits
+    z = memory_bytes(s, ModelOptions(distributed_optimizer=True))
+    # 12 bytes a parameter (fp32 master + two moments) over 16 ranks; params and grads stay whole
+    assert est.total_bytes - z == pytest.approx((est.params_bytes + est.optimizer_bytes) * 15 / 16, abs=1)
+    fsdp = RunSpec(nodes=2, global_batch=32, **BASE)  # ZeRO-3 already shards: the option changes nothing
+    assert memory_bytes(fsdp, ModelOptions(distributed_optimizer=True)) == estimate_memory(fsdp).total_bytes
+
+
+def test_gelu_mlp_counts_fewer_elementwise_passes_than_swiglu():
+    from scalestudy.perfmodel import compute as C
+
+    for model, mlp_passes in (("gpt-1.7b", C.ELEMENTWISE_GELU), ("llama2-7b", C.ELEMENTWISE_SWIGLU)):
+        s = RunSpec(**{**BASE, "model": model})
+        cfg = s.model_config()
+        d, kv, f = cfg.dim, cfg.n_kv_heads * cfg.head_dim, cfg.ffn_dim
+        per_token = (C.ELEMENTWISE_NORM_RESIDUAL * d + C.ELEMENTWISE_ROPE * (d + kv) + mlp_passes * f) * C.BYTES_PER_ELEMENT
+        assert C.work(s).elem_bytes_fwd_layer == pytest.approx(per_token * s.micro_batch * s.seq_len)
+    assert C.ELEMENTWISE_GELU < C.ELEMENTWISE_SWIGLU

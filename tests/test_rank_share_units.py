@@ -117,8 +117,8 @@ def test_prediction_takes_compute_and_memory_from_a_measured_share():
     plain = predict(spec, h100, cal, band=False)
     assert plain.sources["inputs_from"]["compute"].startswith("the model")
     measured = plain.values["compute_s"] * 1.5
-    shares = {share_key(spec.replace(comm="fake", device_memory_cap_gib=79.6, warmup_iters=2, measured_iters=3)):
-              MeasuredShare("paper-rank", "ok", measured, 52 << 30, 79.6, ("r0",))}
+    shares = {share_key(spec.replace(comm="fake", device_memory_cap_gib=79.6, warmup_iters=2, measured_iters=3),
+                        "h100-sxm"): MeasuredShare("paper-rank", "ok", measured, 52 << 30, 79.6, ("r0",))}
     moved = predict(spec, h100, cal, band=False, shares=shares)
     assert moved.values["compute_s"] == pytest.approx(measured, rel=0.05)
     assert moved.values["step_time_s"] > plain.values["step_time_s"]
@@ -128,6 +128,9 @@ def test_prediction_takes_compute_and_memory_from_a_measured_share():
     failed = predict(spec, h100, cal, band=False, shares=oom)
     assert not failed.values["fits_memory"] and any(n.startswith("measured:") for n in failed.notes)
     assert failed.values["compute_s"] == plain.values["compute_s"]
+    # keyed by the GPU kind the shares stand in for: an A100 cluster finds none
+    a100 = load_cluster("a100-paper", repo)
+    assert predict(spec, a100, cal, band=False, shares=shares).sources["inputs_from"]["compute"].startswith("the model")
 
 
 def test_the_launcher_starts_one_process_for_a_rank_share(tmp_path):

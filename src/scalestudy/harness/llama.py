@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from scalestudy.harness import fused_ops
 from scalestudy.harness.loss import linear_cross_entropy
 from scalestudy.harness.optimisations import enabled
 from scalestudy.llama_configs import ModelConfig
@@ -36,27 +37,18 @@ def rope_table(head_dim: int, seq_len: int, theta: float, *, real: bool, device=
     return precompute_freqs_cis(head_dim, seq_len, theta, device)
 
 
-def apply_rotary_emb(xq: torch.Tensor, xk: torch.Tensor, freqs_cis: torch.Tensor):
+def apply_rotary_emb(xq: torch.Tensor, xk: torch.Tensor, freqs_cis: torch.Tensor, fused_kernel: bool = False):
+    """Rotary embedding with the complex table, or with the real one (cos, sin) that compiled
+    blocks and fused kernels take; `fused_kernel`: q and k each as one generated kernel on CUDA."""
     if not freqs_cis.is_complex():
-        return _rotate_real(xq, freqs_cis), _rotate_real(xk, freqs_cis)
+        rotate = fused_ops.fused if fused_kernel else fused_ops.unfused
+        return rotate(fused_ops.rotate_real, xq, freqs_cis), rotate(fused_ops.rotate_real, xk, freqs_cis)
     xq_ = torch.view_as_complex(xq.float().reshape(*xq.shape[:-1], -1, 2))
     xk_ = torch.view_as_complex(xk.float().reshape(*xk.shape[:-1], -1, 2))
     f = freqs_cis[: xq.shape[1]].view(1, xq.shape[1], 1, xq_.shape[-1])
     xq_out = torch.view_as_real(xq_ * f).flatten(3)
     xk_out = torch.view_as_real(xk_ * f).flatten(3)
     return xq_out.type_as(xq), xk_out.type_as(xk)
-
-
-def _rotate_real(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """apply_rotary_emb's complex product in real arithmetic (fp32, as there): torch.compile fuses
-    it into one kernel, where it leaves complex operations to eager kernels. In eager it is slower
-    than the complex product (more kernels), so only compiled blocks get it."""
-    seqlen = x.shape[1]
-    cos = table[:seqlen, :, 0].view(1, seqlen, 1, -1)
-    sin = table[:seqlen, :, 1].view(1, seqlen, 1, -1)
-    xf = x.float().unflatten(-1, (-1, 2))
-    re, im = xf[..., 0], xf[..., 1]
-    return torch.stack((re * cos - im * sin, re * sin + im * cos), dim=-1).flatten(3).type_as(x)
 
 
 class RMSNorm(nn.Module):
@@ -83,6 +75,7 @@ class Attention(nn.Module):
         self.wk = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
         self.wv = nn.Linear(cfg.dim, cfg.n_kv_heads * cfg.head_dim, bias=False)
         self.wo = nn.Linear(cfg.n_heads * cfg.head_dim, cfg.dim, bias=False)
+        self.fused_kernels = enabled("ekern")
 
     def forward(self, x: torch.Tensor, freqs_cis: torch.Tensor) -> torch.Tensor:
         bs, seqlen, _ = x.shape
@@ -90,7 +83,7 @@ class Attention(nn.Module):
         xq = self.wq(x).view(bs, seqlen, -1, self.head_dim)
         xk = self.wk(x).view(bs, seqlen, -1, self.head_dim)
         xv = self.wv(x).view(bs, seqlen, -1, self.head_dim)
-        xq, xk = apply_rotary_emb(xq, xk, freqs_cis)
+        xq, xk = apply_rotary_emb(xq, xk, freqs_cis, self.fused_kernels)
         if self.n_rep > 1:
             xk = xk.repeat_interleave(self.n_rep, dim=2)
             xv = xv.repeat_interleave(self.n_rep, dim=2)
@@ -105,9 +98,11 @@ class FeedForward(nn.Module):
         self.w1 = nn.Linear(cfg.dim, cfg.ffn_dim, bias=False)
         self.w2 = nn.Linear(cfg.ffn_dim, cfg.dim, bias=False)
         self.w3 = nn.Linear(cfg.dim, cfg.ffn_dim, bias=False)
+        self.fused_kernels = enabled("ekern")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+        swiglu = fused_ops.fused if self.fused_kernels else fused_ops.unfused
+        return self.w2(swiglu(fused_ops.swiglu, self.w1(x), self.w3(x)))
 
 
 class TransformerBlock(nn.Module):
@@ -143,7 +138,9 @@ class Transformer(nn.Module):
         # tokens per chunk of the fused output projection + loss; 0: full logits (tensor parallelism
         # shards the output layer over the vocabulary, which the chunked loss does not handle)
         self.loss_chunk_tokens = 1024 if enabled("loss") else 0
-        self.rope_real = False  # set by parallelize.apply_compile; init_weights builds the table
+        # RoPE in real arithmetic: for compiled blocks (True or False, set by parallelize.apply_compile)
+        # and, when None, for fused kernels on CUDA; init_weights builds the table
+        self.rope_real: bool | None = None
 
     def forward(self, tokens: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
         """Logits in fp32, or with `labels` the mean cross-entropy loss; a stage without the
@@ -202,4 +199,5 @@ def init_weights(model: nn.Module, cfg: ModelConfig, seed: int, device: torch.de
             p.copy_(full)
     for mod in model.modules():
         if isinstance(mod, Transformer):
-            mod.freqs_cis = rope_table(cfg.head_dim, mod.seq_len, cfg.rope_theta, real=mod.rope_real, device=device)
+            real = mod.rope_real if mod.rope_real is not None else (device.type == "cuda" and enabled("ekern"))
+            mod.freqs_cis = rope_table(cfg.head_dim, mod.seq_len, cfg.rope_theta, real=real, device=device)

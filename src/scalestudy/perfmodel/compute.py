@@ -43,6 +43,11 @@ BYTES_PER_ELEMENT = 2  # nominal (bf16)
 ELEMENTWISE_NORM_RESIDUAL = 18  # x dim       (sharded by TP only with sequence parallelism)
 ELEMENTWISE_ROPE = 4  # x (dim + kv_dim)           (sharded by TP)
 ELEMENTWISE_SWIGLU = 5  # x ffn_dim                (sharded by TP)
+# A GELU MLP (GPT shapes, mlp: gelu) has one activation between its two matrices: its bias add
+# and GELU read the FFN-wide input once and write the output once (Megatron-LM's fused
+# bias-GELU kernel, megatron/model/fused_bias_gelu.py) - 2 passes over the FFN width where
+# SwiGLU makes 5 (SiLU read and write, the product's two reads and one write).
+ELEMENTWISE_GELU = 2  # x ffn_dim                  (sharded by TP)
 ELEMENTWISE_LOSS = 6  # x vocab: softmax and cross-entropy, forward and backward (replicated under TP
 #                      unless the loss is vocab-parallel)
 
@@ -85,7 +90,8 @@ def work(spec: RunSpec, vocab_parallel_loss: bool = False, optimizer_shards: int
     layer_matmul_params = counts["n_params_per_layer"] - 2 * d
     matmul = 2.0 * layer_matmul_params / t * tokens
     attn = 4.0 * d * spec.seq_len / t * tokens
-    elems = (ELEMENTWISE_NORM_RESIDUAL * d / sp + ELEMENTWISE_ROPE * (d + kv) / t + ELEMENTWISE_SWIGLU * f / t)
+    mlp = ELEMENTWISE_GELU if cfg.mlp == "gelu" else ELEMENTWISE_SWIGLU
+    elems = (ELEMENTWISE_NORM_RESIDUAL * d / sp + ELEMENTWISE_ROPE * (d + kv) / t + mlp * f / t)
     layers = layers_per_rank(spec, cfg)
     # the heaviest pipeline stage: the last holds the output head (and the loss) besides its layers
     local_params = (layers * counts["n_params_per_layer"] + counts["n_params_embedding"]) / t

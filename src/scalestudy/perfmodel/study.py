@@ -58,9 +58,8 @@ def predict_study(study, out_dir: Path | str | None = None, root: Path | str | N
         if run_dir.exists():
             shutil.rmtree(run_dir)
         try:
-            # the rank shares stand in for the study's own cluster, not for its variants (a100-paper)
-            pred = predict(p.spec, cl, cal, cm, options=options,
-                           shares=shares if (p.variant or cfg["cluster"]) == cfg["cluster"] else {})
+            # shares apply where the cluster's GPU is the kind they stand in for (not the A100 variant)
+            pred = predict(p.spec, cl, cal, cm, options=options, shares=shares)
         except ValueError as e:
             run = {"kind": KIND, "run_id": p.run_id, "config_id": p.config_id, "spec": p.spec.to_dict(),
                    "provenance": _provenance(cl, cal, p.spec.world_size, root, command), "launch": None}
