@@ -28,6 +28,16 @@ def torchrun(nproc: int, args: list[str], *, env: dict | None = None, timeout: f
     return subprocess.run(cmd, env=env or child_env(), capture_output=True, text=True, timeout=timeout)
 
 
+def local_workers(nproc: int, args: list[str], *, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    """`python -m scalestudy.local_workers --nproc N -- ARGS` in a subprocess: the ranks are forked
+    from one parent that imported torch once (what `scalestudy launch` does for one-host CPU runs),
+    instead of one torch import per rank under torchrun."""
+    from scalestudy.local_workers import command
+
+    cmd = command(nproc, ["scalestudy", *args])
+    return subprocess.run(cmd, env=env or child_env(), capture_output=True, text=True, timeout=timeout)
+
+
 @pytest.fixture
 def run_torchrun():
     return torchrun

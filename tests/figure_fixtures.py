@@ -164,9 +164,82 @@ def study(name: str, grid: Grid, *, hardware: str, predicted: bool = False):
                            figures=None, collectives=[], tables_dir=f"/nonexistent/{name}/tables")
 
 
-def paper_fixture():
+RANK_COLUMNS = ["group_id", "experiments", "model", "world_size", "layout", "tp", "pp", "dp_replicate", "dp_shard",
+                "micro_batch", "global_batch", "device_memory_cap_gib", "status", "stages_measured", "stages_planned",
+                "rank_step_time_s", "peak_allocated_bytes", "run_ids"]
+
+
+def rank_rows() -> list[dict]:
+    """rank_configs.csv of a paper-rank-like study: the 5 x 5 TP x PP grid at 256 GPUs and the
+    model-size sweep, measured (ok), out of memory under the cap, and still planned."""
+    out = []
+
+    def add(experiments, model, world, tp, pp, status, step, mem_gib, micro_batch=2):
+        gid = f"{model}-w{world}-t{tp}p{pp}"
+        out.append({"group_id": gid, "experiments": experiments, "model": model, "world_size": world,
+                    "layout": "+".join(["fsdp"] + (["tp"] if tp > 1 else []) + (["pp"] if pp > 1 else [])),
+                    "tp": tp, "pp": pp, "dp_replicate": 1, "dp_shard": world // (tp * pp), "micro_batch": micro_batch,
+                    "global_batch": 2 * world, "device_memory_cap_gib": 79.6, "status": status,
+                    "stages_measured": pp if status != "planned" else 0, "stages_planned": pp,
+                    "rank_step_time_s": step if status == "ok" else None,
+                    "peak_allocated_bytes": mem_gib * 2**30 if status != "planned" else None,
+                    "run_ids": f"{gid}-seed0"})
+
+    for tp in (1, 2, 4, 8, 16):
+        for pp in (1, 2, 4, 8, 16):
+            status = "oom" if (tp, pp) == (1, 1) else "planned" if tp * pp >= 64 else "ok"
+            add("tp_pp_grid", "llama2-7b", 256, tp, pp, status, 1.7 / (tp * pp) ** 0.8, 90.0 / (tp * pp) ** 0.7)
+    for model, mem in (("llama-1b", 12.0), ("llama2-7b", 40.0), ("llama2-13b", 70.0), ("llama2-70b", 300.0)):
+        for world in PAPER_GPUS:
+            shard = mem * 8 / world
+            status = "oom" if shard + 10 > 79.6 else "planned" if world == 2048 else "ok"
+            add("model_sizes", model, world, 1, 1, status, 0.5 * mem / 40, shard + 10)
+    return out
+
+
+def write_rank_configs(tables_dir) -> None:
+    from pathlib import Path
+
+    from scalestudy.analysis.csv_format import write_csv
+    from scalestudy.analysis.rank_shares import CONFIGS_FILE
+
+    Path(tables_dir).mkdir(parents=True, exist_ok=True)
+    write_csv(Path(tables_dir) / CONFIGS_FILE, RANK_COLUMNS, rank_rows())
+
+
+LEDGER_COLUMNS = ["id", "group", "source", "configuration", "published_tokens_per_s_per_device",
+                  "predicted_tokens_per_s_per_device", "band_low", "band_high", "error_pct", "not_expressible"]
+
+
+def write_ledger(path) -> None:
+    """A model_validation ledger CSV like `scalestudy model validate --external --out` writes: three
+    sources, errors from -18% to +20%, two rows the model cannot express."""
+    import csv
+
+    rows = []
+    for g, (group, base) in enumerate((("torchtitan H100", 7000.0), ("torchtitan A100", 3000.0),
+                                       ("Narayanan et al. 2021 Table 1", 400.0))):
+        for k in range(8):
+            pub = base * (1 + 0.3 * k)
+            err = -18.0 + 38.0 * ((g * 8 + k) % 9) / 8
+            pred = pub * (1 + err / 100)
+            rows.append({"id": f"{group.split()[0].lower()}-{k}", "group": group, "source": f"{group} row {k}",
+                         "configuration": f"synthetic {k}", "published_tokens_per_s_per_device": pub,
+                         "predicted_tokens_per_s_per_device": pred, "band_low": pred * 0.9, "band_high": pred * 1.1,
+                         "error_pct": err, "not_expressible": "float8" if (g, k) in ((0, 7), (1, 7)) else ""})
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=LEDGER_COLUMNS)
+        w.writeheader()
+        w.writerows(rows)
+
+
+def paper_fixture(tables_dir=None):
     g = paper_grid()
-    return study("paper-synthetic", g, hardware="H100 SXM 80 GB, 8 a node (synthetic)"), tables(g)
+    s = study("paper-synthetic", g, hardware="H100 SXM 80 GB, 8 a node (synthetic)")
+    if tables_dir is not None:
+        write_rank_configs(tables_dir)
+        s.tables_dir = str(tables_dir)
+    return s, tables(g)
 
 
 def smoke_fixture():

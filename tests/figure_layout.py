@@ -1,18 +1,22 @@
 """Layout checks of a drawn figure, from the renderer's bounding boxes (no pixel comparisons):
-text inside the canvas, legends and labels clear of each other and of the panels' data areas,
-few series a panel, multi-x series drawn as connected lines, tick labels apart, values in range.
+text inside the canvas with a margin, legends and labels clear of each other and of the panels'
+data areas, text in a panel clear of its data (markers, lines, error bars), few series a panel,
+multi-x series drawn as connected lines, tick labels apart, values in range.
 Each check returns a list of problems (empty: fine)."""
 
 from __future__ import annotations
 
 from itertools import combinations
 
+import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.collections import LineCollection, PathCollection
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
-from matplotlib.text import Annotation, Text
+from matplotlib.text import Text
 
 TOL = 1.0  # pixels
+MARGIN_PT = 3.0  # the least space between any text or legend and the canvas's edge
 
 
 def _boxes_overlap(a, b, tol: float = TOL) -> bool:
@@ -53,17 +57,37 @@ def _name(t) -> str:
     return repr(t.get_text()[:40]) if isinstance(t, Text) else type(t).__name__
 
 
-def text_inside_canvas(fig, r) -> list[str]:
+def _drawn_extent(t: Text, r):
+    """A text's box as drawn: clipped to its clip box where it is clipped."""
+    b = t.get_window_extent(r)
+    clip = t.get_clip_box() if t.get_clip_on() else None
+    if clip is not None:
+        from matplotlib.transforms import Bbox
+
+        inter = Bbox.intersection(b, clip)
+        return inter if inter is not None else Bbox([[b.x0, b.y0], [b.x0, b.y0]])
+    return b
+
+
+def text_inside_canvas(fig, r, margin_pt: float = MARGIN_PT) -> list[str]:
+    """Every text and legend inside the canvas, at least margin_pt from its edges (a title that
+    touches the top edge reads as cut)."""
+    m = margin_pt * fig.dpi / 72
     canvas = fig.bbox
     out = []
+
+    def outside(b):
+        return (b.x0 < canvas.x0 + m - TOL or b.y0 < canvas.y0 + m - TOL or b.x1 > canvas.x1 - m + TOL
+                or b.y1 > canvas.y1 - m + TOL)
+
     for t in _visible_texts(fig):
-        b = t.get_window_extent(r)
-        if b.x0 < canvas.x0 - TOL or b.y0 < canvas.y0 - TOL or b.x1 > canvas.x1 + TOL or b.y1 > canvas.y1 + TOL:
-            out.append(f"text {_name(t)} outside the canvas ({b.x0:.0f},{b.y0:.0f})-({b.x1:.0f},{b.y1:.0f})")
+        b = _drawn_extent(t, r)
+        if b.width > 0 and outside(b):
+            out.append(f"text {_name(t)} within {margin_pt:g} pt of the canvas's edge or beyond "
+                       f"({b.x0:.0f},{b.y0:.0f})-({b.x1:.0f},{b.y1:.0f} of {canvas.x1:.0f}x{canvas.y1:.0f} px)")
     for lg in _legends(fig):
-        b = lg.get_window_extent(r)
-        if b.x0 < -TOL or b.y0 < -TOL or b.x1 > canvas.x1 + TOL or b.y1 > canvas.y1 + TOL:
-            out.append("a legend reaches outside the canvas")
+        if outside(lg.get_window_extent(r)):
+            out.append(f"a legend within {margin_pt:g} pt of the canvas's edge or beyond")
     return out
 
 
@@ -113,6 +137,106 @@ def no_overlaps(fig, r) -> list[str]:
         for (t1, b1), (t2, b2) in combinations(labels, 2):
             if _boxes_overlap(b1, b2):
                 out.append(f"labels {_name(t1)} and {_name(t2)} overlap in panel {ax.get_title()[:40]!r}")
+    return out
+
+
+def _data_marks(ax: Axes, r) -> list[tuple[str, object]]:
+    """What a panel draws as data, in display pixels: ('point', (x, y, half-size)) for each marker,
+    ('segment', ((x0, y0), (x1, y1))) for each piece of a line or an error bar. Grid lines are not
+    data; heatmap cells and bars are areas that a cell or bar label may sit on."""
+    px = ax.figure.dpi / 72
+    marks: list[tuple[str, object]] = []
+    for ln in ax.get_lines():
+        if not ln.get_visible():
+            continue
+        xy = ln.get_transform().transform(np.column_stack([ln.get_xdata(orig=False), ln.get_ydata(orig=False)]))
+        xy = xy[np.all(np.isfinite(xy), axis=1)]
+        if ln.get_marker() not in (None, "None", "none", "", " ") and ln.get_markersize() > 0:
+            half = ln.get_markersize() * px / 2
+            marks += [("point", (x, y, half)) for x, y in xy]
+        if ln.get_linestyle() not in ("None", "none", "", " ") and len(xy) > 1:
+            marks += [("segment", (tuple(a), tuple(b))) for a, b in zip(xy[:-1], xy[1:])]
+    for c in ax.collections:
+        if not c.get_visible():
+            continue
+        if isinstance(c, LineCollection):
+            tr = c.get_transform()
+            for seg in c.get_segments():
+                xy = tr.transform(np.asarray(seg, dtype=float))
+                marks += [("segment", (tuple(a), tuple(b))) for a, b in zip(xy[:-1], xy[1:])]
+        elif isinstance(c, PathCollection) and len(c.get_offsets()):
+            xy = c.get_offset_transform().transform(np.asarray(c.get_offsets(), dtype=float))
+            sizes = c.get_sizes() if len(c.get_sizes()) else [36.0]
+            for k, (x, y) in enumerate(xy):
+                half = (float(sizes[k % len(sizes)]) ** 0.5) * px / 2
+                marks.append(("point", (x, y, half)))
+    return marks
+
+
+def _segment_hits_box(a, b, box, tol: float = TOL) -> bool:
+    """Whether the segment a-b passes through the box shrunk by tol (Liang-Barsky clipping)."""
+    x0, y0, x1, y1 = box.x0 + tol, box.y0 + tol, box.x1 - tol, box.y1 - tol
+    if x1 <= x0 or y1 <= y0:
+        return False
+    dx, dy = b[0] - a[0], b[1] - a[1]
+    t0, t1 = 0.0, 1.0
+    for p, q in ((-dx, a[0] - x0), (dx, x1 - a[0]), (-dy, a[1] - y0), (dy, y1 - a[1])):
+        if p == 0:
+            if q < 0:
+                return False
+            continue
+        t = q / p
+        if p < 0:
+            t0 = max(t0, t)
+        else:
+            t1 = min(t1, t)
+        if t0 > t1:
+            return False
+    return True
+
+
+def text_clear_of_data(fig, r) -> list[str]:
+    """No text over a panel's data: a status, an annotation or any other label drawn in a panel
+    (or reaching into one) does not cover a data marker, a line or an error bar. Texts with a
+    background box of their own (heatmap cell statuses) are covered by the cell checks."""
+    out = []
+    axes = _data_axes(fig)
+    texts = _visible_texts(fig)
+    for ax in axes:
+        marks = _data_marks(ax, r)
+        if not marks:
+            continue
+        for t in texts:
+            b = _drawn_extent(t, r)
+            if b.width <= 0 or not _boxes_overlap(b, ax.bbox):
+                continue
+            for kind, m in marks:
+                if kind == "point":
+                    x, y, half = m
+                    hit = (min(b.x1, x + half) - max(b.x0, x - half) > TOL
+                           and min(b.y1, y + half) - max(b.y0, y - half) > TOL)
+                else:
+                    hit = _segment_hits_box(m[0], m[1], b)
+                if hit:
+                    out.append(f"text {_name(t)} covers a data {'marker' if kind == 'point' else 'line'} in panel "
+                               f"{ax.get_title()[:40]!r}")
+                    break
+    return out
+
+
+def data_labels_clear_of_text(fig, r) -> list[str]:
+    """A label drawn in a panel (status, annotation, cell value) overlaps no other text: titles,
+    axis and tick labels, legends, header and notes."""
+    axes = _data_axes(fig)
+    labels = [t for ax in axes for t in ax.texts if t.get_visible() and t.get_text().strip()]
+    ids = {id(t) for t in labels}
+    others = [t for t in _visible_texts(fig) if id(t) not in ids]
+    out = []
+    for t in labels:
+        b = _drawn_extent(t, r)
+        for o in others:
+            if _boxes_overlap(b, o.get_window_extent(r)):
+                out.append(f"label {_name(t)} overlaps text {_name(o)}")
     return out
 
 
@@ -212,6 +336,7 @@ def one_point_per_x(fd) -> list[str]:
 def check(fig, fd, *, series_limit: int = 8) -> list[str]:
     fig.canvas.draw()
     r = fig.canvas.get_renderer()
-    return (text_inside_canvas(fig, r) + no_overlaps(fig, r) + tick_labels_apart(fig, r)
+    return (text_inside_canvas(fig, r) + no_overlaps(fig, r) + text_clear_of_data(fig, r)
+            + data_labels_clear_of_text(fig, r) + tick_labels_apart(fig, r)
             + series_per_panel(fig, series_limit) + text_size(fig) + connected_series(fig, fd) + values_in_range(fd)
             + one_point_per_x(fd))

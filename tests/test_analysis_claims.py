@@ -170,3 +170,28 @@ def test_claims_files_are_written(tmp_path):
     assert paths[2].name == "claims.html" and "<table>" in page and "<td>C1</td>" in page
     assert paths[0].read_text().splitlines()[0] == ",".join(claims.CLAIM_COLUMNS)
     assert len(paths[0].read_text().splitlines()) == 1 + 9
+
+
+def test_c5_reads_the_study_cluster_not_the_hardware_comparison(tmp_path):
+    """paper-model's A100 variants (experiment hardware_generations only, config id + `--a100-paper`,
+    which sorts after the H100 id) share the FSDP layouts and GPU counts of the H100 runs; C5 read
+    them as its FSDP pair."""
+    both = ("weak_scaling", "kernel_breakdown", "hardware_generations")
+    h100 = (runs(world=128, values=[100.0, 100.5, 99.5], exposed_comm_share=[0.10, 0.11, 0.09], experiments=both)
+            + runs(world=2048, values=[70.0, 70.5, 69.5], exposed_comm_share=[0.30, 0.31, 0.29], experiments=both)
+            + runs(world=2048, layout="fsdp+tp", tp=2, values=[90.0, 90.5, 89.5], label="TP=2"))
+    a100 = []
+    for world, shares in ((128, [0.40, 0.41, 0.39]), (2048, [0.20, 0.21, 0.19])):
+        h100_id = runs(world=world)[0]["config_id"]
+        for r in runs(world=world, values=[50.0, 50.5, 49.5], exposed_comm_share=shares, device_name=A100,
+                      experiments=("hardware_generations",)):
+            r["config_id"] = f"{h100_id}--a100-paper"
+            r["run_id"] = f"{h100_id}-seed{r['seed']}--a100-paper"
+            a100.append(r)
+    v = verdicts(tmp_path, h100 + a100)
+    c5 = v["C5"]
+    assert c5["verdict"] == "consistent", c5
+    assert not [cid for cid in c5["config_ids"] if cid.endswith("--a100-paper")], c5["config_ids"]
+    assert "128 -> 2048 GPUs (change in share): +20.00%" in c5["ours_text"], c5["ours_text"]
+    for claim in ("C1", "C3", "C7", "HSDP-2048"):
+        assert not [cid for cid in v[claim]["config_ids"] or [] if cid.endswith("--a100-paper")], v[claim]

@@ -11,9 +11,9 @@ from scalestudy.analysis import figures
 from scalestudy.analysis.figures import FIGURES, common, figure_data
 
 SERIES_LIMIT = {"collectives_bandwidth": 10}  # one line a node count, as the paper's Fig. 2
-# figures whose data the synthetic tables do not hold (rank shares come from tables of their own):
-# drawn as their explicit empty panel, which is checked too
-NO_DATA = {"rank_grid", "rank_memory"}
+# figures of rank shares (tables of their own): the paper fixture writes them, the smoke one has
+# none and draws their explicit empty panel, which is checked too
+NO_SMOKE_DATA = {"rank_grid", "rank_memory", "power"}
 
 
 def _draw(name, fd, study):
@@ -26,8 +26,10 @@ def _draw(name, fd, study):
 
 
 @pytest.fixture(scope="module", params=["paper", "smoke"])
-def fixture(request):
-    return (figure_fixtures.paper_fixture if request.param == "paper" else figure_fixtures.smoke_fixture)()
+def fixture(request, tmp_path_factory):
+    if request.param == "paper":
+        return figure_fixtures.paper_fixture(tmp_path_factory.mktemp("paper-tables"))
+    return figure_fixtures.smoke_fixture()
 
 
 @pytest.mark.parametrize("name", list(FIGURES))
@@ -35,8 +37,7 @@ def test_figure_layout(fixture, name):
     study, tables = fixture
     with matplotlib.rc_context(common.style()):
         fd = figure_data(name, tables, study)
-        assert not fd.empty_reason or name in NO_DATA or name == "power" and study.name.startswith("smoke"), \
-            fd.empty_reason
+        assert not fd.empty_reason or name in NO_SMOKE_DATA and study.name.startswith("smoke"), fd.empty_reason
         fig = _draw(name, fd, study)
         from matplotlib.backends.backend_agg import FigureCanvasAgg
 
@@ -44,3 +45,28 @@ def test_figure_layout(fixture, name):
             FigureCanvasAgg(fig)
         problems = figure_layout.check(fig, fd, series_limit=SERIES_LIMIT.get(name, 8))
     assert not problems, f"{study.name}/{name}:\n" + "\n".join(problems[:15])
+
+
+def test_model_validation_layout(tmp_path):
+    """model_validation draws the external ledger (not a study's tables): the same checks."""
+    from scalestudy.analysis.figures import model_validation
+
+    ledger = tmp_path / "ledger.csv"
+    figure_fixtures.write_ledger(ledger)
+    with matplotlib.rc_context(common.style()):
+        fd = model_validation.data(ledger)
+        assert not fd.empty_reason and any("Not expressible" in n for n in fd.notes)
+        fig = model_validation.draw(fd)
+        problems = figure_layout.check(fig, fd, series_limit=8)
+    assert not problems, "model_validation:\n" + "\n".join(problems[:15])
+
+
+def test_failed_points_are_listed_in_the_notes_not_written_over_the_data():
+    study, tables = figure_fixtures.paper_fixture()
+    weak = figure_data("weak_scaling", tables, study)
+    assert "Without a value: FSDP, torch: oom at 512 GPUs; TP=4, torch: timeout at 2048 GPUs." in weak.notes
+    assert common.FAILED_NOTE in weak.notes
+    kernels = figure_data("kernel_breakdown", tables, study)  # named by family, not by bar part
+    assert "Without a value: FSDP: oom at 512 GPUs." in kernels.notes
+    grid = figure_data("tp_pp_grid", tables, study)  # a failed cell says its status itself
+    assert not [n for n in grid.notes if n.startswith("Without a value")] and common.FAILED_NOTE not in grid.notes

@@ -1,16 +1,22 @@
 """Every parallel layout gives the loss curve of one process (float32 on CPU, gloo).
 
 Plain SGD: unlike Adam, it does not normalise gradients away, so a gradient off by a constant
-factor (a sum where a mean belongs, a missing microbatch scale) changes the curve."""
+factor (a sum where a mean belongs, a missing microbatch scale) changes the curve.
+
+The ranks are forked from one parent that imported torch once (scalestudy.local_workers, what the
+launcher uses for one-host CPU runs); a given --peak-tflops skips the CPU peak calibration, which
+only MFU reads. torchrun's own start of the ranks is tested by the launch and SLURM tests."""
 
 import pytest
 
-from conftest import losses_by_step, torchrun
+from conftest import local_workers, losses_by_step
 
 pytestmark = pytest.mark.multiproc
 
-COMMON = ["train", "--precision", "fp32", "--seq-len", "32", "--global-batch", "8", "--micro-batch", "1",
-          "--warmup-iters", "1", "--measured-iters", "3", "--quiet", "--optimizer", "sgd", "--lr", "0.5"]
+# 4 of the tiny model's 8 layers: still one layer a stage for 4 pipeline stages
+COMMON = ["train", "--precision", "fp32", "--n-layers", "4", "--seq-len", "32", "--global-batch", "8", "--micro-batch", "1",
+          "--warmup-iters", "1", "--measured-iters", "3", "--quiet", "--optimizer", "sgd", "--lr", "0.5",
+          "--peak-tflops", "1"]
 
 LAYOUTS = {
     # world size 2
@@ -43,7 +49,7 @@ LAYOUTS = {
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     d = tmp_path_factory.mktemp("ref") / "run"
-    res = torchrun(1, COMMON + ["--run-dir", str(d)])
+    res = local_workers(1, COMMON + ["--run-dir", str(d)])
     assert res.returncode == 0, res.stdout + res.stderr
     return losses_by_step(d)
 
@@ -51,7 +57,7 @@ def reference(tmp_path_factory):
 @pytest.fixture(scope="module")
 def reference_adamw(tmp_path_factory):
     d = tmp_path_factory.mktemp("ref") / "run"
-    res = torchrun(1, COMMON + ["--optimizer", "adamw", "--lr", "1e-3", "--run-dir", str(d)])
+    res = local_workers(1, COMMON + ["--optimizer", "adamw", "--lr", "1e-3", "--run-dir", str(d)])
     assert res.returncode == 0, res.stdout + res.stderr
     return losses_by_step(d)
 
@@ -61,7 +67,7 @@ def test_layout_matches_single_process(name, reference, reference_adamw, tmp_pat
     nproc, extra = LAYOUTS[name]
     nodes = int(extra[extra.index("--nodes") + 1]) if "--nodes" in extra else 1
     d = tmp_path / "run"
-    res = torchrun(nproc, COMMON + extra + ["--procs-per-node", str(nproc // nodes), "--run-dir", str(d)])
+    res = local_workers(nproc, COMMON + extra + ["--procs-per-node", str(nproc // nodes), "--run-dir", str(d)])
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     losses = losses_by_step(d)
     ref = reference_adamw if "adamw" in name else reference

@@ -135,3 +135,12 @@ def test_cli_predict_and_clusters(tmp_path):
     bad = subprocess.run(env_cmd + ["model", "predict", "--cluster", "nope", "--model", "llama2-7b"], cwd=REPO,
                          capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "no cluster file" in bad.stderr
+
+
+def test_zero1_gathers_parameters_once_a_step_not_every_pass():
+    kw = dict(layers=4, microbatches=4, layer_fwd_s=1.0, layer_bwd_s=2.0, head_fwd_s=0.0, head_bwd_s=0.0,
+              embed_s=0.0, tail_s=0.0, gap_fraction=0.0, ag_block_s=0.5, ag_root_s=0.25)
+    fsdp, zero1 = simulate(StepInputs(**kw)), simulate(StepInputs(ag_once=True, **kw))
+    assert fsdp.comm_s == pytest.approx(4 * (4 * 0.5 + 0.25))
+    assert zero1.comm_s == pytest.approx(4 * 0.5 + 0.25)
+    assert zero1.step_s < fsdp.step_s

@@ -147,3 +147,26 @@ def test_rank_shares_are_keyed_by_the_gpu_kind_the_study_stands_in_for(tmp_path)
     bare.write_text("description: x\n")
     with pytest.raises(ValueError, match="stands_in_for"):
         stands_in_for(SimpleNamespace(name="bare", source=bare))
+
+
+def test_a_share_measured_on_another_gpu_is_carried_by_the_models_kernel_time_ratio():
+    from dataclasses import replace as dc_replace
+
+    from scalestudy.perfmodel.cluster import load_cluster
+    from scalestudy.perfmodel.predict import cached_calibration, predict, share_carry
+    from scalestudy.perfmodel.rank_shares import load_shares, measured_on, share_key
+
+    assert measured_on(load_study("paper-rank", REPO)) == "NVIDIA H200"
+    cal = cached_calibration("data/h200-reference/raw", REPO)
+    h100 = load_cluster("h100-paper", REPO)
+    shares = load_shares("paper-rank", REPO)
+    spec = next(p.spec for p in load_study("paper-model", REPO).runs
+                if not p.variant and share_key(p.spec, h100.gpu) in shares and p.spec.world_size == 128)
+    share = shares[share_key(spec, h100.gpu)]
+    carry = share_carry(spec, h100, cal, share)
+    assert 1.05 < carry < 1.3  # same bf16 peak, HBM 3.35 against 4.8 TB/s
+    p = predict(spec, h100, cal, band=False, shares=shares)
+    assert p.values["compute_s"] == pytest.approx(share.compute_s * carry, rel=0.05)
+    same = {share_key(spec, h100.gpu): dc_replace(share, measured_on=h100.gpu)}
+    assert share_carry(spec, h100, cal, same[share_key(spec, h100.gpu)]) == 1.0
+    assert predict(spec, h100, cal, band=False, shares=same).values["compute_s"] < p.values["compute_s"]

@@ -82,9 +82,17 @@ def cmd_aggregate(args: argparse.Namespace) -> int:
 @_guard
 def cmd_figure(args: argparse.Namespace) -> int:
     from scalestudy.analysis.aggregate import SUMMARY_FILE, load_tables
-    from scalestudy.analysis.figures import FIGURES, render
+    from scalestudy.analysis.figures import FIGURES, LEDGER_FIGURES, render, render_ledger_figure
 
     study = _study(args)
+    if args.name in LEDGER_FIGURES:
+        try:
+            paths = render_ledger_figure(args.name, study)
+        except FileNotFoundError as e:
+            return _fail(str(e))
+        for p in paths:
+            print(_show(p))
+        return 0
     if not (Path(study.tables_dir) / SUMMARY_FILE).exists():
         return _fail(f"{_show(Path(study.tables_dir) / SUMMARY_FILE)}: missing; run "
                      f"`scalestudy aggregate --study {study.name}` first")
@@ -180,7 +188,7 @@ def _study_options(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers) -> None:
     """Add the analysis commands to the `scalestudy` parser's subparsers."""
-    from scalestudy.analysis.figures import FIGURES
+    from scalestudy.analysis.figures import FIGURES, LEDGER_FIGURES
 
     p = subparsers.add_parser("aggregate", help="tables of a study from its raw logs (data/STUDY/tables/*.csv)")
     _study_options(p)
@@ -189,8 +197,11 @@ def register(subparsers) -> None:
     p.set_defaults(func=cmd_aggregate)
 
     p = subparsers.add_parser("figure", help="draw a figure of a study from its tables (figures/STUDY/NAME.*)")
-    p.add_argument("name", choices=[*FIGURES, "all"], metavar="NAME",
-                   help=f"one of {', '.join(FIGURES)}, or all")
+    p.add_argument("name", choices=[*FIGURES, *LEDGER_FIGURES, "all"], metavar="NAME",
+                   help=f"one of {', '.join(FIGURES)} (from the study's tables; all: every one of them), or "
+                        f"{', '.join(LEDGER_FIGURES)} (redrawn from figures/STUDY/"
+                        f"{next(iter(LEDGER_FIGURES.values())).LEDGER_FILE}, the performance model's external "
+                        "ledger)")
     _study_options(p)
     p.add_argument("--formats", default="pdf,png,csv", help="comma-separated subset of pdf,png,csv")
     p.set_defaults(func=cmd_figure)

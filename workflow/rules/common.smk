@@ -220,6 +220,9 @@ def figure_runs(figure):
 
     def runs(wildcards):
         study = get_study(wildcards.study)
+        if figure == "model_validation":
+            return ("the published runs of the external validation ledger (workflow/validation/external.yaml), "
+                    f"predicted with the calibration of study {study.name}; none of them is fitted to")
         if figure == "collectives_bandwidth":
             worlds = ", ".join(str(c.world_size) for c in study.collectives)
             return f"{len(study.collectives)} collectives benchmarks of study {study.name} (world sizes {worlds})"

@@ -31,7 +31,19 @@ rule model_validation:
         deps=prediction_inputs,
     output:
         ledger="figures/{study}/model_validation_ledger.csv",
-        figure=multiext("figures/{study}/model_validation", ".pdf", ".png", ".csv"),
+        pdf=report(
+            "figures/{study}/model_validation.pdf",
+            caption="../report/figure.rst",
+            category=figure_category("model_validation"),
+            labels={"figure": "model_validation", "format": "PDF"},
+        ),
+        png=report(
+            "figures/{study}/model_validation.png",
+            caption="../report/figure.rst",
+            category=figure_category("model_validation"),
+            labels={"figure": "model_validation", "format": "PNG"},
+        ),
+        csv="figures/{study}/model_validation.csv",
     log:
         "data/{study}/logs/model_validation.log",
     wildcard_constraints:
@@ -39,6 +51,7 @@ rule model_validation:
     params:
         calibration=lambda wildcards: list(get_study(wildcards.study).prediction["calibration"]),
         base=lambda wildcards: f"figures/{wildcards.study}/model_validation",
+        caption=figure_caption("model_validation"),
     conda:
         "../envs/scalestudy.yaml"
     shell:

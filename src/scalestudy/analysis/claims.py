@@ -124,6 +124,24 @@ def _worlds(cands: list[dict]) -> str:
     return ", ".join(map(str, ws)) if ws else "none"
 
 
+def own_cluster(cfgs: list[dict]) -> list[dict]:
+    """The configurations on the study's own device kind. The hardware comparison (experiment
+    hardware_generations) adds configurations on another kind (paper-model's `--a100-paper`
+    variants); only C4 compares kinds, every other claim is read on the study's own cluster: the
+    kind most configurations of the other experiments ran on."""
+    def kind(c):
+        return " + ".join(split_list(c.get("device_names"))) or str(c.get("device"))
+
+    if len({kind(c) for c in cfgs}) < 2:
+        return cfgs
+    beyond = [c for c in cfgs if set(split_list(c.get("experiments"))) - {"hardware_generations"}] or cfgs
+    counts: dict[str, int] = {}
+    for c in beyond:
+        counts[kind(c)] = counts.get(kind(c), 0) + 1
+    own = max(counts, key=lambda k: (counts[k], k))
+    return [c for c in cfgs if kind(c) == own]
+
+
 def _fsdp_7b(cfgs, local_batch=2):
     return [c for c in cfgs if c["model"] == MODEL_7B and c["layout"] == "fsdp"
             and (local_batch is None or c.get("local_batch") == local_batch)]
@@ -346,8 +364,8 @@ def c5(cfgs: list[dict]) -> dict:
         parts.append(("missing", f"exposed communication of Llama-7B FSDP needs traced runs at and below 128 GPUs "
                                   f"and above (traced at: {_worlds(fsdp)})"))
     else:
-        a = max(small, key=lambda c: (c["world_size"], c["config_id"]))
-        b = max(large, key=lambda c: (c["world_size"], c["config_id"]))
+        a = _pick([c for c in small if c["world_size"] == max(x["world_size"] for x in small)], "kernel_breakdown")
+        b = _pick([c for c in large if c["world_size"] == max(x["world_size"] for x in large)], "kernel_breakdown")
         used += [a, b]
         parts.append(_direction(_compare(a, b, "exposed_comm_share", "difference"), True,
                                 f"FSDP exposed-communication share {a['world_size']} -> {b['world_size']} GPUs "
@@ -491,7 +509,8 @@ def hsdp(cfgs: list[dict]) -> list[dict]:
 def evaluate(tables) -> list[dict]:
     """Every claim's row, in the order C1..C7, HSDP-256, HSDP-2048."""
     cfgs = _configs(tables)
-    rows = c1_c2(cfgs) + [c3(cfgs), c4(cfgs), c5(cfgs), c6(tables), c7(cfgs)] + hsdp(cfgs)
+    own = own_cluster(cfgs)
+    rows = c1_c2(own) + [c3(own), c4(cfgs), c5(own), c6(tables), c7(own)] + hsdp(own)
     predicted = {c["config_id"] for c in cfgs if _predicted(c)}
     predicted_runs = {rid for c in cfgs if _predicted(c) for rid in split_list(c.get("run_ids"))}
     from scalestudy.analysis.figures.common import records

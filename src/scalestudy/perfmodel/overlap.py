@@ -61,6 +61,8 @@ class StepInputs:
     forward_prefetch: int = 1
     backward_prefetch: int = 1
     interference: float = 0.0
+    ag_once: bool = False  # forward all-gathers before the first micro batch only (ZeRO-1's parameter
+    #                        all-gather once a step after the optimizer), not before every pass (FSDP)
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,8 @@ def simulate(x: StepInputs) -> Timeline:
         # ---- forward ----
         start_fwd = [0.0] * L
         ag_end = [0.0] * L
-        if x.ag_root_s > 0:
+        gather = mb == 0 or not x.ag_once
+        if x.ag_root_s > 0 and gather:
             s = max(ag_free, t)
             comm.append((s, s + x.ag_root_s))
             comm_sum += x.ag_root_s
@@ -117,7 +120,7 @@ def simulate(x: StepInputs) -> Timeline:
         sync_comm(x.tp_embed_fwd_s)
         fwd_begin, P = t, max(x.forward_prefetch, 0)
         for i in range(L):
-            if x.ag_block_s > 0:
+            if x.ag_block_s > 0 and gather:
                 # issued when block i - P starts its forward (the first P at once); P = 0: on demand
                 issue = t if P == 0 else (fwd_begin if i - P < 0 else start_fwd[i - P])
                 s = max(ag_free, issue)

@@ -266,7 +266,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
                 tp_head_bwd_s=tp["head_bwd"], tp_embed_fwd_s=tp["embed_fwd"], ag_root_s=fsdp["ag_root"],
                 ag_block_s=fsdp["ag_block"], ag_bwd_block_s=fsdp["ag_bwd_block"], rs_root_s=fsdp["rs_root"],
                 rs_block_s=fsdp["rs_block"], forward_prefetch=spec.fsdp_forward_prefetch,
-                backward_prefetch=spec.fsdp_backward_prefetch, interference=sc["interference"])
+                backward_prefetch=spec.fsdp_backward_prefetch, interference=sc["interference"], ag_once=zero1)
     bubble = 0.0
     if spec.pp == 1:
         tl = simulate(StepInputs(microbatches=spec.grad_accum, tail_s=tail, **base))
@@ -358,7 +358,8 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
     cm = cm or CollectiveModel.for_cluster(cluster)
     vals, timed = _evaluate(spec, cluster, cal, cm, _scales(cluster, cal, None), options)
     share = (shares or {}).get(rank_shares.share_key(spec, cluster.gpu))
-    factor = rank_shares.compute_factor(share, vals["compute_s"])
+    carry = share_carry(spec, cluster, cal, share, options)
+    factor = rank_shares.compute_factor(share, vals["compute_s"] / carry)
     if factor != 1.0:
         vals, timed = _evaluate(spec, cluster, cal, cm, _with_compute(_scales(cluster, cal, None), factor), options)
     mem = memory_bytes(spec, options)
@@ -398,8 +399,37 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
                                                                else None)),
                       sources={**sources(cluster, cal, cm), "options": options.as_dict(),
                                "inputs_from": rank_shares.inputs_from(
-                                   share, factor, f"runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}")},
+                                   share, factor, f"runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}",
+                                   carry, cluster.gpu)},
                       notes=notes)
+
+
+def share_carry(spec: RunSpec, cluster, cal: Calibration, share, options: ModelOptions = ModelOptions()) -> float:
+    """A measured rank share's computation carried from the GPU it ran on to the cluster's: the
+    model's kernel time of `spec` on the cluster's GPU over that on the share's (calibrated
+    efficiencies at each one's dense peak, HBM bandwidth and power-limit clock); 1 without a share
+    or where the share ran on the cluster's GPU kind."""
+    from scalestudy.hardware import UnknownDeviceError, gpu_spec
+
+    if share is None or not share.measured_on or share.measured_on == rank_shares_gpu(cluster.gpu):
+        return 1.0
+    try:
+        g = gpu_spec(share.measured_on)
+    except UnknownDeviceError:
+        return 1.0
+    peak = g.peak_flops_per_s.get(spec.precision) or cal.compute.peak_flops
+    ratio = cal.power.clock_ratio(g.power_cap_w) if cal.power is not None else 1.0
+    kw = dict(vocab_parallel_loss=options.tp_loss == "vocab_parallel", recompute=options.recompute_fractions())
+    there = compute_mod.compute_times(spec, cal.compute, peak * ratio, g.memory_bytes_per_s, **kw).kernels_s
+    here = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * clock_ratio(cluster, cal), cluster.hbm,
+                                     **kw).kernels_s
+    return here / there
+
+
+def rank_shares_gpu(name: str) -> str:
+    from scalestudy.perfmodel.rank_shares import gpu_kind
+
+    return gpu_kind(name)
 
 
 def memory_bytes(spec: RunSpec, options: ModelOptions = ModelOptions()) -> int:

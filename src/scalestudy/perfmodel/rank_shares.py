@@ -3,17 +3,19 @@
 Where the rank-share study (comm: fake, analysis/rank_shares.py) measured a configuration of
 the same shapes as the predicted one, the prediction takes from the measurement:
   compute  the model's computation times are scaled so that the rank's computation per step
-           equals the measured one (the slowest pipeline stage's time on its microbatches); the
-           model's communication and overlap stay as they are. The share ran on an H200 capped
-           at an H100's memory: same dense bf16 peak as the H100, faster HBM [assumed equal].
+           equals the measured one (the slowest pipeline stage's time on its microbatches),
+           carried from the GPU the share ran on to the cluster's by the model's own kernel-time
+           ratio for that spec (the calibrated efficiencies at each GPU's peak, HBM bandwidth and
+           power-limit clock): an H200 share stands for an H100 with the H100's slower HBM. The
+           model's communication and overlap stay as they are.
   memory   the measured status decides the cell: `oom` when a stage ran out of memory under the
            cap, fits when every stage ran; the peak memory measured is reported.
 Elsewhere the model's own inputs stand (calibrated compute, memory estimate). Every prediction
 says which inputs came from where (`inputs_from`). Pure Python.
 
 A rank-share study declares the GPU kind its one-GPU measurements stand in for
-(`stands_in_for: {gpu: <catalog name or alias>}`; paper-rank: the H100 SXM 80 GB, an H200 capped
-at its memory); shares are keyed by that GPU kind, so a prediction on a cluster of another GPU
+(`stands_in_for: {gpu: <catalog name or alias>, measured_on: <the GPU the shares ran on>}`;
+paper-rank: the H100 SXM 80 GB, measured on an H200 capped at its memory); shares are keyed by that GPU kind, so a prediction on a cluster of another GPU
 (the A100 of the hardware comparison) finds none and keeps the model's own inputs.
 """
 
@@ -57,6 +59,16 @@ def stands_in_for(study) -> str:
     return gpu_kind(gpu)
 
 
+def measured_on(study) -> str:
+    """The GPU kind a rank-share study's shares ran on (`stands_in_for: {measured_on: ...}`); without
+    it, the kind they stand in for."""
+    import yaml
+
+    data = yaml.safe_load(Path(study.source).read_text()) if study.source else {}
+    gpu = ((data or {}).get("stands_in_for") or {}).get("measured_on")
+    return gpu_kind(gpu) if gpu else stands_in_for(study)
+
+
 @dataclass(frozen=True)
 class MeasuredShare:
     study: str
@@ -65,6 +77,7 @@ class MeasuredShare:
     peak_bytes: int | None
     cap_gib: float | None
     run_ids: tuple[str, ...]
+    measured_on: str = ""  # the GPU kind the share ran on ("": the kind it stands in for)
 
     def describe(self) -> str:
         return f"rank shares of study {self.study} (runs {', '.join(self.run_ids)})"
@@ -89,7 +102,7 @@ def load_shares(study_name: str, root: Path | str = ".") -> dict[tuple, Measured
     path = Path(root) / "data" / study.name / "tables" / CONFIGS_FILE
     if not path.exists():
         return {}
-    gpu = stands_in_for(study)
+    gpu, ran_on = stands_in_for(study), measured_on(study)
     specs = {share_group(p.spec): p.spec for p in study.runs if p.spec.comm == "fake"}
     out = {}
     for row in read_csv_rows(path):
@@ -102,7 +115,7 @@ def load_shares(study_name: str, root: Path | str = ".") -> dict[tuple, Measured
         out[share_key(spec, gpu)] = MeasuredShare(study.name, row["status"], max(times) if times else None,
                                              int(peak) if peak is not None else None,
                                              _num(row.get("device_memory_cap_gib")),
-                                             tuple(split_list(row.get("run_ids"))))
+                                             tuple(split_list(row.get("run_ids"))), ran_on)
     return out
 
 
@@ -127,11 +140,14 @@ def apply_memory(vals: dict, notes: list[str], share: MeasuredShare | None) -> N
         vals["fits_memory"] = True
 
 
-def inputs_from(share: MeasuredShare | None, factor: float, calibration: str) -> dict:
+def inputs_from(share: MeasuredShare | None, factor: float, calibration: str, carry: float = 1.0,
+                target_gpu: str = "") -> dict:
     if share is None:
         return {"compute": f"the model, calibrated on {calibration}", "memory": "the memory estimate (memory_estimate)"}
-    compute = (f"measured: {share.describe()}, slowest stage {share.compute_s:.4g} s a step (the model's computation "
-               f"times x {factor:.3f}; measured on an H200, taken as the H100's [assumed])"
+    ran_on = share.measured_on or target_gpu
+    compute = (f"measured: {share.describe()}, slowest stage {share.compute_s:.4g} s a step on {ran_on}, x {carry:.3f} "
+               f"on {target_gpu} (the model's kernel-time ratio of the two GPUs for this spec); the model's "
+               f"computation times x {factor:.3f}"
                if share.status == "ok" and share.compute_s else
                f"the model, calibrated on {calibration} (the rank share's status is {share.status})")
     memory = (f"measured: {share.describe()}, status {share.status}" if share.status in ("ok", "oom") else

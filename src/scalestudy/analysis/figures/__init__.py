@@ -38,13 +38,18 @@ from pathlib import Path
 from typing import Iterable
 
 from scalestudy.analysis.figures import (collectives_bandwidth, common, hardware_generations, kernel_breakdown,
-                                         model_sizes, power, rank_grid, rank_memory, strong_scaling, tp_pp_grid,
-                                         weak_scaling)
+                                         model_sizes, model_validation, power, rank_grid, rank_memory, strong_scaling,
+                                         tp_pp_grid, weak_scaling)
 from scalestudy.analysis.figures.description import Description, Quantity  # noqa: F401 (for figure modules)
 
 FIGURES = {m.NAME: m for m in (collectives_bandwidth, weak_scaling, kernel_breakdown, strong_scaling, tp_pp_grid,
                                model_sizes, hardware_generations, power, rank_grid, rank_memory)}
+# Figures of something other than a study's experiments: model_validation draws the performance
+# model's external ledger (figures/STUDY/model_validation_ledger.csv, written by `scalestudy model
+# validate --external`) for a predicted study, by its own workflow rule (rule model_validation).
+LEDGER_FIGURES = {model_validation.NAME: model_validation}
 FORMATS = common.FORMATS
+RULES = {model_validation.NAME: "model_validation"}  # a figure's workflow rule where it is not figure_NAME
 
 
 class UnknownFigureError(KeyError):
@@ -53,9 +58,16 @@ class UnknownFigureError(KeyError):
 
 def module(name: str):
     try:
-        return FIGURES[name]
+        return FIGURES.get(name) or LEDGER_FIGURES[name]
     except KeyError:
-        raise UnknownFigureError(f"unknown figure {name!r}; known: {', '.join(FIGURES)}") from None
+        raise UnknownFigureError(f"unknown figure {name!r}; known: {', '.join([*FIGURES, *LEDGER_FIGURES])}") from None
+
+
+def listing() -> list[tuple[str, str, str]]:
+    """Every figure as (name, category, what it draws): the study's experiments, then the ledger's."""
+    return ([(n, m.DESCRIPTION.category, "the study's tables") for n, m in FIGURES.items()]
+            + [(n, m.DESCRIPTION.category, f"the external validation ledger ({m.LEDGER_FILE})")
+               for n, m in LEDGER_FIGURES.items()])
 
 
 def description(name: str) -> Description:
@@ -63,7 +75,8 @@ def description(name: str) -> Description:
 
 
 def rebuild_command(name: str, study_name: str) -> str:
-    return f"snakemake --cores 2 --config study={study_name} --forcerun figure_{name} -- figures/{study_name}/{name}.pdf"
+    rule = RULES.get(name, f"figure_{name}")
+    return f"snakemake --cores 2 --config study={study_name} --forcerun {rule} -- figures/{study_name}/{name}.pdf"
 
 
 def caption(name: str, study, runs: str = "") -> str:
@@ -72,7 +85,23 @@ def caption(name: str, study, runs: str = "") -> str:
                                      hardware=study.hardware, runs=runs, command=rebuild_command(name, study.name))
 
 
+def render_ledger_figure(name: str, study, out_dir: Path | str | None = None) -> list[Path]:
+    """Redraw a ledger figure of `study` (model_validation) from the ledger CSV beside it in
+    out_dir (default study.figures_dir); the CSV is written by `scalestudy model validate
+    --external --out`."""
+    mod = LEDGER_FIGURES[name]
+    out = Path(out_dir) if out_dir is not None else Path(study.figures_dir)
+    ledger = out / mod.LEDGER_FILE
+    if not ledger.exists():
+        raise FileNotFoundError(f"{ledger}: missing; `scalestudy model validate --external --out {ledger}` writes it "
+                                "(the workflow does for a predicted study)")
+    return mod.render(ledger, out / name)
+
+
 def figure_data(name: str, tables, study) -> common.FigureData:
+    if name in LEDGER_FIGURES:
+        raise UnknownFigureError(f"figure {name!r} draws the external ledger, not a study's tables: "
+                                 "use render_ledger_figure")
     fd = module(name).data(tables, study)
     common.mark_predicted(fd, tables)
     fd.rows = common.sort_rows(fd.rows, fd.panels)
@@ -81,10 +110,13 @@ def figure_data(name: str, tables, study) -> common.FigureData:
     fd.predicted = fd.predicted or common.is_predicted(tables, study)
     fd.title = desc.heading(fd.predicted)
     fd.subtitle = f"study {study.name} · hardware: {study.hardware}"
-    notes = desc.footnotes(fd.predicted) + fd.notes + [common.assumptions_note(study)]
+    failed = None if getattr(module(name), "FAILURES_IN_CELLS", False) else common.failed_note(fd.rows)
+    notes = desc.footnotes(fd.predicted) + fd.notes + [failed, common.assumptions_note(study)]
+    if failed is None:  # nothing drawn as an 'x': no note explaining it
+        notes = [n for n in notes if n != common.FAILED_NOTE]
     if any(r.get("status") == common.INVALID for r in fd.rows):
         notes.append("invalid: a value that cannot be (see the CSV's note for why) is not drawn; "
-                     "its point is an 'x' marked invalid.")
+                     "its point is an 'x' (a hatched cell in a grid).")
     fd.notes = list(dict.fromkeys(n for n in notes if n))
     if fd.empty_reason and not fd.cpu and study.runs:
         fd.cpu = all(p.spec.device == "cpu" for p in study.runs)  # an empty panel of a CPU study says so too

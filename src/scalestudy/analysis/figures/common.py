@@ -31,7 +31,9 @@ FIGURE_COLUMNS = ["panel", "series", "x_quantity", "x", "y_quantity", "y", "ci95
                   "status", "note", "label", "config_ids", "run_ids", "code_version"]
 FORMATS = ("pdf", "png", "csv")
 CPU_WARNING = "CPU smoke data — not comparable to the paper"
-FAILED_NOTE = "x: a configuration that failed (its status written next to it) or has no value."
+FAILED_NOTE = ("x at the foot of a panel: a configuration that failed or has no value (which, and why: the note "
+               "'Without a value' and the CSV's status and note).")
+FAILED_LABEL = "x: failed / no value (see the notes)"
 INVALID = "invalid"
 NOTE_FONTSIZE = 7.0  # points: the smallest text of a figure, readable when printed at the PDF's size
 PDF_METADATA = {"CreationDate": None, "ModDate": None, "Producer": "scalestudy", "Creator": "scalestudy"}
@@ -354,6 +356,7 @@ def mark_predicted(fd: FigureData, tables) -> None:
 # footer text is wrapped to the figure's width and their heights follow from their lines.
 TITLE_FONTSIZE, SUBTITLE_FONTSIZE, WARNING_FONTSIZE = 11.0, 8.0, 9.0
 LINE_SPACING = 1.3
+MARGIN_IN = 0.07  # between the canvas's edges and anything drawn (about 5 pt)
 CHAR_WIDTH_EM = 0.6  # a generous mean character width of DejaVu Sans, in ems
 
 
@@ -418,19 +421,19 @@ def new_figure(n_panels: int, *, ncols: int | None = None, panel_w: float = 4.2,
     ncols = ncols or min(max(n_panels, 1), 3)
     nrows = max(1, math.ceil(max(n_panels, 1) / ncols))
     width = figure_width(n_panels, ncols, panel_w)
-    text_w = width - 0.25
+    text_w = width - 2 * MARGIN_IN - 0.15
     head = [(line, TITLE_FONTSIZE, "bold", "black") for line in wrap(title, text_w, TITLE_FONTSIZE)]
     head += [(line, SUBTITLE_FONTSIZE, "normal", "black") for line in wrap(subtitle, text_w, SUBTITLE_FONTSIZE)
              if subtitle]
     if cpu:
         head.append((CPU_WARNING, WARNING_FONTSIZE, "bold", "#b00020"))
     foot = [line for n in notes if n for line in wrap(n, text_w, NOTE_FONTSIZE)]
-    head_in = sum(_height(1, fs) for _, fs, _, _ in head) + 0.12
-    foot_in = _height(len(foot), NOTE_FONTSIZE) + 0.12 if foot else 0.05
+    head_in = MARGIN_IN + sum(_height(1, fs) for _, fs, _, _ in head) + 0.12
+    foot_in = _height(len(foot), NOTE_FONTSIZE) + 0.05 + MARGIN_IN if foot else MARGIN_IN
     body_in = panel_h * nrows + legend_rows * LEGEND_FONTSIZE * 1.9 / 72 + (0.1 if legend_rows else 0)
     fig = Figure(figsize=(width, head_in + body_in + foot_in), layout="constrained")
     FigureCanvasAgg(fig)
-    fig.get_layout_engine().set(h_pad=0.02, w_pad=0.02, hspace=0.0, wspace=0.0)
+    fig.get_layout_engine().set(h_pad=MARGIN_IN, w_pad=MARGIN_IN, hspace=0.0, wspace=0.0)
     top, body, bottom = fig.subfigures(3, 1, height_ratios=[head_in, body_in, foot_in])
     for sub in (top, body, bottom):
         sub.patch.set_visible(False)  # the figure's own background; theirs drew at float-noise offsets
@@ -448,9 +451,10 @@ def header(fig, fd: FigureData, study) -> None:
     frame = fig.scalestudy
     top = frame["head"]
     h = top.get_window_extent().height / top.dpi if hasattr(top, "dpi") else fig.get_figheight()
-    y = 1.0
+    w = top.get_window_extent().width / top.dpi if hasattr(top, "dpi") else fig.get_figwidth()
+    y = 1.0 - MARGIN_IN / max(h, 1e-6)
     for line, fs, weight, color in frame["head_lines"]:
-        top.text(0.01, y, line, ha="left", va="top", fontsize=fs, fontweight=weight, color=color)
+        top.text(MARGIN_IN / max(w, 1e-6), y, line, ha="left", va="top", fontsize=fs, fontweight=weight, color=color)
         y -= _height(1, fs) / max(h, 1e-6)
 
 
@@ -458,9 +462,10 @@ def footer(fig, notes: list[str] | None = None) -> None:
     frame = fig.scalestudy
     bottom = frame["foot"]
     h = bottom.get_window_extent().height / bottom.dpi if hasattr(bottom, "dpi") else 1.0
+    w = bottom.get_window_extent().width / bottom.dpi if hasattr(bottom, "dpi") else fig.get_figwidth()
     y = 1.0 - 0.04 / max(h, 1e-6)
     for line in frame["foot_lines"]:
-        bottom.text(0.01, y, line, ha="left", va="top", fontsize=NOTE_FONTSIZE, color="#444444")
+        bottom.text(MARGIN_IN / max(w, 1e-6), y, line, ha="left", va="top", fontsize=NOTE_FONTSIZE, color="#444444")
         y -= _height(1, NOTE_FONTSIZE) / max(h, 1e-6)
 
 
@@ -498,12 +503,36 @@ def log2_axis(ax, xs: list[float], formatter: Callable[[float], str] | None = No
     ax.set_xlim(lo / 2 ** 0.4, hi * 2 ** 0.4) if len(xs) > 1 else ax.set_xlim(lo / 2, lo * 2)
 
 
-def mark_failed(ax, x, text: str, color) -> None:
-    """An 'x' at the bottom of the axes at data x, with its status written upwards."""
+def mark_failed(ax, x, color) -> None:
+    """An 'x' at the foot of the axes at data x. Its status is in the figure's notes
+    (failed_note), not written in the panel, where it would cover the data."""
     tr = ax.get_xaxis_transform()
     ax.plot([x], [0.04], marker="x", color=color, markersize=7, mew=2, transform=tr, linestyle="none", clip_on=False)
-    ax.text(x, 0.08, text, transform=tr, fontsize=NOTE_FONTSIZE, color=color, ha="center", va="bottom",
-            rotation=90, clip_on=True)
+
+
+def failed_note(rows: list[dict], limit: int = 12) -> str | None:
+    """'Without a value: FSDP: oom at 512 GPUs; ...': each configuration drawn as an 'x', by series
+    and status, with its x values. A configuration in several panels is named once, by the series
+    of its last panel (kernel_breakdown's share panel names the family, its bar panels the part)."""
+    by_config: dict[str, dict] = {}
+    for r in rows:
+        if r.get("y") is None and r.get("x") is not None:
+            by_config[";".join(r.get("config_ids") or []) or f"{r['series']}@{r['x']}"] = r
+    if not by_config:
+        return None
+    groups: dict[tuple[str, str], list] = {}
+    for r in by_config.values():
+        groups.setdefault((str(r["series"]), short_status(r)), []).append(r["x"])
+    unit = str(next(iter(by_config.values())).get("x_quantity") or "").split(" (")[0]
+    items = []
+    for (series, status), xs in sorted(groups.items(), key=lambda kv: (natural(kv[0][0]), kv[0][1])):
+        xs = sorted(set(xs), key=lambda x: (not isinstance(x, (int, float)), x if isinstance(x, (int, float)) else 0,
+                                            str(x)))
+        shown = ", ".join(f"{x:g}" if isinstance(x, (int, float)) else str(x) for x in xs)
+        items.append(f"{series}: {status} at {shown}{' ' + unit if unit else ''}")
+    more = len(items) - limit
+    text = "; ".join(items[:limit]) + (f"; and {more} more (see the CSV)" if more > 0 else "")
+    return f"Without a value: {text}."
 
 
 def short_status(row: dict) -> str:
@@ -543,7 +572,7 @@ def legend_rows_for(fd: FigureData, ncols: int | None = None, extra: int = 0) ->
     """The rows fd's legend (one entry a series, one for the failed mark) takes below its panels."""
     labels = sorted({r["series"] for r in fd.rows})
     if any(r.get("y") is None for r in fd.rows):
-        labels.append("x: failed / no value (status written above)")
+        labels.append(FAILED_LABEL)
     labels += [""] * extra
     if not labels:
         return 0
@@ -571,9 +600,8 @@ def interval(r: dict) -> tuple[float, float]:
     return max(lo, 0.0), max(hi, 0.0)
 
 
-def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, annotate_labels: set[str] = frozenset(),
-               muted_series: set[str] = frozenset(), colors: dict[str, object] | None = None,
-               order: Callable[[str], object] | None = None, legend_ncol: int = 6, legend: bool = True) -> None:
+def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, muted_series: set[str] = frozenset(),
+               colors: dict[str, object] | None = None, order: Callable[[str], object] | None = None, legend_ncol: int = 6, legend: bool = True) -> None:
     """Line panels: per panel, per series, the points with y (error bars where there is a CI),
     joined in x order, and an 'x' for each row without y; one legend below the panels."""
     order = order or (lambda s: (s in muted_series, natural(s)))
@@ -591,11 +619,6 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
                 ax.errorbar([r["x"] for r in pts], [r["y"] for r in pts], yerr=[lo, hi], marker="." if muted else "o",
                             linestyle="none" if muted else "-", color=color, label=s, capsize=2.5,
                             markersize=4 if muted else 4.5, linewidth=1.3, elinewidth=0.9)
-                if s in annotate_labels:
-                    for r in pts:
-                        ax.annotate(str(r.get("annotation") or r.get("label") or ""), (r["x"], r["y"]), textcoords="offset points",
-                                    xytext=(0, 7), fontsize=NOTE_FONTSIZE, color=color, ha="center",
-                                    rotation=30)
             elif not muted:
                 ax.plot([], [], marker="x", linestyle="none", color=color, mew=2, label=f"{s} (no value)")
         failed_here: dict = {}
@@ -603,11 +626,7 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
             if r.get("y") is None and r.get("x") is not None and r["series"] in colors:
                 failed_here.setdefault(r["x"], []).append(r)
         for x, fails in sorted(failed_here.items(), key=lambda kv: str(kv[0])):
-            statuses = sorted({short_status(r) for r in fails})
-            color = colors[fails[0]["series"]] if len(fails) == 1 else "#555555"
-            text = (f"{fails[0]['series']}: {statuses[0]}" if len(fails) == 1
-                    else f"{len(fails)} failed: {', '.join(statuses)}")
-            mark_failed(ax, x, text[:28], color)
+            mark_failed(ax, x, colors[fails[0]["series"]] if len(fails) == 1 else "#555555")
             failed_seen = True
         xs = [r["x"] for r in rows if r.get("x") is not None]
         if log_x:
@@ -621,10 +640,80 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
             bound_axis(ax, rows[0]["y_quantity"] if rows else panel, fd.description,
                        [r["y"] for r in rows if r.get("y") is not None])
     if failed_seen:
-        axes[0].plot([], [], marker="x", linestyle="none", color="#555555", mew=2,
-                     label="x: failed / no value (status written above)")
+        axes[0].plot([], [], marker="x", linestyle="none", color="#555555", mew=2, label=FAILED_LABEL)
     if legend:
         figure_legend(fig, axes, ncol=legend_ncol, order=order)
+
+
+def compact(v: float) -> str:
+    """12345 -> 12.3k, 2.591e6 -> 2.59M: at most four characters of digits."""
+    a = abs(v)
+    for div, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if a >= div:
+            x = v / div
+            return f"{x:.3g}{suffix}" if abs(x) < 100 else f"{x:.0f}{suffix}"
+    return f"{v:.3g}"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of a heatmap panel: its row and column values (TP and PP degrees), its value (None:
+    not drawn), what is written under the value or alone (a status), and its hatch: FAILED_HATCH
+    (red, a failure), BLANK_HATCH (grey, no value for another reason) or None."""
+    row: int
+    col: int
+    value: float | None
+    status: str = ""
+    hatch: str | None = None
+
+
+FAILED_HATCH, BLANK_HATCH = "failed", "blank"
+
+
+def heatmap_panel(ax, cells: list[Cell], *, title: str, value_label: str, fmt: Callable[[float], str],
+                  compact_colorbar: bool = False, row_label: str = "TP degree", col_label: str = "PP degree") -> None:
+    """A heatmap of cells over row x column values (tp_pp_grid, rank_grid): viridis over the
+    cells with a value, each written in it; hatched cells with their status on a white box;
+    cells not in `cells` stay blank (grey)."""
+    import numpy as np
+    import seaborn as sns
+    from matplotlib.patches import Rectangle
+
+    rows = sorted({c.row for c in cells})
+    cols = sorted({c.col for c in cells})
+    grid = np.full((len(rows), len(cols)), np.nan)
+    for c in cells:
+        if c.value is not None:
+            grid[rows.index(c.row), cols.index(c.col)] = c.value
+    finite = grid[np.isfinite(grid)]
+    vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    if vmin == vmax:
+        vmin, vmax = vmin - 0.5 * abs(vmin or 1), vmax + 0.5 * abs(vmax or 1)
+    ax.set_facecolor("#f0f0f0")
+    sns.heatmap(grid, ax=ax, mask=~np.isfinite(grid), annot=False, cmap="viridis", vmin=vmin, vmax=vmax, cbar=True,
+                cbar_kws={"label": value_label}, linewidths=0.5, linecolor="white",
+                xticklabels=[str(c) for c in cols], yticklabels=[str(r) for r in rows])
+    if compact_colorbar and ax.collections and ax.collections[0].colorbar is not None:
+        from matplotlib.ticker import FuncFormatter
+
+        ax.collections[0].colorbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: compact(v)))
+    for c in cells:
+        i, j = rows.index(c.row), cols.index(c.col)
+        failed = c.hatch == FAILED_HATCH
+        if c.hatch:
+            ax.add_patch(Rectangle((j, i), 1, 1, fill=False, hatch="///" if failed else "..",
+                                   edgecolor="#b00020" if failed else "#888888", linewidth=0))
+        if c.value is not None:
+            dark = (c.value - vmin) / (vmax - vmin) < 0.6
+            ax.text(j + 0.5, i + 0.5, fmt(c.value) + (f"\n{c.status}" if c.status else ""), ha="center", va="center",
+                    fontsize=NOTE_FONTSIZE, color="white" if dark else "black")
+        elif c.status:
+            ax.text(j + 0.5, i + 0.5, c.status, ha="center", va="center", fontsize=NOTE_FONTSIZE,
+                    color="#b00020" if failed else "#555555",
+                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1} if c.hatch else None)
+    ax.set_title(title, fontsize=7.5)
+    ax.set_xlabel(col_label)
+    ax.set_ylabel(row_label)
 
 
 def bound_axis(ax, quantity_label: str, desc: Description, ys: Iterable[float] = ()) -> None:

@@ -88,7 +88,7 @@ def draw(fd: common.FigureData, study):
         for w in worlds:
             missing = [r for r in rows if r["x"] == w and r.get("y") is None]
             if len(missing) == len(part_names):
-                common.mark_failed(ax, worlds.index(w), common.short_status(missing[0])[:28], "#b00020")
+                common.mark_failed(ax, worlds.index(w), "#b00020")
         ax.set_xticks(range(len(worlds)))
         ax.set_xticklabels([f"{w:g}" for w in worlds], rotation=45 if len(worlds) > 6 else 0)
         ax.set_xlim(-0.6, len(worlds) - 0.4)

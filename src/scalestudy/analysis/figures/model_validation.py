@@ -1,7 +1,9 @@
 """model_validation: the performance model against published runs it was never fitted to.
 
-Not a figure of a study's experiments (so not in FIGURES): it draws the external ledger's CSV,
-which `scalestudy model validate --external --out CSV` writes (scalestudy.perfmodel.external).
+Not a figure of a study's experiments: it is registered in figures.LEDGER_FIGURES (listed with the
+study's figures, caption and rebuild command from the same description) and draws the external
+ledger's CSV, which `scalestudy model validate --external --out CSV` writes
+(scalestudy.perfmodel.external; the workflow's rule model_validation, for a predicted study).
 Left: predicted against published tokens/s per GPU (log-log, the model's band as an error bar,
 y = x and +-10% lines); right: each row's error, grouped by source. Rows the model cannot express
 (float8, torch.compile, context parallelism) are counted in a note, never dropped silently.
@@ -17,6 +19,7 @@ from scalestudy.analysis.figures import common
 from scalestudy.analysis.figures.description import Description, Quantity
 
 NAME = "model_validation"
+LEDGER_FILE = "model_validation_ledger.csv"  # beside the figure: figures/STUDY/model_validation_ledger.csv
 PUBLISHED = Quantity("published tokens/s per GPU", "tokens/s", low=0.0)
 PREDICTED = Quantity("predicted tokens/s per GPU", "tokens/s", low=0.0)
 ERROR = Quantity("prediction error", "%", low=None)
@@ -120,8 +123,11 @@ def render(ledger_csv: Path | str, out_base: Path | str) -> list[Path]:
     """Write out_base.pdf, .png and .csv (the figure's rows) from the ledger CSV."""
     out_base = Path(out_base)
     out_base.parent.mkdir(parents=True, exist_ok=True)
+    import matplotlib
+
     fd = data(ledger_csv)
-    fig = draw(fd)
-    paths = common.save(fig, out_base, ("pdf", "png"))
+    with matplotlib.rc_context(common.style()):
+        fig = draw(fd)
+        paths = common.save(fig, out_base, ("pdf", "png"))
     paths.append(common.write_rows(out_base.with_name(out_base.name + ".csv"), fd.rows))
     return paths

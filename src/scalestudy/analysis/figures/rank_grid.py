@@ -67,47 +67,25 @@ def data(tables, study) -> common.FigureData:
     return fd
 
 
-def draw(fd: common.FigureData, study):
-    import numpy as np
-    import seaborn as sns
-    from matplotlib.patches import Rectangle
+FAILURES_IN_CELLS = True  # a cell that ran out of memory is hatched `oom`: no 'x', no list in the notes
 
+
+def cells(rows: list[dict]) -> list[common.Cell]:
+    out = []
+    for r in rows:
+        tp, pp, status, v = int(r["series"][3:]), int(r["x"]), r.get("status"), r.get("y")
+        if status not in ("ok", "partial", "planned"):
+            out.append(common.Cell(tp, pp, v, status if v is None or status == "oom" else "", common.FAILED_HATCH))
+        else:
+            out.append(common.Cell(tp, pp, v, "" if v is not None else status if status == "planned" else "no value"))
+    return out
+
+
+def draw(fd: common.FigureData, study):
     fig, axes = common.figure_for(fd, ncols=len(METRICS))
     fmts = {q.label: fmt for q, fmt in METRICS}
     for ax, panel in zip(axes, fd.panels):
-        rows = [r for r in fd.rows if r["panel"] == panel]
-        tps = sorted({int(r["series"][3:]) for r in rows})
-        pps = sorted({int(r["x"]) for r in rows})
-        grid = np.full((len(tps), len(pps)), np.nan)
-        for r in rows:
-            if r.get("y") is not None:
-                grid[tps.index(int(r["series"][3:])), pps.index(int(r["x"]))] = r["y"]
         label = panel.rsplit("\n", 1)[-1]
-        finite = grid[np.isfinite(grid)]
-        vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-        if vmin == vmax:
-            vmin, vmax = vmin - 0.5 * abs(vmin or 1), vmax + 0.5 * abs(vmax or 1)
-        ax.set_facecolor("#f0f0f0")
-        sns.heatmap(grid, ax=ax, mask=~np.isfinite(grid), annot=False, cmap="viridis", vmin=vmin, vmax=vmax,
-                    cbar=True, cbar_kws={"label": label}, linewidths=0.5, linecolor="white",
-                    xticklabels=[str(p) for p in pps], yticklabels=[str(t) for t in tps])
-        for r in rows:
-            i, j = tps.index(int(r["series"][3:])), pps.index(int(r["x"]))
-            status = r.get("status")
-            if r.get("y") is not None:
-                dark = (r["y"] - vmin) / (vmax - vmin) < 0.6
-                text = fmts.get(label, "{:.3g}").format(r["y"]) + ("\noom" if status == "oom" else "")
-                ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=7,
-                        color="white" if dark else "black")
-            if status not in ("ok", "partial", "planned"):
-                ax.add_patch(Rectangle((j, i), 1, 1, fill=False, hatch="///", edgecolor="#b00020", linewidth=0))
-                if r.get("y") is None:
-                    ax.text(j + 0.5, i + 0.5, status, ha="center", va="center", fontsize=7, color="#b00020",
-                            bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
-            elif r.get("y") is None:
-                ax.text(j + 0.5, i + 0.5, status if status == "planned" else "no value", ha="center", va="center",
-                        fontsize=6, color="#555555")
-        ax.set_title(panel, fontsize=7)
-        ax.set_xlabel("PP degree")
-        ax.set_ylabel("TP degree")
+        common.heatmap_panel(ax, cells([r for r in fd.rows if r["panel"] == panel]), title=panel, value_label=label,
+                             fmt=fmts.get(label, "{:.3g}").format)
     return fig

@@ -37,7 +37,7 @@ def data(tables, study) -> common.FigureData:
         return fd
     caps = sorted({c["device_memory_cap_gib"] for c in cfgs if c.get("device_memory_cap_gib")})
     for model in sorted({c["model"] for c in cfgs}):
-        panel = f"{model}: {MEMORY.label}"
+        panel = model  # the y axis names the quantity; the panel title fits its panel
         fd.panels.append(panel)
         for c in sorted((c for c in cfgs if c["model"] == model), key=lambda c: c["world_size"]):
             series = common.family(c) + f", micro batch {c['micro_batch']}"

@@ -1,6 +1,6 @@
 """Strong scaling (the paper's Fig. 5): a fixed global batch over more and more GPUs; at each GPU
 count the best strategy (highest mean global tokens/s over its ok seeds) is drawn as the line,
-with its strategy family written next to the point; the other strategies tried are grey dots,
+its point's marker shape naming its strategy family (legend); the other strategies tried are grey dots,
 and a GPU count where every strategy failed is an 'x' with the statuses. One panel per global
 batch. Configurations: experiment `strong_scaling`."""
 
@@ -18,8 +18,8 @@ DESCRIPTION = Description(
     paper="the paper's Fig. 5",
     shows=("Global tokens per second against the number of GPUs (log-2 axis) at a fixed global batch, one panel "
            "per global batch"),
-    series=("the line joins the best strategy at each GPU count (highest mean global tokens/s), its strategy "
-            "family written next to the point; grey dots are the other strategies tried"),
+    series=("the line joins the best strategy at each GPU count (highest mean global tokens/s), the marker's shape "
+            "naming its strategy family; grey dots are the other strategies tried"),
     x=GPUS, quantities=(TOKENS,), category="Scaling",
     notes=(common.FAILED_NOTE,),
 )
@@ -57,7 +57,22 @@ def data(tables, study) -> common.FigureData:
     return fd
 
 
+FAMILY_MARKERS = "sD^vPp*h<>"
+
+
 def draw(fd: common.FigureData, study):
-    fig, axes = common.figure_for(fd, legend_rows=common.legend_rows_for(fd))
-    common.draw_lines(fig, axes, fd, annotate_labels={BEST}, muted_series={OTHER})
+    """The best strategy's line, then its points again, one marker shape a strategy family (the
+    family named in the legend, not written over the data)."""
+    best = [r for r in fd.rows if r["series"] == BEST and r.get("y") is not None]
+    families = sorted({r["annotation"] for r in best if r.get("annotation")}, key=common.natural)
+    fig, axes = common.figure_for(fd, legend_rows=common.legend_rows_for(fd, extra=len(families)))
+    common.draw_lines(fig, axes, fd, muted_series={OTHER}, legend=False)
+    for ax, panel in zip(axes, fd.panels):
+        for k, fam in enumerate(families):
+            pts = [r for r in best if r["panel"] == panel and r.get("annotation") == fam]
+            if pts:
+                ax.plot([r["x"] for r in pts], [r["y"] for r in pts], marker=FAMILY_MARKERS[k % len(FAMILY_MARKERS)],
+                        linestyle="none", markersize=7, markerfacecolor="white", markeredgecolor="black",
+                        markeredgewidth=1.1, label=f"best here: {fam}", zorder=4)
+    common.figure_legend(fig, axes, order=lambda s: (s != BEST, s == OTHER, s.startswith("x: "), common.natural(s)))
     return fig

@@ -30,14 +30,7 @@ DESCRIPTION = Description(
 METRICS = [(WPS, "{}"), (MFU, "{:.3g}"), (SHARE, "{:.3g}")]
 
 
-def compact(v: float) -> str:
-    """12345 -> 12.3k, 2.591e6 -> 2.59M: at most four characters of digits."""
-    a = abs(v)
-    for div, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if a >= div:
-            x = v / div
-            return f"{x:.3g}{suffix}" if abs(x) < 100 else f"{x:.0f}{suffix}"
-    return f"{v:.3g}"
+compact = common.compact
 
 
 def _group_title(c: dict) -> str:
@@ -72,55 +65,30 @@ def data(tables, study) -> common.FigureData:
 
 
 _TP = re.compile(r"^TP=(\d+)")
+FAILURES_IN_CELLS = True  # a failed cell is hatched with its status: no 'x', no list in the notes
+
+
+def cells(rows: list[dict]) -> list[common.Cell]:
+    out = []
+    for r in rows:
+        tp, pp = int(_TP.match(r["series"]).group(1)), int(r["x"])
+        if r.get("y") is not None:
+            out.append(common.Cell(tp, pp, r["y"]))
+        else:
+            failed = r.get("status") not in ("ok", "partial", None)
+            out.append(common.Cell(tp, pp, None, _cell_status(r), common.FAILED_HATCH if failed else common.BLANK_HATCH))
+    return out
 
 
 def draw(fd: common.FigureData, study):
-    import numpy as np
-    import seaborn as sns
-    from matplotlib.patches import Rectangle
-
     fig, axes = common.figure_for(fd, ncols=len(METRICS))
     fmts = {q.label: fmt for q, fmt in METRICS}
     for ax, panel in zip(axes, fd.panels):
-        rows = [r for r in fd.rows if r["panel"] == panel]
-        tps = sorted({int(_TP.match(r["series"]).group(1)) for r in rows})
-        pps = sorted({int(r["x"]) for r in rows})
-        grid = np.full((len(tps), len(pps)), np.nan)
-        for r in rows:
-            if r.get("y") is not None:
-                grid[tps.index(int(_TP.match(r["series"]).group(1))), pps.index(int(r["x"]))] = r["y"]
-        metric_label = panel.rsplit("\n", 1)[-1]
-        finite = grid[np.isfinite(grid)]
-        vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-        if vmin == vmax:
-            vmin, vmax = vmin - 0.5 * abs(vmin or 1), vmax + 0.5 * abs(vmax or 1)
-        ax.set_facecolor("#f0f0f0")
-        sns.heatmap(grid, ax=ax, mask=~np.isfinite(grid), annot=False, cmap="viridis", vmin=vmin, vmax=vmax,
-                    cbar=True, cbar_kws={"label": metric_label}, linewidths=0.5, linecolor="white",
-                    xticklabels=[str(p) for p in pps], yticklabels=[str(t) for t in tps])
-        fmt = fmts.get(metric_label, "{:.3g}")
-        if fmt == "{}" and ax.collections and ax.collections[0].colorbar is not None:
-            from matplotlib.ticker import FuncFormatter
-
-            ax.collections[0].colorbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: compact(v)))
-        for r in rows:
-            i, j = tps.index(int(_TP.match(r["series"]).group(1))), pps.index(int(r["x"]))
-            if r.get("y") is not None:
-                v = r["y"]
-                dark = (v - vmin) / (vmax - vmin) < 0.6 if vmax > vmin else True
-                ax.text(j + 0.5, i + 0.5, compact(v) if fmt == "{}" else fmt.format(v), ha="center", va="center",
-                        fontsize=common.NOTE_FONTSIZE,
-                        color="white" if dark else "black")
-            else:
-                failed = r.get("status") not in ("ok", "partial", None)
-                ax.add_patch(Rectangle((j, i), 1, 1, fill=False, hatch="///" if failed else "..",
-                                       edgecolor="#b00020" if failed else "#888888", linewidth=0))
-                ax.text(j + 0.5, i + 0.5, _cell_status(r), ha="center", va="center", fontsize=common.NOTE_FONTSIZE,
-                        color="#b00020" if failed else "#555555",
-                        bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1})
-        ax.set_title(panel, fontsize=7.5)
-        ax.set_xlabel("PP degree")
-        ax.set_ylabel("TP degree")
+        label = panel.rsplit("\n", 1)[-1]
+        fmt = fmts.get(label, "{:.3g}")
+        common.heatmap_panel(ax, cells([r for r in fd.rows if r["panel"] == panel]), title=panel,
+                             value_label=label, fmt=common.compact if fmt == "{}" else fmt.format,
+                             compact_colorbar=fmt == "{}")
     return fig
 
 
