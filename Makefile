@@ -13,6 +13,9 @@ LOCK ?= requirements-lock.txt
 CORES ?= 2
 STUDY ?= smoke
 PYTEST_ARGS ?=
+# pytest-xdist workers of `make test` (0: one process); pyproject.toml's pytest options keep each
+# test module on one worker
+TEST_WORKERS ?= 2
 
 BIN := $(abspath $(VENV))/bin
 export PATH := $(BIN):$(PATH)
@@ -41,7 +44,7 @@ smoke: venv
 		--procs-per-node 4 --precision fp32 --warmup-iters 2 --measured-iters 5 --out-root runs
 
 test: venv
-	OMP_NUM_THREADS=1 python -m pytest $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 python -m pytest -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # the SLURM tests alone; the cluster tests need root and slurm+munge (ci/install-slurm.sh)
 test-slurm: venv

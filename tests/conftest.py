@@ -53,3 +53,23 @@ def losses_by_step(run_dir: Path) -> list[float]:
 
 def status_of(run_dir: Path) -> dict:
     return json.loads((run_dir / "status.json").read_text())
+
+
+
+# pytest-xdist: `make test` runs `pytest -n 2`; pyproject.toml adds `--dist loadscope
+# --no-loadscope-reorder`: each module's tests go to one worker, so a module-scoped fixture (a
+# workflow run, the SLURM cluster, a launched run) is made once. (`--dist loadgroup` does not group
+# under pytest 9.2: pytest-xdist#1386.) The modules below start first, longest first by the
+# durations of a full run, so that no long one starts last on an otherwise idle worker; the rest
+# keep their collection order.
+LONGEST_FIRST = ("test_slurm_cluster", "test_layouts", "test_workflow_e2e", "test_workflow_dag",
+                 "test_megatron_model", "test_faults", "test_megatron_tp_layers", "test_rank_share",
+                 "test_slurm_launch", "test_perfmodel_predict", "test_perfmodel_external", "test_launch")
+
+
+def pytest_collection_modifyitems(config, items):
+    def rank(item):
+        module = item.path.stem
+        return LONGEST_FIRST.index(module) if module in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: collection order within a module and among the rest

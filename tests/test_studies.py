@@ -213,7 +213,7 @@ def test_smoke_expands_to_the_expected_runs():
     assert {r.spec.world_size for r in s.runs} == {1, 2, 4}
     assert all(r.spec.device == "cpu" and r.spec.precision == "fp32" and r.spec.model == "tiny" for r in s.runs)
     assert all((r.spec.warmup_iters, r.spec.measured_iters) == (2, 5) for r in s.runs)
-    assert all(r.spec.profile_iters == 2 for r in s.runs_of("kernel_breakdown"))
+    assert all(r.spec.profile_iters == 1 for r in s.runs_of("kernel_breakdown"))
     seeds = {e: {r.spec.seed for r in s.runs_of(e)} for e in s.experiments}
     assert all(seeds[e] == {0, 1, 2} for e in FIGURES[1:]), seeds
     labels = {r.label for r in s.runs}
