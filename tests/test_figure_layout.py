@@ -68,5 +68,14 @@ def test_failed_points_are_listed_in_the_notes_not_written_over_the_data():
     assert common.FAILED_NOTE in weak.notes
     kernels = figure_data("kernel_breakdown", tables, study)  # named by family, not by bar part
     assert "Without a value: FSDP: oom at 512 GPUs." in kernels.notes
+    sizes = figure_data("model_sizes", tables, study)  # same series on every quantity panel: named once
+    assert "Without a value: llama2-70b, TP=8, micro_batch=1: oom at 8, 16 GPUs." in sizes.notes, sizes.notes
     grid = figure_data("tp_pp_grid", tables, study)  # a failed cell says its status itself
     assert not [n for n in grid.notes if n.startswith("Without a value")] and common.FAILED_NOTE not in grid.notes
+
+
+def test_failed_points_name_their_panel_where_panels_hold_different_configurations(tmp_path):
+    study, tables = figure_fixtures.paper_fixture(tmp_path)
+    memory = figure_data("rank_memory", tables, study)  # one panel a model
+    assert ("Without a value: llama2-13b, FSDP, micro batch 2: oom at 8 GPUs; llama2-70b, FSDP, micro batch 2: "
+            "oom at 8, 16, 32 GPUs.") in memory.notes, memory.notes

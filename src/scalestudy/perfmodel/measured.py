@@ -56,10 +56,18 @@ class MeasuredRun:
     idle_power_w: float | None
     kernels: KernelBreakdown | None
     files_sha256: dict = field(default_factory=dict)
+    alloc_retries: int = 0  # the caching allocator's retries during the measured steps
 
     @property
     def ok(self) -> bool:
         return self.status == "ok" and self.step_time_s is not None
+
+    @property
+    def modelled(self) -> bool:
+        """A run the compute model describes: complete, eager (compiled blocks fuse what it counts
+        as separate passes), and with no allocator retry in its measured steps (a retry frees the
+        allocator's cache and allocates again: a stall near the memory limit it does not model)."""
+        return self.ok and not self.spec.compile and not self.alloc_retries
 
     def provenance(self) -> dict:
         return {"run_id": self.run_id, "raw_dir": self.raw_dir, "status": self.status,
@@ -161,10 +169,14 @@ def read_measured(run_dir: Path | str, root: Path | str | None = None) -> Measur
     recs = log.records
     peaks = [r["value"] for r in recs if r["key"] == "device_peak"]
     step_time = None
+    retries = 0
     if log.status["status"] == "ok":
-        measured = list(log.iterations("measured"))
+        steps = list(log.iterations())
+        measured = [r for r in steps if r["value"]["phase"] == "measured"]
         if measured:
             step_time = metrics.throughput(measured, spec.world_size)["step_time_mean_s"]
+            before = steps[steps.index(measured[0]) - 1] if steps.index(measured[0]) else None
+            retries = _alloc_retries(measured[-1]) - (_alloc_retries(before) if before else 0)
     energy = [r["value"] for r in recs if r["key"] == "energy" and r["value"].get("available")]
     power = [e["mean_power_w"] for e in energy if e.get("mean_power_w") is not None]
     idle = [e["idle_power_w"] for e in energy if e.get("idle_power_w") is not None]
@@ -183,7 +195,13 @@ def read_measured(run_dir: Path | str, root: Path | str | None = None) -> Measur
         peak_flops=peaks[0].get("peak_flops_per_s") if peaks else None, step_time_s=step_time,
         tokens_per_step=spec.tokens_per_step,
         mean_power_w=sum(power) / len(power) if power else None,
-        idle_power_w=sum(idle) / len(idle) if idle else None, kernels=kernels, files_sha256=files)
+        idle_power_w=sum(idle) / len(idle) if idle else None, kernels=kernels, files_sha256=files,
+        alloc_retries=retries)
+
+
+def _alloc_retries(iteration: dict) -> int:
+    """The allocator's retry count so far (cumulative; 0 where the record has none, e.g. on CPU)."""
+    return int((iteration["value"].get("memory") or {}).get("alloc_retries") or 0)
 
 
 def read_measured_dir(raw_dir: Path | str, root: Path | str | None = None) -> list[MeasuredRun]:

@@ -83,8 +83,8 @@ def calibrate(raw_dirs, root: Path | str = ".", fit_run_ids: tuple[str, ...] | N
     if isinstance(raw_dirs, (str, Path)):
         raw_dirs = [raw_dirs]
     runs = [r for d in raw_dirs for r in read_measured_dir(Path(root) / d, root)]
-    # the model predicts eager execution: compiled runs are neither fitted nor held out
-    ok = [r for r in runs if r.ok and not r.spec.compile]
+    # compiled runs and runs with allocator retries are neither fitted nor held out (MeasuredRun.modelled)
+    ok = [r for r in runs if r.modelled]
     fit_ids = set(fit_run_ids) if fit_run_ids is not None else {r.run_id for r in ok if r.kernels is not None}
     if not fit_ids:
         fit_ids = {r.run_id for r in ok}

@@ -68,7 +68,7 @@ def held_out(raw_dir=DEFAULT_CALIBRATION, root: Path | str = ".") -> dict:
     folds = {}
     cal = calibrate(raw_dir, root)
     folds["A"] = {"fit": list(cal.fit_run_ids), "method": cal.compute.method, "rows": cal.held_out}
-    runs = [r for d in raw_dir for r in read_measured_dir(Path(root) / d, root) if r.ok and not r.spec.compile]
+    runs = [r for d in raw_dir for r in read_measured_dir(Path(root) / d, root) if r.modelled]
     b_fit = tuple(r.run_id for r in runs if r.kernels is None and r.spec.activation_checkpointing == "none")
     if b_fit and len(b_fit) < len(runs):
         cal_b = calibrate(raw_dir, root, fit_run_ids=b_fit)
@@ -272,7 +272,10 @@ def format_report(rep: dict) -> str:
         lines.append(f"- {r['id']} {r['what']}: predicted {r['predicted']:+.2f}{unit} "
                      f"[{r['low']:+.2f}, {r['high']:+.2f}], paper {paper}{err}. {r['detail']}")
     imp = rep["implied_ring_latency"]
-    if imp.get("factor"):
+    if imp.get("factor") and "ring_latency_us" not in imp:  # C1 at or below the paper's already
+        lines += ["", f"Diagnostic: with the latencies as described the model's C1 ({imp['c1']:+.2f}%) already falls "
+                  f"at least as steeply as the paper's ({PAPER['C1']:+.2f}%): no latency factor above 1 is implied."]
+    elif imp.get("factor"):
         lat = ", ".join(f"network hop x{v:.2f}" if k == "net_hop_latency_scale" else f"{k} {v:.1f} us"
                         for k, v in imp["ring_latency_us"].items())
         lines += ["", f"Diagnostic: the paper's C1 ({PAPER['C1']:+.2f}%) needs every collective latency (NVLink steps, "

@@ -513,16 +513,19 @@ def mark_failed(ax, x, color) -> None:
 def failed_note(rows: list[dict], limit: int = 12) -> str | None:
     """'Without a value: FSDP: oom at 512 GPUs; ...': each configuration drawn as an 'x', by series
     and status, with its x values. A configuration in several panels is named once, by the series
-    of its last panel (kernel_breakdown's share panel names the family, its bar panels the part)."""
+    of its last panel (kernel_breakdown's share panel names the family, its bar panels the part),
+    and by that panel too where the configurations' last panels differ (one panel a model)."""
     by_config: dict[str, dict] = {}
     for r in rows:
         if r.get("y") is None and r.get("x") is not None:
             by_config[";".join(r.get("config_ids") or []) or f"{r['series']}@{r['x']}"] = r
     if not by_config:
         return None
+    by_panel = len({r["panel"] for r in by_config.values()}) > 1  # one panel a model, a batch: name it
     groups: dict[tuple[str, str], list] = {}
     for r in by_config.values():
-        groups.setdefault((str(r["series"]), short_status(r)), []).append(r["x"])
+        name = f"{r['panel']}, {r['series']}" if by_panel else str(r["series"])
+        groups.setdefault((name, short_status(r)), []).append(r["x"])
     unit = str(next(iter(by_config.values())).get("x_quantity") or "").split(" (")[0]
     items = []
     for (series, status), xs in sorted(groups.items(), key=lambda kv: (natural(kv[0][0]), kv[0][1])):
