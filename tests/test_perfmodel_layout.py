@@ -1,5 +1,7 @@
 """The collectives each layout issues, against hand-computed Llama-2 7B numbers."""
 
+from dataclasses import replace
+
 import pytest
 
 from scalestudy.llama_configs import parameter_counts, get_model_config
@@ -160,13 +162,27 @@ def test_zero1_shards_master_weights_and_moments_in_the_memory_estimate():
     assert memory_bytes(fsdp, ModelOptions(distributed_optimizer=True)) == estimate_memory(fsdp).total_bytes
 
 
-def test_gelu_mlp_counts_fewer_elementwise_passes_than_swiglu():
+def test_elementwise_work_by_kernel_set():
     from scalestudy.perfmodel import compute as C
 
-    for model, mlp_passes in (("gpt-1.7b", C.ELEMENTWISE_GELU), ("llama2-7b", C.ELEMENTWISE_SWIGLU)):
+    for model, mlp in (("gpt-1.7b", "gelu"), ("llama2-7b", "swiglu")):
         s = RunSpec(**{**BASE, "model": model})
         cfg = s.model_config()
         d, kv, f = cfg.dim, cfg.n_kv_heads * cfg.head_dim, cfg.ffn_dim
-        per_token = (C.ELEMENTWISE_NORM_RESIDUAL * d + C.ELEMENTWISE_ROPE * (d + kv) + mlp_passes * f) * C.BYTES_PER_ELEMENT
-        assert C.work(s).elem_bytes_fwd_layer == pytest.approx(per_token * s.micro_batch * s.seq_len)
-    assert C.ELEMENTWISE_GELU < C.ELEMENTWISE_SWIGLU
+        for p in C.ELEMENTWISE.values():
+            for i, field in ((0, "elem_bytes_fwd_layer"), (1, "elem_bytes_bwd_layer")):
+                per_token = (p.norm_residual[i] * d + p.rope[i] * (d + kv) + getattr(p, mlp)[i] * f
+                             + p.attention_scores[i] * cfg.n_heads * s.seq_len) * C.BYTES_PER_ELEMENT
+                assert getattr(C.work(s, passes=p), field) == pytest.approx(per_token * s.micro_batch * s.seq_len)
+    assert C.FUSED.gelu < C.FUSED.swiglu and C.UNFUSED.norm_residual > C.FUSED.norm_residual
+    # flash attention keeps the [heads, s, s] probabilities on chip; Megatron 2021 wrote them out
+    tp = RunSpec(**{**BASE, "model": "gpt-1.7b", "tp": 2})
+    extra = {n: C.work(tp, passes=p).elem_bytes_fwd_layer - C.work(tp).elem_bytes_fwd_layer for n, p in C.ELEMENTWISE.items()}
+    cfg = tp.model_config()
+    assert extra["fused"] == 0 and extra["megatron-2021"] == pytest.approx(
+        4.5 * cfg.n_heads / 2 * tp.seq_len * tp.micro_batch * tp.seq_len * C.BYTES_PER_ELEMENT)
+    gqa = RunSpec(**{**BASE, "model": "llama3-8b"})  # k and v repeated to every query head
+    cfg = gqa.model_config()
+    no_gqa = C.work(gqa, passes=replace(C.FUSED, gqa_repeat=(0.0, 0.0))).elem_bytes_fwd_layer
+    assert C.work(gqa).elem_bytes_fwd_layer - no_gqa == pytest.approx(
+        2 * (cfg.dim + cfg.n_kv_heads * cfg.head_dim) * gqa.micro_batch * gqa.seq_len * C.BYTES_PER_ELEMENT)

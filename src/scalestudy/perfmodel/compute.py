@@ -7,9 +7,9 @@ kind of work, relative to the GPU that ran it:
               forward again under full activation checkpointing) / time  ->  eta_matmul x peak
   attention   attention FLOPs (12 L d s a token, counted in full as metrics.FLOPS_FORMULA does,
               plus the recomputed forward) / time                        ->  eta_attention x peak
-  elementwise nominal bytes of the norm, residual, RoPE and SwiGLU element-wise work (ELEMENTWISE_*
-              below, 2 bytes an element; one pass forward, two backward, one more under
-              checkpointing) / time                                     ->  eta_elementwise x HBM
+  elementwise nominal bytes of the norm, residual, RoPE, SwiGLU and loss element-wise work (FUSED
+              below: the kernels the harness runs, 2 bytes an element; forward, backward, the
+              forward again under checkpointing) / time                  ->  eta_elementwise x HBM
   optimizer   28 bytes a local parameter (fused AdamW in fp32) / time     ->  eta_optimizer x HBM
   fsdp_copy   12 nominal bytes a locally unsharded parameter / time       ->  eta_fsdp_copy x HBM
   gap         1 - busy kernel time / measured step time (host overhead)   ->  gap_fraction
@@ -28,7 +28,7 @@ including recomputation over the step time), applied to all FLOPs (method `mfu`)
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from scalestudy.llama_configs import ModelConfig, parameter_counts
 from scalestudy.spec import RunSpec
@@ -36,20 +36,79 @@ from scalestudy.spec import RunSpec
 ADAMW_BYTES_PER_PARAM = 28  # fused AdamW, fp32: read param, grad, m, v; write param, m, v
 FSDP_COPY_BYTES_PER_PARAM = 12  # nominal: bf16 all-gather copy-out and fp32 reduce-scatter copy-in
 BYTES_PER_ELEMENT = 2  # nominal (bf16)
-# Element-wise work a token and layer in the forward pass, in elements touched (reads + writes),
-# counted from the ops of harness/llama.py [assumed]: two RMSNorms (~6 passes over d each) and two
-# residual adds (3 x d each) on the model width, RoPE on q and k (~4 passes), SwiGLU (~5 passes
-# over the FFN width).
-ELEMENTWISE_NORM_RESIDUAL = 18  # x dim       (sharded by TP only with sequence parallelism)
-ELEMENTWISE_ROPE = 4  # x (dim + kv_dim)           (sharded by TP)
-ELEMENTWISE_SWIGLU = 5  # x ffn_dim                (sharded by TP)
-# A GELU MLP (GPT shapes, mlp: gelu) has one activation between its two matrices: its bias add
-# and GELU read the FFN-wide input once and write the output once (Megatron-LM's fused
-# bias-GELU kernel, megatron/model/fused_bias_gelu.py) - 2 passes over the FFN width where
-# SwiGLU makes 5 (SiLU read and write, the product's two reads and one write).
-ELEMENTWISE_GELU = 2  # x ffn_dim                  (sharded by TP)
-ELEMENTWISE_LOSS = 6  # x vocab: softmax and cross-entropy, forward and backward (replicated under TP
-#                      unless the loss is vocab-parallel)
+
+
+@dataclass(frozen=True)
+class ElementwisePasses:
+    """Element-wise work of one token and layer, in elements read plus written (2 bytes nominal, an
+    fp32 element counts twice), as (forward, backward); the recomputed forward under checkpointing
+    repeats the forward's. The loss's work is in elements a token (x vocab, and x dim where the
+    hidden state's gradient is rescaled) and a micro batch (x vocab x dim: the weight gradient)."""
+
+    name: str
+    norm_residual: tuple[float, float]  # x dim       (sharded by TP only with sequence parallelism)
+    rope: tuple[float, float]  # x (dim + kv_dim)          (sharded by TP)
+    swiglu: tuple[float, float]  # x ffn_dim               (sharded by TP)
+    gelu: tuple[float, float]  # x ffn_dim                 (sharded by TP)
+    gqa_repeat: tuple[float, float]  # x (dim + kv_dim), only with fewer KV heads than heads
+    attention_scores: tuple[float, float]  # x (heads x seq_len): attention probabilities in memory (TP)
+    loss_token_vocab: float  # x vocab, forward and backward (replicated under TP unless vocab-parallel)
+    loss_token_dim: float = 0.0  # x dim
+    loss_weight: float = 0.0  # x vocab x dim, a micro batch
+
+
+# The harness in eager mode with its fused kernels (optimisations norm, ekern, loss: what
+# data/h200-reference ran), counted from the kernels one traced step launches:
+FUSED = ElementwisePasses(
+    name="fused",
+    # forward: two F.rms_norm (harness/llama.py RMSNorm: read x, write y) = 2 x 2, two residual adds
+    # (TransformerBlock.forward: 2 reads, 1 write) = 2 x 3; backward: two rms_norm backward (input
+    # gradient: read dy and x, write dx; weight gradient: read dy and x again) = 2 x 5, and five
+    # gradient sums of 3 (two residuals, the q/k/v input gradients summed twice, w1/w3 once)
+    norm_residual=(10.0, 25.0),
+    rope=(2.0, 2.0),  # fused_ops.rotate_real as one generated kernel for q and k: read, write; same backward
+    swiglu=(3.0, 5.0),  # fused_ops.swiglu: read gate and up, write; backward reads dy, gate, up, writes two
+    # Megatron-LM's fused bias-GELU (megatron/model/fused_bias_gelu.py): read, write; backward read dy
+    # and the input, write
+    gelu=(2.0, 3.0),
+    gqa_repeat=(2.0, 2.0),  # Attention.forward's repeat_interleave of k and v: read kv_dim, write dim each
+    attention_scores=(0.0, 0.0),  # F.scaled_dot_product_attention: flash attention keeps them on chip
+    # harness/loss.py, per token x vocab: log_softmax (read bf16, write fp32) 1 + 2, exp_ in place 2 + 2,
+    # copy into the bf16 dlogits 2 + 1; backward's _scale_ of the two gradients (float(), mul_, copy_:
+    # 1 + 2, 2 + 2, 2 + 1) over tokens x dim and over the vocab x dim weight gradient
+    loss_token_vocab=10.0, loss_token_dim=10.0, loss_weight=10.0)
+
+# Plain PyTorch ops, one kernel each: the harness before its fused kernels, and torchtitan's
+# published runs (torchtitan/models/llama/model.py: RMSNorm._norm, apply_rotary_emb on complex
+# numbers, F.silu(w1(x)) * w3(x); F.cross_entropy on the fp32 logits). Counted op by op; their
+# fp32 intermediates count twice:
+UNFUSED = ElementwisePasses(
+    name="unfused",
+    # RMSNorm forward: x.float() 1 + 2, pow 2 + 2, mean 2, x * rsqrt 2 + 2, type_as 2 + 1, * weight
+    # 1 + 1 = 18; backward 38 (the same ops' gradients: * weight 2 and its weight gradient 4, type_as
+    # 3, x * rsqrt 4 and the rsqrt gradient's product and sum 8, mean 2, pow 6, the two x gradients
+    # summed 6, float() 3); two norms, two residual adds (3 each) and the five gradient sums of FUSED
+    norm_residual=(42.0, 91.0),
+    rope=(10.0, 10.0),  # float() 1 + 2, complex product 2 + 2, type_as 2 + 1; backward the same ops
+    swiglu=(5.0, 9.0),  # silu 1 + 1, product 2 + 1; backward: two products 3 + 3, silu backward 3
+    gelu=(2.0, 4.0),
+    gqa_repeat=(2.0, 2.0),  # torchtitan's repeat_kv (expand, then reshape copies)
+    attention_scores=(0.0, 0.0),  # F.scaled_dot_product_attention
+    # logits.float() 1 + 2, log_softmax 2 + 2, its gradient 2 (fill) + 6, back to bf16 2 + 1
+    loss_token_vocab=18.0)
+
+# Megatron-LM as Narayanan et al. 2021 ran it: fused kernels for the norms, bias-GELU and
+# bias-dropout-add (counted as FUSED), but attention without flash attention
+# (megatron/model/transformer.py ParallelAttention: baddbmm, FusedScaleMaskSoftmax, attention
+# dropout, bmm): the [heads, s, s] scores of every sequence go through memory. Forward: the fused
+# scale-mask-softmax reads the scores and writes the probabilities (2), dropout reads them and writes
+# them and a one-byte mask (2.5); backward: dropout's gradient reads the gradient and the mask and
+# writes (2.5), softmax's reads the gradient and the probabilities and writes (3). Attention dropout
+# 0.1 is Megatron-LM's default (megatron/arguments.py, --attention-dropout) [assumed: the paper does not
+# state it; without dropout the counts are (2, 3)].
+MEGATRON_2021 = replace(FUSED, name="megatron-2021", attention_scores=(4.5, 5.5))
+
+ELEMENTWISE = {p.name: p for p in (FUSED, UNFUSED, MEGATRON_2021)}
 
 
 @dataclass(frozen=True)
@@ -59,6 +118,7 @@ class StepWork:
     matmul_flops_fwd_layer: float  # one layer, one micro batch
     attn_flops_fwd_layer: float
     elem_bytes_fwd_layer: float
+    elem_bytes_bwd_layer: float  # without the recomputed forward
     head_matmul_flops_fwd: float
     head_elem_bytes: float  # loss, forward and backward together
     optimizer_bytes: float  # a step
@@ -81,7 +141,8 @@ def layers_per_rank(spec: RunSpec, cfg: ModelConfig) -> int:
     return cfg.n_layers // (spec.pp * spec.pp_stages_per_rank) * spec.pp_stages_per_rank
 
 
-def work(spec: RunSpec, vocab_parallel_loss: bool = False, optimizer_shards: int | None = None) -> StepWork:
+def work(spec: RunSpec, vocab_parallel_loss: bool = False, optimizer_shards: int | None = None,
+         passes: ElementwisePasses = FUSED) -> StepWork:
     cfg = spec.model_config()
     counts = parameter_counts(cfg)
     d, f, kv, t = cfg.dim, cfg.ffn_dim, cfg.n_kv_heads * cfg.head_dim, spec.tp
@@ -90,16 +151,21 @@ def work(spec: RunSpec, vocab_parallel_loss: bool = False, optimizer_shards: int
     layer_matmul_params = counts["n_params_per_layer"] - 2 * d
     matmul = 2.0 * layer_matmul_params / t * tokens
     attn = 4.0 * d * spec.seq_len / t * tokens
-    mlp = ELEMENTWISE_GELU if cfg.mlp == "gelu" else ELEMENTWISE_SWIGLU
-    elems = (ELEMENTWISE_NORM_RESIDUAL * d / sp + ELEMENTWISE_ROPE * (d + kv) / t + mlp * f / t)
+    mlp = passes.gelu if cfg.mlp == "gelu" else passes.swiglu
+    gqa = passes.gqa_repeat if cfg.n_kv_heads < cfg.n_heads else (0.0, 0.0)
+    fwd, bwd = ((passes.norm_residual[i] * d / sp + (passes.rope[i] + gqa[i]) * (d + kv) / t + mlp[i] * f / t
+                 + passes.attention_scores[i] * cfg.n_heads * spec.seq_len / t) for i in (0, 1))
+    vocab_split = t if vocab_parallel_loss else 1
+    loss = (passes.loss_token_vocab * cfg.vocab_size / vocab_split + passes.loss_token_dim * d) * tokens \
+        + passes.loss_weight * cfg.vocab_size * d / t
     layers = layers_per_rank(spec, cfg)
     # the heaviest pipeline stage: the last holds the output head (and the loss) besides its layers
     local_params = (layers * counts["n_params_per_layer"] + counts["n_params_embedding"]) / t
     return StepWork(
         matmul_flops_fwd_layer=matmul, attn_flops_fwd_layer=attn,
-        elem_bytes_fwd_layer=elems * tokens * BYTES_PER_ELEMENT,
+        elem_bytes_fwd_layer=fwd * tokens * BYTES_PER_ELEMENT, elem_bytes_bwd_layer=bwd * tokens * BYTES_PER_ELEMENT,
         head_matmul_flops_fwd=2.0 * cfg.vocab_size * d / t * tokens,
-        head_elem_bytes=ELEMENTWISE_LOSS * cfg.vocab_size * tokens * BYTES_PER_ELEMENT / (t if vocab_parallel_loss else 1),
+        head_elem_bytes=loss * BYTES_PER_ELEMENT,
         optimizer_bytes=ADAMW_BYTES_PER_PARAM * local_params / (optimizer_shards or spec.dp_shard),
         fsdp_copy_bytes=FSDP_COPY_BYTES_PER_PARAM * local_params if spec.dp_shard * spec.dp_replicate >= 1 else 0.0,
         layers=layers, has_head=True, recompute=spec.activation_checkpointing == "full")
@@ -160,20 +226,21 @@ class ComputeTimes:
 def compute_times(spec: RunSpec, cal: ComputeCalibration, peak_flops: float, hbm: float,
                   scale: float = 1.0, vocab_parallel_loss: bool = False,
                   recompute: tuple[float, float, float] | None = None,
-                  optimizer_shards: int | None = None) -> ComputeTimes:
+                  optimizer_shards: int | None = None, passes: ElementwisePasses = FUSED) -> ComputeTimes:
     """Computation of `spec` on a GPU of `peak_flops` and `hbm` bytes/s; `scale` multiplies every
     kernel time (the uncertainty box); vocab_parallel_loss: the loss's element-wise work is split
     over the TP ranks (Megatron) instead of replicated; recompute: the fractions of the forward's
     (matrix products, attention, element-wise work) recomputed in backward, instead of the spec's
-    activation checkpointing (selective checkpointing, RECOMPUTE)."""
-    w = work(spec, vocab_parallel_loss, optimizer_shards)
+    activation checkpointing (selective checkpointing, RECOMPUTE); passes: the element-wise kernels
+    the training code runs (FUSED: the harness; UNFUSED: plain PyTorch ops)."""
+    w = work(spec, vocab_parallel_loss, optimizer_shards, passes)
     r_mm, r_at, r_el = recompute if recompute is not None else (1.0 if w.recompute else 0.0,) * 3
     mm = peak_flops * cal.eta_matmul
     at = peak_flops * cal.eta_attention
     el = hbm * cal.eta_elementwise
     fwd = w.matmul_flops_fwd_layer / mm + w.attn_flops_fwd_layer / at + w.elem_bytes_fwd_layer / el
     bwd = (2.0 + r_mm) * w.matmul_flops_fwd_layer / mm + (2.0 + r_at) * w.attn_flops_fwd_layer / at \
-        + (2.0 + r_el) * w.elem_bytes_fwd_layer / el
+        + (r_el * w.elem_bytes_fwd_layer + w.elem_bytes_bwd_layer) / el
     head_f = w.head_matmul_flops_fwd / mm + 0.5 * w.head_elem_bytes / el
     head_b = 2.0 * w.head_matmul_flops_fwd / mm + 0.5 * w.head_elem_bytes / el
     return ComputeTimes(layer_fwd_s=fwd * scale, layer_bwd_s=bwd * scale, head_fwd_s=head_f * scale,
@@ -182,15 +249,16 @@ def compute_times(spec: RunSpec, cal: ComputeCalibration, peak_flops: float, hbm
                         gap_fraction=cal.gap_fraction, layers=w.layers, microbatches=microbatches(spec))
 
 
-def step_totals(spec: RunSpec) -> dict:
+def step_totals(spec: RunSpec, passes: ElementwisePasses = FUSED) -> dict:
     """A step's work on one GPU by category: FLOPs (gemm, attention) and nominal bytes."""
-    w = work(spec)
+    w = work(spec, passes=passes)
     m = microbatches(spec)
     rec = 1.0 if w.recompute else 0.0
     return {
         "gemm": m * (w.layers * (3.0 + rec) * w.matmul_flops_fwd_layer + 3.0 * w.head_matmul_flops_fwd),
         "attention": m * w.layers * (3.0 + rec) * w.attn_flops_fwd_layer,
-        "elementwise": m * (w.layers * (3.0 + rec) * w.elem_bytes_fwd_layer + w.head_elem_bytes),
+        "elementwise": m * (w.layers * ((1.0 + rec) * w.elem_bytes_fwd_layer + w.elem_bytes_bwd_layer)
+                            + w.head_elem_bytes),
         "optimizer": w.optimizer_bytes,
         "fsdp_copy": w.fsdp_copy_bytes,
     }

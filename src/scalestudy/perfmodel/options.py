@@ -13,6 +13,10 @@ recompute        None: as the spec's activation_checkpointing says; else one of 
 distributed_optimizer  ZeRO-1 for DDP layouts (dp_shard 1): optimizer states sharded over the
                  data-parallel group, gradients reduce-scattered and parameters all-gathered
                  instead of all-reduced (Megatron's --use-distributed-optimizer).
+elementwise      fused: the element-wise kernels of the harness in eager mode (F.rms_norm, RoPE and SwiGLU
+                 each one generated kernel, the chunked loss), which the calibration runs ran, and
+                 Megatron's fused kernels (bias-GELU, fused norms); unfused: plain PyTorch ops, one
+                 kernel each (torchtitan's published runs). compute.ELEMENTWISE holds the counts.
 tp_comm_overlap  False: TP collectives run between the matrix products that need them (synchronous);
                  True: overlapped with the layer's matrix products (Megatron's TP communication
                  overlap): only what exceeds the layer's computation is exposed.
@@ -31,9 +35,13 @@ class ModelOptions:
     tp_comm_overlap: bool = False
     recompute: str | None = None
     distributed_optimizer: bool = False
+    elementwise: str = "fused"
 
     def __post_init__(self):
-        from scalestudy.perfmodel.compute import RECOMPUTE
+        from scalestudy.perfmodel.compute import ELEMENTWISE, RECOMPUTE
+
+        if self.elementwise not in ELEMENTWISE:
+            raise ValueError(f"elementwise {self.elementwise!r} is not one of {', '.join(ELEMENTWISE)}")
 
         if self.tp_loss not in TP_LOSSES:
             raise ValueError(f"tp_loss {self.tp_loss!r} is not one of {', '.join(TP_LOSSES)}")
@@ -44,6 +52,11 @@ class ModelOptions:
         from scalestudy.perfmodel.compute import RECOMPUTE
 
         return RECOMPUTE[self.recompute] if self.recompute else None
+
+    def passes(self):
+        from scalestudy.perfmodel.compute import ELEMENTWISE
+
+        return ELEMENTWISE[self.elementwise]
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -222,7 +222,8 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
     zero1 = options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1
     ct = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * clock_ratio(cluster, cal), cluster.hbm,
                                    sc["compute"], vp,
-                                   options.recompute_fractions(), spec.dp_replicate if zero1 else None)
+                                   options.recompute_fractions(), spec.dp_replicate if zero1 else None,
+                                   options.passes())
     gpn = cluster.gpus_per_node
     colls = layout_collectives(spec, gpn, options)
     m_layer = spec.grad_accum * spec.pp_microbatches  # layer passes a step
@@ -396,7 +397,8 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
                                                                recompute=options.recompute_fractions(),
                                                                optimizer_shards=spec.dp_replicate if (
                                                                    options.distributed_optimizer and spec.dp_shard == 1)
-                                                               else None)),
+                                                               else None,
+                                                               passes=options.passes())),
                       sources={**sources(cluster, cal, cm), "options": options.as_dict(),
                                "inputs_from": rank_shares.inputs_from(
                                    share, factor, f"runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}",
@@ -419,7 +421,8 @@ def share_carry(spec: RunSpec, cluster, cal: Calibration, share, options: ModelO
         return 1.0
     peak = g.peak_flops_per_s.get(spec.precision) or cal.compute.peak_flops
     ratio = cal.power.clock_ratio(g.power_cap_w) if cal.power is not None else 1.0
-    kw = dict(vocab_parallel_loss=options.tp_loss == "vocab_parallel", recompute=options.recompute_fractions())
+    kw = dict(vocab_parallel_loss=options.tp_loss == "vocab_parallel", recompute=options.recompute_fractions(),
+              passes=options.passes())
     there = compute_mod.compute_times(spec, cal.compute, peak * ratio, g.memory_bytes_per_s, **kw).kernels_s
     here = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * clock_ratio(cluster, cal), cluster.hbm,
                                      **kw).kernels_s
