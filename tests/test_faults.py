@@ -1,10 +1,14 @@
-"""Each status is written and read back; classified failures exit 0, others fail loudly."""
+"""Each status is written and read back; classified failures exit 0, others fail loudly.
+
+The ranks are forked from one parent that imported torch once (scalestudy.local_workers, the
+launcher's way for one-host CPU runs); a rank that dies is also tested under torchrun, which
+starts the ranks of GPU and SLURM runs."""
 
 import json
 
 import pytest
 
-from conftest import child_env, status_of, torchrun
+from conftest import child_env, local_workers, status_of, torchrun
 from scalestudy import rawlog
 
 pytestmark = pytest.mark.multiproc
@@ -13,10 +17,10 @@ ARGS = ["train", "--precision", "fp32", "--seq-len", "16", "--procs-per-node", "
         "--measured-iters", "3", "--quiet"]
 
 
-def launch(tmp_path, fault=None, extra=(), nproc=2):
+def launch(tmp_path, fault=None, extra=(), nproc=2, starter=local_workers):
     d = tmp_path / "run"
     env = child_env(SCALESTUDY_INJECT_FAULT=fault) if fault else child_env()
-    res = torchrun(nproc, ARGS + list(extra) + ["--run-dir", str(d)], env=env)
+    res = starter(nproc, ARGS + list(extra) + ["--run-dir", str(d)], env=env)
     return d, res
 
 
@@ -44,8 +48,9 @@ def test_unclassified_error_is_recorded_and_fails_loudly(tmp_path):
     assert "ZeroDivisionError" in st["error"]
 
 
-def test_dead_process_leaves_no_complete_directory(tmp_path):
-    d, res = launch(tmp_path, "exit:rank=1:step=1")
+@pytest.mark.parametrize("starter", [local_workers, torchrun], ids=["local_workers", "torchrun"])
+def test_dead_process_leaves_no_complete_directory(tmp_path, starter):
+    d, res = launch(tmp_path, "exit:rank=1:step=1", starter=starter)
     assert res.returncode != 0
     assert not (d / "status.json").exists()
     with pytest.raises(rawlog.IncompleteRunError):
