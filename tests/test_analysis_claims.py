@@ -192,6 +192,6 @@ def test_c5_reads_the_study_cluster_not_the_hardware_comparison(tmp_path):
     c5 = v["C5"]
     assert c5["verdict"] == "consistent", c5
     assert not [cid for cid in c5["config_ids"] if cid.endswith("--a100-paper")], c5["config_ids"]
-    assert "128 -> 2048 GPUs (change in share): +20.00%" in c5["ours_text"], c5["ours_text"]
+    assert "128 -> 2048 GPUs (change in share): +20.00 pp (95% CI [+17.73 pp, +22.27 pp])" in c5["ours_text"], c5["ours_text"]
     for claim in ("C1", "C3", "C7", "HSDP-2048"):
         assert not [cid for cid in v[claim]["config_ids"] or [] if cid.endswith("--a100-paper")], v[claim]

@@ -1,6 +1,8 @@
 """Every option of every command explains itself; spec options are generated from the fields' doc()."""
 
 import argparse
+import subprocess
+import sys
 from dataclasses import fields
 
 import pytest
@@ -8,6 +10,8 @@ import pytest
 from scalestudy.cli import build_parser, main
 from scalestudy.collectives_spec import CollectivesSpec
 from scalestudy.spec import RunSpec, field_doc
+
+from conftest import REPO
 
 
 def _commands(parser: argparse.ArgumentParser, path=("scalestudy",)):
@@ -66,3 +70,17 @@ def test_a_multi_process_spec_without_torchrun_gets_one_sentence(tmp_path, capsy
     err = capsys.readouterr().err
     assert err.startswith("scalestudy train: the spec needs 2 processes: start it with torchrun --nproc_per_node 2")
     assert err.count("\n") == 1 and not (tmp_path / "r").exists()
+
+
+
+def test_help_and_the_launchers_start_import_no_torch_pandas_or_matplotlib():
+    # every run job starts `scalestudy launch`, which must stay light: torch is imported by the
+    # run's workers (or a warm server), pandas and matplotlib by the analysis commands only
+    code = ("import sys\n"
+            "from scalestudy.cli import build_parser\n"
+            "from scalestudy import launch, run_summary, warm_workers\n"
+            "from scalestudy.studies import load_study\n"
+            "build_parser(); load_study('smoke')\n"
+            "print(sorted(m for m in ('torch', 'pandas', 'matplotlib', 'numpy') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout[-300:] + out.stderr[-300:]

@@ -31,10 +31,8 @@ def test_defaults():
     assert format_duration(3725.4) == "1:02:05"
 
 
-def test_a_metrics_sink_gets_every_step_and_a_missing_library_is_one_sentence(capsys):
+def test_a_metrics_sink_gets_every_step_and_a_missing_library_is_one_sentence(capsys, monkeypatch):
     import importlib.util
-
-    import pytest
 
     from scalestudy.cli import main
 
@@ -50,12 +48,30 @@ def test_a_metrics_sink_gets_every_step_and_a_missing_library_is_one_sentence(ca
         p.update(s, "measured", 0.5, 1.5, {"peak_rss_bytes": 1024**3})
     assert [s for s, _ in got] == [0, 1, 2]
     assert got[0][1] == {"loss": 1.5, "step_time_s": 0.5, "tokens_per_s": 200.0, "mfu": 0.2, "memory_gib": 1.0}
-    if importlib.util.find_spec("tensorboard") is None:
-        assert main(["train", "--metrics-sink", "tensorboard"]) == 2
-        assert capsys.readouterr().err == ("scalestudy train: --metrics-sink tensorboard needs the tensorboard "
-                                           "package, which is not installed: pip install tensorboard\n")
-    else:
-        pytest.skip("tensorboard is installed: nothing to refuse")
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else find_spec(name, *a))
+    assert main(["train", "--metrics-sink", "tensorboard"]) == 2
+    assert capsys.readouterr().err == ("scalestudy train: --metrics-sink tensorboard needs the tensorboard "
+                                       "package, which is not installed: pip install tensorboard\n")
+
+
+def test_the_tensorboard_sink_writes_the_steps_tensorboard_reads_back(tmp_path):
+    pytest.importorskip("tensorboard")  # an optional extra: pip install scalestudy[tensorboard]
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from scalestudy.harness.metrics_sink import open_sink
+
+    sink = open_sink("tensorboard", tmp_path, "run-x", {"model": "tiny"})
+    p = Progress(total_steps=3, tokens_per_step=100, world_size=1, every=0, flops_per_token=1e6,
+                 peak_flops_per_s=1e9, sink=sink)
+    for s, loss in enumerate((6.5, 6.25, 6.0)):
+        p.update(s, "measured", 0.5, loss, {"peak_rss_bytes": 1024**3})
+    sink.close()
+    events = EventAccumulator(str(tmp_path / "tensorboard"))
+    events.Reload()
+    assert set(events.Tags()["scalars"]) == {"loss", "step_time_s", "tokens_per_s", "mfu", "memory_gib"}
+    assert [(e.step, e.value) for e in events.Scalars("loss")] == [(0, 6.5), (1, 6.25), (2, 6.0)]
+    assert [e.value for e in events.Scalars("tokens_per_s")] == [200.0, 200.0, 200.0]
 
 
 def test_the_launchers_summary_shows_the_tables_numbers_without_reading_the_traces(tmp_path, monkeypatch):

@@ -223,15 +223,15 @@ def _numeric(row: dict, comp: Comparison, paper_value: float, cpu: bool, scale: 
     return row
 
 
-def _direction(comp: Comparison, positive: bool, what: str) -> tuple[str, str]:
-    """('holds' | 'reversed' | 'unresolved' | 'missing', text)."""
+def _direction(comp: Comparison, positive: bool, what: str, unit: str = "%") -> tuple[str, str]:
+    """('holds' | 'reversed' | 'unresolved' | 'missing', text); unit " pp" for a difference of shares."""
     if comp.value is None:
         return "missing", f"{what}: {comp.note or 'no value'}"
     want = (lambda v: v > 0) if positive else (lambda v: v < 0)
     if comp.ci95_low is None:
         state = "holds" if want(comp.value) else "reversed"
-        return state, f"{what}: {_fmt(_pct(comp.value))} (one seed: from the means)"
-    text = f"{what}: {_fmt(_pct(comp.value))} ({_fmt_ci(_pct(comp.ci95_low), _pct(comp.ci95_high))})"
+        return state, f"{what}: {_fmt(_pct(comp.value), unit)} (one seed: from the means)"
+    text = f"{what}: {_fmt(_pct(comp.value), unit)} ({_fmt_ci(_pct(comp.ci95_low), _pct(comp.ci95_high), unit)})"
     if comp.ci95_low > 0 or comp.ci95_high < 0:
         return ("holds" if want(comp.value) else "reversed"), text
     return "unresolved", text
@@ -369,7 +369,7 @@ def c5(cfgs: list[dict]) -> dict:
         used += [a, b]
         parts.append(_direction(_compare(a, b, "exposed_comm_share", "difference"), True,
                                 f"FSDP exposed-communication share {a['world_size']} -> {b['world_size']} GPUs "
-                                "(change in share)"))
+                                "(change in share)", " pp"))
     recovered = None
     for w in sorted({c["world_size"] for c in cfgs if c["world_size"] > 128 and c["model"] == MODEL_7B}, reverse=True):
         base = _pick([c for c in _fsdp_7b(cfgs, None) if c["world_size"] == w and c.get("tokens_per_s_mean")])
