@@ -22,6 +22,7 @@ import signal
 import socket
 import sys
 import traceback
+from collections.abc import Callable, Iterable
 from contextlib import closing
 
 LAUNCHER_ENV = "SCALESTUDY_LOCAL_LAUNCHER"
@@ -104,6 +105,20 @@ def main(argv: list[str] | None = None) -> int:
     return run_workers(ns.nproc, args)
 
 
+def forward_signals(targets: Callable[[], Iterable[int]]) -> None:
+    """Pass SIGTERM and SIGINT on to the processes `targets()` names when the signal arrives."""
+
+    def forward(signum, _frame):
+        for pid in targets():
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+
+
 def run_workers(nproc: int, args: list[str]) -> int:
     """Fork `nproc` workers running the scalestudy command `args` (its modules preloaded), wait for
     them and return the first non-zero exit code (0 if none)."""
@@ -118,15 +133,7 @@ def run_workers(nproc: int, args: list[str]) -> int:
             _worker(args, {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)})
         children[pid] = rank
 
-    def forward(signum, _frame):
-        for pid in list(children):
-            try:
-                os.kill(pid, signum)
-            except ProcessLookupError:
-                pass
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
+    forward_signals(lambda: list(children))
     first_failure = 0
     while children:
         try:

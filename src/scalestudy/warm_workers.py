@@ -44,7 +44,7 @@ import sysconfig
 import time
 from pathlib import Path
 
-from scalestudy import run_guard
+from scalestudy import local_workers, run_guard
 
 IDLE_ENV = "SCALESTUDY_WARM_IDLE_S"
 DEFAULT_IDLE_S = 120.0
@@ -130,8 +130,6 @@ def stamp_run(env: dict) -> None:
 
 # ---- the server -----------------------------------------------------------------------
 def serve(path: Path, idle_s: float) -> int:
-    from scalestudy import local_workers
-
     stamp_run(placeholders())  # the block can be written: else exit before serving
     for command in ("train", "collectives"):
         local_workers.preload(command)
@@ -260,8 +258,6 @@ def _run_parent(conn: socket.socket, fds: list[int], request: dict) -> None:
             signal.signal(s, signal.SIG_DFL)
         run_guard.guard_worker()  # ends with the launcher, like a worker
         conn.sendall(f"pid {os.getpid()}\n".encode())
-        from scalestudy import local_workers
-
         code = local_workers.run_workers(int(request["nproc"]), list(request["args"]))
     except BaseException as e:  # noqa: BLE001 - said in the run's log, exit code 1
         print(f"[scalestudy warm_workers] the run's parent failed: {type(e).__name__}: {e}", file=sys.stderr)
@@ -347,15 +343,7 @@ def run_client(nproc: int, args: list[str]) -> int:
         if first is None or not first.startswith("pid "):
             raise WarmUnavailable(f"the server at {path} did not start the run")
         parent = int(first.split()[1])
-
-        def forward(signum, _frame):
-            try:
-                os.kill(parent, signum)
-            except ProcessLookupError:
-                pass
-
-        signal.signal(signal.SIGTERM, forward)
-        signal.signal(signal.SIGINT, forward)
+        local_workers.forward_signals(lambda: (parent,))
         last = _read_line(conn, buf)
     if last is None or not last.startswith("exit "):
         print("[scalestudy warm_workers] the run's parent ended without an exit code", file=sys.stderr, flush=True)
