@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from scalestudy import rawlog
-from scalestudy.launch import LaunchError, default_time_limit_s, job_resources, launch
+from scalestudy.launch import LaunchError, default_time_limit_s, job_resources, launch, share_threads
 from scalestudy.spec import RunSpec
 from scalestudy.studies import load_study
 
@@ -39,6 +39,13 @@ def test_cli_registers_launch():
 
 
 @pytest.mark.multiproc
+def test_every_thread_variable_is_shared_out_among_a_nodes_processes():
+    env = {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "8", "NUMEXPR_NUM_THREADS": "x"}
+    share_threads(env, 4)
+    assert env == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "2",
+                   "NUMEXPR_NUM_THREADS": "x"}
+
+
 def test_launch_a_planned_two_process_run(tmp_path):
     study = load_study("smoke", REPO)
     run = next(r for r in study.runs if r.spec.world_size == 2 and r.label == "FSDP" and r.spec.seed == 0)

@@ -98,12 +98,19 @@ class LaunchOutcome:
     stopped_by: dict | None = None  # what SLURM said when it stopped the job
 
 
-
 # The thread-count variables Snakemake sets per job. torch takes the larger of OMP_NUM_THREADS and
 # MKL_NUM_THREADS, so sharing out only the first left every process of a multi-process run with all
 # of the job's threads (idle OpenMP threads spin, starving the peer ranks a collective waits for).
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
                "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+
+
+def share_threads(env: dict, procs_per_node: int) -> None:
+    """Divide each thread count set in `env` (the job's, as Snakemake sets them) among the run's
+    processes on a node, at least one thread each."""
+    for var in THREAD_VARS:
+        if env.get(var, "").isdigit():
+            env[var] = str(max(1, int(env[var]) // procs_per_node))
 
 
 # ---- planning -------------------------------------------------------------------------
@@ -230,9 +237,7 @@ def _launch_locked(spec: Spec, run_dir: Path, env: dict, allocation: slurm.Alloc
     limit = float(time_limit_s or default_time_limit_s(spec))
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     env.setdefault("PYTHONUNBUFFERED", "1")
-    for var in THREAD_VARS:  # Snakemake sets them all to the job's threads: share them out
-        if env.get(var, "").isdigit():
-            env[var] = str(max(1, int(env[var]) // spec.launch_procs_per_node))
+    share_threads(env, spec.launch_procs_per_node)
     if log_path is not None:
         Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     log: IO[str]
