@@ -62,7 +62,7 @@ def test_launch_a_planned_two_process_run(tmp_path):
     assert sorted(r["metadata"]["rank"] for r in peaks) == [0, 1] and peaks[0]["value"] == peaks[1]["value"]
     assert peaks[0]["value"]["detail"]["measured_by_rank"] == 0
     text = log.read_text()
-    assert "-m scalestudy.local_workers --nproc=2 -- train" in text and "ended with exit code 0" in text
+    assert "-m scalestudy.local_workers --nproc=2 -- train" in text and "scalestudy.local_workers ended with exit code 0" in text
     # the worker's progress reaches the log although the launcher runs it --quiet; a summary ends it
     steps = run.spec.warmup_iters + run.spec.measured_iters
     assert f"[progress] step {steps}/{steps} measured | loss " in text and " tok/s | MFU " in text

@@ -105,6 +105,11 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GO
                "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
 
 
+def _launcher_name(cmd: list[str]) -> str:
+    """What starts the run's processes: torchrun, srun, or a module (`python -m scalestudy.warm_workers`)."""
+    return cmd[cmd.index("-m") + 1] if "-m" in cmd else Path(cmd[0]).name
+
+
 def share_threads(env: dict, procs_per_node: int) -> None:
     """Divide each thread count set in `env` (the job's, as Snakemake sets them) among the run's
     processes on a node, at least one thread each."""
@@ -272,7 +277,7 @@ def _launch_locked(spec: Spec, run_dir: Path, env: dict, allocation: slurm.Alloc
                 returncode, timed_out, signalled, strays = _supervise(
                     cmd, run_guard.guarded_env(env, token), log, limit, grace_s, token, watch)
             load = watch.record(held.waited_s)
-            _note(log, f"torchrun ended with exit code {returncode} after {time.monotonic() - started:.1f} s"
+            _note(log, f"{_launcher_name(cmd)} ended with exit code {returncode} after {time.monotonic() - started:.1f} s"
                        + (" (stopped at the time limit)" if timed_out else "")
                        + (f" (stopped: the launcher received {signal.Signals(signalled).name})" if signalled else "")
                        + (f"; killed {len(strays)} leftover process(es) of the run: {strays}" if strays else ""))
@@ -483,7 +488,7 @@ def _conclude(spec: Spec, run_dir: Path, returncode: int, timed_out: bool, signa
         started = (run_dir / rawlog.RUN_FILE).exists() or any(run_dir.glob("rank-*.jsonl"))
         if not started and not stopped:
             return LaunchOutcome(spec.run_id, run_dir, None, EXIT_HARNESS_ERROR,
-                                 f"{spec.run_id}: torchrun ended (exit code {returncode}) before the harness "
+                                 f"{spec.run_id}: the run's launcher ended (exit code {returncode}) before the harness "
                                  "started a raw log; see the log above", timed_out, returncode, False)
         if not started:  # stopped before the harness got going (e.g. stuck in rendezvous)
             run_dir.mkdir(parents=True, exist_ok=True)
