@@ -35,7 +35,7 @@ def test_chunked_loss_refuses_unflattened_hidden():
 
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-6), (torch.bfloat16, 2e-2)])
 def test_fused_norm_matches_manual(monkeypatch, dtype, tol):
-    x = torch.randn(3, 5, 64).to(dtype)
+    x = torch.randn(3, 5, 64, generator=torch.Generator().manual_seed(0)).to(dtype)
     fused = RMSNorm(64, 1e-5)
     monkeypatch.setenv(optimisations.OFF_ENV, "norm")
     manual = RMSNorm(64, 1e-5)
@@ -44,7 +44,8 @@ def test_fused_norm_matches_manual(monkeypatch, dtype, tol):
         for n in (fused, manual):
             n.weight.copy_(torch.linspace(0.5, 1.5, 64))
             n.to(dtype)
-        assert torch.allclose(fused(x).float(), manual(x).float(), atol=tol)
+        # bfloat16: the two round differently, one ulp apart at most, so the bound is relative
+        torch.testing.assert_close(fused(x).float(), manual(x).float(), rtol=tol, atol=tol)
 
 
 def test_model_loss_same_with_optimisations_off(monkeypatch):
