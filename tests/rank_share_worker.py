@@ -132,10 +132,11 @@ def _forced_fills(out: Path) -> None:
 
 
 def _fake_rank(case: str, fields: dict, rank: int, out: Path) -> None:
-    from scalestudy.harness.fake_comm import init_fake_process_group
+    from scalestudy.harness.fake_comm import init_fake_process_group, start_record
 
     spec = spec_of(fields, comm="fake", emulate_rank=rank)
     init_fake_process_group(spec)
+    start_record(spec, torch.device("cpu"))  # as a run does: fills and one-copy collectives installed
     record(case, spec, out, rank)
 
 

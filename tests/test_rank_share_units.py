@@ -147,3 +147,48 @@ def test_the_launcher_starts_one_process_for_a_rank_share(tmp_path):
     assert len(status["ranks"]) == 1
     run = json.loads((tmp_path / s.run_id / "run.json").read_text())
     assert run["rank_share"]["world_size_emulated"] == 32 and run["rank_share"]["rank_emulated"] == 31
+
+
+
+
+def test_one_copy_collectives_cost_nothing_a_rank(monkeypatch):
+    """torch's fake backend fills an all-gather's output with one copy a rank (the host cost behind the
+    2048-GPU rank share, docs/rank-shares.md); the replacement fills all-gather and reduce-scatter
+    outputs by the same rule with a few operators whatever the world size."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+    from torch.profiler import ProfilerActivity, profile
+
+    from scalestudy.harness import fake_comm
+
+    if dist.is_initialized():
+        pytest.skip("this process already joined a process group")
+    for name in fake_comm._DIST_ALL_GATHER + fake_comm._DIST_REDUCE_SCATTER:  # restored after the test
+        monkeypatch.setattr(dist, name, getattr(dist, name))
+    world = 2048
+    fake_comm.init_fake_process_group(RunSpec(model="tiny", nodes=world // 8, procs_per_node=8, global_batch=world,
+                                              comm="fake", emulate_rank=3))
+    try:
+        gen = torch.Generator().manual_seed(0)
+        shard, full = torch.randn(3, generator=gen), torch.randn(world * 3, generator=gen)
+
+        def aten_ops(collective, out, inp, **kw):  # operators one call dispatches, and what it returned
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                ret = collective(out, inp, **kw)
+            return sum(e.count for e in prof.key_averages() if e.key.startswith("aten::")), ret
+
+        ag_out, rs_out = torch.full((world * 3,), float("nan")), torch.full((3,), float("nan"))
+        backend_ag, _ = aten_ops(dist.all_gather_single, ag_out, shard)
+        assert backend_ag >= world  # torch stopped copying a rank: docs/rank-shares.md is stale
+        replaced = fake_comm.install_one_copy_collectives()
+        assert {"torch.distributed.all_gather_single", "torch.distributed.reduce_scatter_single"} <= set(replaced)
+        assert fake_comm.install_one_copy_collectives() == []
+        ag_out.fill_(float("nan"))
+        ag, ret_ag = aten_ops(dist.all_gather_single, ag_out, shard)
+        rs, ret_rs = aten_ops(dist.reduce_scatter_single, rs_out, full)
+        assert ag <= 10 and rs <= 10, (ag, rs)
+        assert torch.equal(ag_out, shard.repeat(world)) and torch.equal(rs_out, full[9:12])
+        assert ret_ag is None and ret_rs is None
+        assert dist.all_gather_single(ag_out, shard, async_op=True).wait()
+    finally:
+        dist.destroy_process_group()

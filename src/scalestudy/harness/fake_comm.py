@@ -16,6 +16,14 @@ Python entry points (torch.distributed's for FSDP2, the functional collectives' 
 fill it the same way after the call: one device copy of the output's size a call. The probe's
 answers and the wrappers installed go into the raw log (`fake_comm` record).
 
+The backend writes an all-gather's output one chunk at a time (FakeProcessGroup::_allgather_base,
+world-size copies a call; on a GPU, kernel launches) and, where it writes a reduce-scatter's,
+cuts the input into world-size views first: host work that grows with the emulated world and
+that no real backend does (docs/rank-shares.md). `install_one_copy_collectives` replaces
+torch.distributed's all-gather and reduce-scatter (what FSDP2 calls; fake groups only) by one
+copy a call, whatever the world size; the functional collectives (DTensor's, over TP groups of a
+few ranks) stay the backend's.
+
 Pipeline stages run without the pipeline schedule (no peer sends activations): `FakeStage`
 runs this rank's stage on the microbatches in the order of the GPipe or 1F1B schedule, with
 random activations of the real shape (and dtype) as the input of a non-first stage and random
@@ -130,6 +138,55 @@ def _wrap_funcol(fn: Callable, kind: str) -> Callable:
     return wrapper
 
 
+def _completed_work() -> dist.Work:
+    fut = torch.futures.Future()
+    fut.set_result(None)
+    return torch._C._distributed_c10d._create_work_from_future(fut)
+
+
+def _one_copy(fn: Callable, kind: str) -> Callable:
+    sig = inspect.signature(fn)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        output, inp = list(bound.arguments.values())[:2]
+        group = bound.arguments.get("group") or dist.group.WORLD
+        if dist.get_backend(group) != "fake":
+            return fn(*args, **kwargs)
+        with torch.no_grad():
+            if kind == "all_gather":
+                _fill_all_gather(output, inp, dist.get_world_size(group))
+            else:
+                _fill_reduce_scatter(output, inp, dist.get_world_size(group), dist.get_rank(group))
+        return _completed_work() if bound.arguments.get("async_op") else None
+
+    return wrapper
+
+
+def install_one_copy_collectives() -> list[str]:
+    """Replace torch.distributed's all-gather and reduce-scatter into one tensor (what FSDP2 calls),
+    for groups of the fake backend, by one copy a call that fills the output by the fill rule;
+    returns the names replaced.
+
+    The backend writes an all-gather's output one chunk at a time and cuts a reduce-scatter's input
+    into world-size views (FakeProcessGroup::_allgather_base, _reduce_scatter_base): world-size
+    copies (on a GPU, kernel launches) or views a call, host work that grows with the emulated
+    world and that no real backend does (NCCL launches one kernel)."""
+    replaced = []
+    for names, kind in ((_DIST_ALL_GATHER, "all_gather"), (_DIST_REDUCE_SCATTER, "reduce_scatter")):
+        for name in names:
+            fn = getattr(dist, name, None)
+            if fn is None or getattr(fn, "_scalestudy_one_copy", False):
+                continue
+            w = _one_copy(fn, kind)
+            w._scalestudy_one_copy = True
+            setattr(dist, name, w)
+            replaced.append(f"{dist.__name__}.{name}")
+    return replaced
+
+
 def install_fills(fills: dict, *, force: bool = False) -> list[str]:
     """Wrap the entry points whose outputs the backend leaves unwritten (all of them with force);
     returns the names wrapped."""
@@ -175,9 +232,11 @@ def start_record(spec: RunSpec, device: torch.device) -> dict:
         warnings.simplefilter("ignore", FutureWarning)
         fills = probe_fills(device)
     wrapped = install_fills(fills)
+    one_copy = install_one_copy_collectives()
     return {"label": LABEL, "world_size_emulated": spec.world_size, "rank_emulated": spec.emulate_rank,
             "backend": "torch fake process group (torch.testing._internal.distributed.fake_pg)",
             "torch": torch.__version__, "backend_fills_outputs": fills, "fill_wrappers": wrapped,
+            "one_copy_collectives": one_copy,
             "fill_rule": "all-gather: the local shard in every chunk; reduce-scatter: this rank's slice of the "
                          "input; all-reduce/broadcast: in place (the local input)"}
 
