@@ -78,6 +78,7 @@ def test_the_launchers_summary_shows_the_tables_numbers_without_reading_the_trac
     from analysis_fixtures import rich_specs, write_train_run
 
     from scalestudy import exposed_comm, rawlog
+    from scalestudy.analysis import run_table
     from scalestudy.analysis.run_table import run_row
     from scalestudy.run_summary import summary_line
 
@@ -91,6 +92,10 @@ def test_the_launchers_summary_shows_the_tables_numbers_without_reading_the_trac
     monkeypatch.setattr(exposed_comm, "analyse_trace", no_traces)  # ... the summary does not
     with pytest.raises(AssertionError, match="analysed a trace"):
         run_row(rawlog.read_run(run_dir))
+    light = run_row(rawlog.read_run(run_dir), traces=False)
+    exposed = set(run_table.EXPOSED_COLUMNS)
+    assert {k: v for k, v in light.items() if k not in exposed} == {k: v for k, v in row.items() if k not in exposed}
+    assert light["n_traces"] is None and light["exposed_comm_reason"] == run_table.NOT_ANALYSED
     line = summary_line(run_dir)
     assert f"{row['tokens_per_s']:,.0f} tok/s" in line and f"MFU {100 * row['mfu']:.1f}%" in line
     assert "peak mem 3.00 GiB" in line and line.startswith(f"[summary] run {row['run_id']}: ok | ")

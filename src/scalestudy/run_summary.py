@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from scalestudy import rawlog
+from scalestudy.analysis import run_table
 
 GIB = 1024**3
 
@@ -27,7 +28,7 @@ def summary_line(run_dir: Path | str) -> str:
     if log.run.get("kind") == "collectives":
         parts.append(f"{sum(1 for r in log.records if r['key'] == 'collective')} measurements")
     elif status == "ok":
-        row = _headline(log)
+        row = run_table.run_row(log, traces=False)  # the tables' numbers; the line shows no trace's
         tps, mfu, mem = row.get("tokens_per_s"), row.get("mfu"), row.get("peak_memory_bytes")
         parts.append(f"{tps:,.0f} tok/s" if tps is not None else f"no tokens/s ({row.get('throughput_reason')})")
         parts.append(f"MFU {100 * mfu:.1f}%" if mfu is not None else f"no MFU ({row.get('mfu_reason')})")
@@ -37,18 +38,3 @@ def summary_line(run_dir: Path | str) -> str:
         parts.append(str(log.status["error"]).splitlines()[0][:200])
     parts.append(f"raw log {run_dir}")
     return " | ".join(parts)
-
-
-def _headline(log: rawlog.RunLog) -> dict:
-    """The tables' tokens/s, MFU and peak memory of an ok training run (scalestudy.analysis.run_table's
-    rules), without the rest of its row: the exposed-communication analysis of the traces, which
-    the line does not show, would cost most of a CPU-second a run."""
-    from scalestudy.analysis import run_table
-
-    spec = run_table.spec_of(log)
-    if spec.comm == "fake":  # a rank share: run_row says why it has no throughput
-        return run_table.run_row(log)
-    row = run_table._throughput(log, spec)
-    row.update(run_table._mfu(log, row))
-    row.update(run_table._memory(log))
-    return row

@@ -68,6 +68,7 @@ METRICS = ("tokens_per_s", "tokens_per_s_per_device", "step_time_mean_s", "mfu",
            "energy_j", "power_w_total", "power_w_per_gpu", "idle_power_w_per_gpu", "tokens_per_joule",
            "compute_s", "comm_s", "exposed_comm_s", "overlap_fraction", "exposed_comm_share")
 REASON_COLUMNS = ("throughput_reason", "mfu_reason", "energy_reason", "exposed_comm_reason")
+NOT_ANALYSED = "traces not analysed (run_row(traces=False))"
 
 
 def spec_columns(spec: RunSpec) -> dict:
@@ -120,8 +121,9 @@ def unread_row(planned, status: str, error: str, raw_dir: str | None) -> dict:
     return row
 
 
-def run_row(log: RunLog, planned=None, raw_dir: str | None = None) -> dict:
-    """The row of one training run."""
+def run_row(log: RunLog, planned=None, raw_dir: str | None = None, *, traces: bool = True) -> dict:
+    """The row of one training run. With traces=False its exposed-communication columns are left
+    null (reason NOT_ANALYSED): analysing the traces costs most of a CPU-second a run."""
     spec = spec_of(log)
     prov = log.run.get("provenance") or {}
     devices = (prov.get("devices") or {}).get("names") or []
@@ -151,7 +153,8 @@ def run_row(log: RunLog, planned=None, raw_dir: str | None = None) -> dict:
         row.update(_predicted(log, spec, row))
         return row
     row.update(_energy(log, spec, row))
-    row.update(_exposed_comm(log, row))
+    row.update(_exposed_comm(log, row) if traces else {**{c: None for c in EXPOSED_COLUMNS},
+                                                        "exposed_comm_reason": NOT_ANALYSED})
     return row
 
 

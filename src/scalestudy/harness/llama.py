@@ -167,7 +167,9 @@ def canonical_name(name: str) -> str:
     return name
 
 
-def _init_values(name: str, shape: torch.Size, cfg: ModelConfig, seed: int, device) -> torch.Tensor:
+def init_values(name: str, shape: torch.Size, cfg: ModelConfig, seed: int, device) -> torch.Tensor:
+    """The initial full (unsharded) value of parameter `name`: a function of its name and the seed
+    only, so every layout and backend starts from the same weights."""
     if name.endswith("norm.weight"):
         return torch.ones(shape, device=device)
     gen = torch.Generator(device=device)
@@ -191,7 +193,7 @@ def init_weights(model: nn.Module, cfg: ModelConfig, seed: int, device: torch.de
 
     for name, p in model.named_parameters():
         cname = canonical_name(name)
-        full = _init_values(cname, p.shape, cfg, seed, device)
+        full = init_values(cname, p.shape, cfg, seed, device)
         if isinstance(p, DTensor):
             local = distribute_tensor(full, p.device_mesh, p.placements, src_data_rank=None).to_local()
             p.to_local().copy_(local)

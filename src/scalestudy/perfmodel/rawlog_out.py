@@ -67,7 +67,8 @@ def calibration_provenance(cal) -> dict:
             "compute_error_source": cal.compute_error_source, "held_out": cal.held_out}
 
 
-def _provenance(cluster, cal, world: int, root: Path, command: str) -> dict:
+def predicted_provenance(cluster, cal, world: int, root: Path, command: str) -> dict:
+    """run.json's provenance of a predicted run: the model, cluster and calibration, no host."""
     return {"predicted": True, "model": MODEL_VERSION, "cluster": cluster.as_dict(),
             "calibration": calibration_provenance(cal),
             "package": {"name": "scalestudy", "version": __version__, "git": git_state(root)},
@@ -75,7 +76,8 @@ def _provenance(cluster, cal, world: int, root: Path, command: str) -> dict:
             "python": None, "torch": None, "cuda": None, "nccl": None, "slurm": None}
 
 
-def _finish(run_dir: Path, run: dict, lines: list[str], status: str, error: str | None) -> Path:
+def finish_run_dir(run_dir: Path, run: dict, lines: list[str], status: str, error: str | None) -> Path:
+    """Write a predicted run's run.json, metrics.jsonl and status.json (with their checksums)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     run_text = json.dumps(run, indent=1, sort_keys=True) + "\n"
     metrics_text = "".join(line + "\n" for line in lines)
@@ -104,7 +106,7 @@ def write_predicted_run(run_dir: Path | str, run_id: str, config_id: str, spec, 
         if measured:  # a measured rank share decided it (perfmodel.rank_shares)
             error = f"predicted from a measurement: {measured[len('measured: '):]}"
     run = {"kind": KIND, "run_id": run_id, "config_id": config_id, "spec": spec.to_dict(),
-           "provenance": _provenance(cluster, cal, spec.world_size, root, command), "launch": None}
+           "provenance": predicted_provenance(cluster, cal, spec.world_size, root, command), "launch": None}
     lines = [
         _record("device_peak", {"device_name": cluster.gpu, "dtype": spec.precision,
                                 "peak_flops_per_s": cluster.peak_flops, "source": f"cluster:{cluster.name}",
@@ -126,7 +128,7 @@ def write_predicted_run(run_dir: Path | str, run_id: str, config_id: str, spec, 
             "notes": pred.notes, "label": pred.label}, run_id))
     else:
         lines.append(_record("error", {"type": "PredictedOutOfMemory", "message": error}, run_id))
-    return _finish(run_dir, run, lines, status, error)
+    return finish_run_dir(run_dir, run, lines, status, error)
 
 
 def _axes():
@@ -144,7 +146,7 @@ def write_predicted_collectives(run_dir: Path | str, cs, cluster, cm, cal, root:
 
     run_dir, root = Path(run_dir), Path(root)
     run = {"kind": KIND, "run_id": cs.run_id, "config_id": cs.config_id, "spec": cs.to_dict(),
-           "provenance": {**_provenance(cluster, cal, cs.world_size, root, command), "collectives": cm.sources()},
+           "provenance": {**predicted_provenance(cluster, cal, cs.world_size, root, command), "collectives": cm.sources()},
            "launch": None}
     g = Group(cs.world_size, cs.nodes)
     lines = []
@@ -165,4 +167,4 @@ def write_predicted_collectives(run_dir: Path | str, cs, cluster, cm, cal, root:
                 "time_s_min_rank": t, "time_s_max_rank": t, "algbw_GBps": msg.size_bytes / t / 1e9,
                 "busbw_factor": f, "busbw_GBps": f * msg.size_bytes / t / 1e9, "correct": True, "wrong_elements": 0,
                 "predicted": True}, cs.run_id))
-    return _finish(run_dir, run, lines, "ok", None)
+    return finish_run_dir(run_dir, run, lines, "ok", None)

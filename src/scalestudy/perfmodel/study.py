@@ -23,7 +23,7 @@ from scalestudy.perfmodel.cluster import load_cluster
 from scalestudy.perfmodel.collectives import CollectiveModel
 from scalestudy.perfmodel.options import ModelOptions
 from scalestudy.perfmodel.predict import calibrate, predict
-from scalestudy.perfmodel.rawlog_out import KIND, _finish, _provenance, write_predicted_collectives, \
+from scalestudy.perfmodel.rawlog_out import KIND, finish_run_dir, predicted_provenance, write_predicted_collectives, \
     write_predicted_run
 
 
@@ -62,10 +62,10 @@ def predict_study(study, out_dir: Path | str | None = None, root: Path | str | N
             pred = predict(p.spec, cl, cal, cm, options=options, shares=shares)
         except ValueError as e:
             run = {"kind": KIND, "run_id": p.run_id, "config_id": p.config_id, "spec": p.spec.to_dict(),
-                   "provenance": _provenance(cl, cal, p.spec.world_size, root, command), "launch": None}
+                   "provenance": predicted_provenance(cl, cal, p.spec.world_size, root, command), "launch": None}
             line = json.dumps({"key": "error", "value": {"type": "InvalidConfig", "message": str(e)},
                                "metadata": {"rank": 0, "run_id": p.run_id}}, sort_keys=True)
-            written.append(_finish(run_dir, run, [line], "invalid_config", f"predicted: {e}"))
+            written.append(finish_run_dir(run_dir, run, [line], "invalid_config", f"predicted: {e}"))
             continue
         written.append(write_predicted_run(run_dir, p.run_id, p.config_id, p.spec, pred, cl, cal, root, command))
         if progress and (i + 1) % 20 == 0:

@@ -124,7 +124,7 @@ def _truthy(v) -> bool:
     return v is True or str(v).lower() in ("true", "1", "yes")
 
 
-def _int(v, default: int = 1) -> int:
+def as_int(v, default: int = 1) -> int:
     try:
         return int(float(v))
     except (TypeError, ValueError):
@@ -161,14 +161,14 @@ def config_spec(cfg: dict, specs: dict[str, dict]) -> dict:
 def family(spec: dict) -> str:
     """The strategy family as the paper's legends name it: FSDP, HSDP, DDP, TP=k, PP=k or
     TP=k×PP=m (FSDP over the rest implied); never a degree that follows from the GPU count."""
-    tp, pp = _int(spec.get("tp")), _int(spec.get("pp"))
+    tp, pp = as_int(spec.get("tp")), as_int(spec.get("pp"))
     if tp > 1 and pp > 1:
         return f"TP={tp}×PP={pp}"
     if tp > 1:
         return f"TP={tp}"
     if pp > 1:
         return f"PP={pp}"
-    rep, shard = _int(spec.get("dp_replicate")), _int(spec.get("dp_shard"))
+    rep, shard = as_int(spec.get("dp_replicate")), as_int(spec.get("dp_shard"))
     if rep > 1 and shard > 1:
         return "HSDP"
     if rep > 1:
@@ -195,15 +195,11 @@ def describe_field(name: str, value) -> str:
 def shown_field(name: str, spec: dict) -> str:
     """describe_field, or "" where the field means nothing for this configuration (sequence
     parallelism without tensor parallelism, a pipeline schedule without pipelining)."""
-    if name == "sequence_parallel" and _int(spec.get("tp")) <= 1:
+    if name == "sequence_parallel" and as_int(spec.get("tp")) <= 1:
         return ""
-    if name in ("pp_schedule", "pp_stages_per_rank") and _int(spec.get("pp")) <= 1:
+    if name in ("pp_schedule", "pp_stages_per_rank") and as_int(spec.get("pp")) <= 1:
         return ""
     return describe_field(name, spec.get(name))
-
-
-def _join(lead: str, parts: Iterable[str]) -> str:
-    return ", ".join([lead, *(p for p in parts if p)])
 
 
 def _varying(specs: list[dict], names: Iterable[str]) -> list[str]:
@@ -217,9 +213,16 @@ def series_names(cfgs: list[dict], specs: dict[str, dict], x_col: str,
     configurations still share a name at one x, the fields in which they differ are added, so a
     series never joins two configurations the legend does not tell apart."""
     full = {c["config_id"]: config_spec(c, specs) for c in cfgs}
+    return distinguish(cfgs, full, shown_names(full, lead, lead_fields), x_col)
+
+
+def shown_names(full: dict[str, dict], lead: Callable[[dict], str] = family,
+                lead_fields: Iterable[str] = ()) -> dict[str, str]:
+    """`lead` of each configuration's spec, then every shown field (not in lead_fields) that
+    differs between the configurations, e.g. "FSDP, compiled"."""
     shown = [n for n in _varying(list(full.values()), SHOWN_FIELDS) if n not in lead_fields]
-    names = {cid: _join(lead(s), (shown_field(n, s) for n in shown)) for cid, s in full.items()}
-    return distinguish(cfgs, full, names, x_col)
+    return {cid: ", ".join([lead(s), *(p for p in (shown_field(n, s) for n in shown) if p)])
+            for cid, s in full.items()}
 
 
 def distinguish(cfgs: list[dict], full: dict[str, dict], names: dict[str, str], x_col: str) -> dict[str, str]:

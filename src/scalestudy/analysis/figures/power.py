@@ -33,7 +33,7 @@ TPP = "TP/PP"
 
 
 def _lead(s: dict) -> str:
-    return TPP if common._int(s.get("tp")) > 1 or common._int(s.get("pp")) > 1 else common.family(s)
+    return TPP if common.as_int(s.get("tp")) > 1 or common.as_int(s.get("pp")) > 1 else common.family(s)
 
 
 def data(tables, study) -> common.FigureData:
@@ -43,8 +43,7 @@ def data(tables, study) -> common.FigureData:
     fd.cpu = common.is_cpu(cfgs)
     specs = common.specs_by_config(tables)
     full = {c["config_id"]: common.config_spec(c, specs) for c in cfgs}
-    shown = [n for n in common._varying(list(full.values()), common.SHOWN_FIELDS)]
-    names = {cid: common._join(_lead(s), (common.shown_field(n, s) for n in shown)) for cid, s in full.items()}
+    names = common.shown_names(full, _lead)
     groups: dict[tuple, list[dict]] = {}
     for c in cfgs:
         if names[c["config_id"]].startswith(TPP):

@@ -291,9 +291,9 @@ def load_from_torch(chunk: nn.Module, cfg: ModelConfig, fetch: Callable[[str], t
 
 def torch_init_fetch(cfg: ModelConfig, seed: int, device: torch.device) -> Callable[[str], torch.Tensor]:
     """fetch(torch_name): the full fp32 tensor the torch backend initialises that parameter with."""
-    from scalestudy.harness.llama import _init_values
+    from scalestudy.harness.llama import init_values
 
-    return lambda name: _init_values(name, torch.Size(torch_shape(name, cfg)), cfg, seed, device)
+    return lambda name: init_values(name, torch.Size(torch_shape(name, cfg)), cfg, seed, device)
 
 
 def state_dict_fetch(state_dict: dict[str, torch.Tensor]) -> Callable[[str], torch.Tensor]:
