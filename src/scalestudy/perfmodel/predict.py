@@ -229,15 +229,19 @@ def _with_compute(sc: dict, factor: float) -> dict:
     return {**sc, "compute": sc["compute"] * factor}
 
 
+def _compute_times(spec: RunSpec, cluster, cal: Calibration, options: ModelOptions,
+                   scale: float = 1.0) -> compute_mod.ComputeTimes:
+    zero1 = options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1
+    return compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * tensor_rate(cluster, cal, spec.precision),
+                                     cluster.hbm, scale, options.tp_loss == "vocab_parallel",
+                                     options.recompute_fractions(spec.model_config()),
+                                     spec.dp_replicate if zero1 else None, options.passes())
+
+
 def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc: dict,
               options: ModelOptions = ModelOptions()) -> tuple[dict, list[dict]]:
-    vp = options.tp_loss == "vocab_parallel"
     zero1 = options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1
-    ct = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * tensor_rate(cluster, cal, spec.precision),
-                                   cluster.hbm,
-                                   sc["compute"], vp,
-                                   options.recompute_fractions(), spec.dp_replicate if zero1 else None,
-                                   options.passes())
+    ct = _compute_times(spec, cluster, cal, options, sc["compute"])
     gpn = cluster.gpus_per_node
     colls = layout_collectives(spec, gpn, options)
     m_layer = spec.grad_accum * spec.pp_microbatches  # layer passes a step
@@ -412,15 +416,7 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
     return Prediction(run_id=spec.run_id, config_id=spec.config_id, cluster=cluster.name, layout=spec.layout,
                       world_size=spec.world_size, label=strategy_label(spec), spec=spec.to_dict(), values=vals,
                       band=bands, corners=corners, collectives=timed,
-                      compute=asdict(compute_mod.compute_times(spec, cal.compute,
-                                                               cluster.peak_flops
-                                                               * tensor_rate(cluster, cal, spec.precision), cluster.hbm,
-                                                               vocab_parallel_loss=options.tp_loss == "vocab_parallel",
-                                                               recompute=options.recompute_fractions(),
-                                                               optimizer_shards=spec.dp_replicate if (
-                                                                   options.distributed_optimizer and spec.dp_shard == 1)
-                                                               else None,
-                                                               passes=options.passes())),
+                      compute=asdict(_compute_times(spec, cluster, cal, options)),
                       sources={**sources(cluster, cal, cm, spec.precision), "options": options.as_dict(),
                                "inputs_from": rank_shares.inputs_from(
                                    share, factor, f"runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}",
@@ -443,8 +439,8 @@ def share_carry(spec: RunSpec, cluster, cal: Calibration, share, options: ModelO
         return 1.0
     peak = g.peak_flops_per_s.get(spec.precision) or cal.compute.peak_flops
     ratio = cal.power.clock_ratio(g.power_cap_w) if cal.power is not None else 1.0
-    kw = dict(vocab_parallel_loss=options.tp_loss == "vocab_parallel", recompute=options.recompute_fractions(),
-              passes=options.passes())
+    kw = dict(vocab_parallel_loss=options.tp_loss == "vocab_parallel",
+              recompute=options.recompute_fractions(spec.model_config()), passes=options.passes())
     ratio *= achievable.tensor_carry(share.measured_on, cal.compute.gpu, spec.precision).factor
     there = compute_mod.compute_times(spec, cal.compute, peak * ratio, g.memory_bytes_per_s, **kw).kernels_s
     here = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * tensor_rate(cluster, cal, spec.precision),
