@@ -42,6 +42,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from scalestudy import local_workers, run_guard
@@ -93,6 +94,20 @@ def socket_path(env: dict) -> Path:
     return run_guard.lock_dir(env) / f"warm-{server_key(env)}.sock"
 
 
+@contextmanager
+def _address(path: Path):
+    """The address to bind or connect to for the socket file at path: the path itself or, past
+    what sun_path holds, the same file reached through /proc/self/fd/N of its open directory."""
+    if len(os.fsencode(path)) <= _SOCKET_PATH_MAX:
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
+
+
 # ---- the run's identity in the environment block ----------------------------------------
 def placeholders() -> dict[str, str]:
     """The server's values of the run's identity variables: room for a run's values. The token's
@@ -137,7 +152,8 @@ def serve(path: Path, idle_s: float) -> int:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         path.unlink(missing_ok=True)
-        listener.bind(str(path))
+        with _address(path) as address:
+            listener.bind(address)
     except OSError as e:
         print(f"[scalestudy warm_workers] cannot listen on {path}: {e}", file=sys.stderr, flush=True)
         return 1
@@ -276,7 +292,8 @@ def _run_parent(conn: socket.socket, fds: list[int], request: dict) -> None:
 def _connect(path: Path) -> socket.socket | None:
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        s.connect(str(path))
+        with _address(path) as address:
+            s.connect(address)
         return s
     except OSError:
         s.close()
@@ -331,8 +348,6 @@ def run_client(nproc: int, args: list[str]) -> int:
         raise WarmUnavailable(f"{run_guard.TOKEN_ENV} is not set: warm workers serve launched runs only")
     check_fits(env)
     path = socket_path(env)
-    if len(str(path)) > _SOCKET_PATH_MAX:
-        raise WarmUnavailable(f"the socket path {path} is too long for a unix socket")
     conn = _connect(path) or _start_server(path, env)
     with conn:
         request = json.dumps({"nproc": nproc, "args": args, "env": env, "cwd": os.getcwd()}).encode()

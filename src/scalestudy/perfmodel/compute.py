@@ -17,10 +17,11 @@ kind of work, relative to the GPU that ran it:
 A prediction for another shape, layout or GPU re-counts the FLOPs and bytes for that spec (per
 GPU: tensor parallelism divides matrix products, attention heads and the TP-sharded element-wise
 work; sequence parallelism also the norms and residuals; pipeline parallelism the layers) and
-divides by the efficiencies times the target GPU's datasheet peak and memory bandwidth. That
-the efficiencies carry over to other matrix shapes, micro batches and GPUs is an assumption
-(named in every prediction); the held-out validation (validate.py) measures how well they carry
-over between the measured runs.
+divides by the efficiencies times the target GPU's datasheet peak and memory bandwidth (the
+matrix-product and attention efficiencies first carried by the two GPUs' measured achievable
+matmul fractions of peak where both are known: achievable.py). That the efficiencies carry over
+to other matrix shapes, micro batches and GPUs is an assumption (named in every prediction); the
+held-out validation (validate.py) measures how well they carry over between the measured runs.
 
 Without a traced run the model falls back to one efficiency: the measured hardware MFU (FLOPs
 including recomputation over the step time), applied to all FLOPs (method `mfu`).
