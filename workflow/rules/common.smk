@@ -196,7 +196,7 @@ def study_hardware(wildcards):
 # The analysis code's version (package version and source hash): a parameter of the rules that
 # make tables, figures and claims, so that a change to that code reruns them.
 CODE_VERSION = code_version()
-# The performance model's version (its sources, the external ledger and the cluster files): with
+# The performance model's version (its sources, the catalogs, the external ledger and the cluster files): with
 # CODE_VERSION a parameter of the model_validation rule, which draws the model's predictions.
 MODEL_CODE_VERSION = model_version()
 

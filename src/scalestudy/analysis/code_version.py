@@ -7,7 +7,7 @@ outputs made by other code.
 
 The model_validation figure draws predictions of the performance model, which is not analysis
 code: its ledger CSV records `model_version()` (the hash of the scalestudy.perfmodel sources, the
-modules they import, the external ledger and the cluster files) and the figure records
+modules they import, the catalogs, the external ledger and the cluster files) and the figure records
 code_version() + "+" + that, so audit reports it when the model changed too. Hashed as files,
 never imported here: the model is not part of code_version()."""
 
@@ -23,6 +23,7 @@ import scalestudy
 PACKAGE_DIR = Path(scalestudy.__file__).resolve().parent
 ROOTS = ("analysis",)
 MODEL_ROOTS = ("perfmodel",)
+MODEL_DATA = ("catalog",)  # package data the model reads: the GPU and model catalogs
 # the files of the checkout the external ledger's predictions read (scalestudy.perfmodel.external)
 MODEL_INPUTS = ("workflow/validation/external.yaml", "workflow/clusters")
 HASH_CHARS = 12
@@ -84,11 +85,13 @@ def code_version() -> str:
 
 
 def model_version(root: Path | str = ".") -> str:
-    """e.g. 'model.9c1d0e2f3a4b': the performance model's sources and the checkout files the
-    external ledger is predicted from (MODEL_INPUTS, found as scalestudy.checkout finds them)."""
+    """e.g. 'model.9c1d0e2f3a4b': the performance model's sources, the catalogs and the checkout
+    files the external ledger is predicted from (MODEL_INPUTS, found as scalestudy.checkout finds them)."""
     from scalestudy.checkout import checkout_path
 
     h = hashlib.sha256(source_hash(MODEL_ROOTS).encode())
+    _hash_files(h, sorted(f for d in MODEL_DATA for f in (PACKAGE_DIR / d).rglob("*")
+                          if f.is_file() and f.suffix != ".pyc"), PACKAGE_DIR)
     for rel in MODEL_INPUTS:
         p = checkout_path(rel, root)
         base = p.parents[len(Path(rel).parts) - 1]
