@@ -3,7 +3,7 @@
 import pytest
 
 from scalestudy import catalog
-from scalestudy.perfmodel.achievable import AchievableRateError, achievable_rate, tensor_carry
+from scalestudy.perfmodel.achievable import achievable_rate, tensor_carry
 
 H200, A100, H100 = "NVIDIA H200", "NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"
 
@@ -48,7 +48,7 @@ def test_without_a_rate_on_either_side_the_efficiencies_carry_unchanged(fresh):
     assert achievable_rate("Tesla V100-SXM2-32GB", "bf16") is None
 
 
-def test_a_user_gpu_carries_by_its_own_rate_and_a_rate_above_peak_is_refused(fresh, tmp_path):
+def test_a_user_gpu_carries_by_its_own_rate_and_the_catalog_refuses_a_rate_above_peak(fresh, tmp_path):
     f = tmp_path / "mine.yaml"
     f.write_text(GPU.format(rate='matmul_achievable_tflops: {fp16: 700}\n    matmul_achievable_source: "measured: mine"'))
     catalog.add_catalog_file(f)
@@ -58,9 +58,8 @@ def test_a_user_gpu_carries_by_its_own_rate_and_a_rate_above_peak_is_refused(fre
     catalog.reset()
     high = tmp_path / "high.yaml"
     high.write_text(GPU.format(rate='matmul_achievable_tflops: {bf16: 1200}\n    matmul_achievable_source: x'))
-    catalog.add_catalog_file(high)
-    with pytest.raises(AchievableRateError, match="'My GPU 9000'.*1200.*exceeds"):
-        tensor_carry("My GPU 9000", H200)
+    with pytest.raises(catalog.CatalogError, match="high.yaml: GPU 'My GPU 9000'.*1200.*must not exceed.*1000"):
+        catalog.add_catalog_file(high)
 
 
 def test_the_schema_wants_a_source_with_the_rate_and_known_dtypes(fresh, tmp_path):

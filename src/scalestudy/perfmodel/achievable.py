@@ -16,22 +16,13 @@ Attention carries by the same ratio: flash attention's two products (Q K^T, P V)
 tensor cores at the same clock and power limit as the GEMMs, and nothing measured separates the
 two on another GPU [assumed]. Memory-bound work is not affected (its efficiencies are fractions of
 HBM bandwidth).
-
-The rates are read from the catalog files as written (the catalog's GPUSpec does not hold them:
-it is shared with the analysis code, and the performance model is the rate's only user).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
-from pathlib import Path
 
-import yaml
-
-
-class AchievableRateError(ValueError):
-    pass
+from scalestudy import catalog
 
 
 @dataclass(frozen=True)
@@ -68,31 +59,16 @@ class TensorCarry:
                 f"{c.tflops:g}/{c.peak_tflops:g} ({c.fraction:.1%}) on {c.gpu} [{c.source}]")
 
 
-@lru_cache(maxsize=32)
-def _file_gpus(path: str, mtime: float) -> dict:
-    return (yaml.safe_load(Path(path).read_text()) or {}).get("gpus") or {}
-
-
 def achievable_rate(gpu: str | None, dtype: str) -> AchievableRate | None:
     """The catalog's measured matrix-product rate of `gpu` (device name or alias) in `dtype`, or None."""
-    from scalestudy import catalog
-
     name = catalog.gpu_name(gpu) if gpu else None
     if name is None:
         return None
-    for f in catalog.files():
-        entry = _file_gpus(f, Path(f).stat().st_mtime).get(name)
-        if entry is None:
-            continue
-        rate = (entry.get("matmul_achievable_tflops") or {}).get(dtype)
-        peak = (entry.get("peak_tflops") or {}).get(dtype)
-        if rate is None or peak is None:
-            return None
-        if rate > peak:
-            raise AchievableRateError(f"{f}: GPU {name!r}: matmul_achievable_tflops.{dtype} ({rate:g}) exceeds "
-                                      f"its peak_tflops.{dtype} ({peak:g})")
-        return AchievableRate(name, dtype, float(rate), float(peak), str(entry["matmul_achievable_source"]))
-    return None
+    spec = catalog.gpu(name)
+    rate = spec.matmul_achievable_flops_per_s.get(dtype)
+    if rate is None:
+        return None
+    return AchievableRate(name, dtype, rate / 1e12, spec.peak_flops_per_s[dtype] / 1e12, spec.matmul_achievable_source)
 
 
 def tensor_carry(target_gpu: str | None, calibration_gpu: str | None, dtype: str = "bf16") -> TensorCarry:
