@@ -21,15 +21,7 @@ gpus:
 """
 
 
-@pytest.fixture
-def fresh(monkeypatch):
-    monkeypatch.delenv(catalog.ENV_VAR, raising=False)
-    catalog.reset()
-    yield
-    catalog.reset()
-
-
-def test_the_ratio_of_achievable_fractions_applies_where_both_gpus_have_a_rate(fresh):
+def test_the_ratio_of_achievable_fractions_applies_where_both_gpus_have_a_rate(fresh_catalog):
     c = tensor_carry(A100, H200)
     assert c.factor == pytest.approx((271.2 / 312) / (790 / 989.4)) and not c.missing
     assert "MAMF" in c.target.source and "measured" in c.calibration.source and "x 1.089" in c.describe()
@@ -38,7 +30,7 @@ def test_the_ratio_of_achievable_fractions_applies_where_both_gpus_have_a_rate(f
     assert tensor_carry(H200, H200).factor == 1.0
 
 
-def test_without_a_rate_on_either_side_the_efficiencies_carry_unchanged(fresh):
+def test_without_a_rate_on_either_side_the_efficiencies_carry_unchanged(fresh_catalog):
     for target, cal in (("Tesla V100-SXM2-32GB", H200), ("NVIDIA A100 80GB PCIe", H200), (A100, "NVIDIA L40S"),
                         (A100, None), ("no such GPU", H200)):
         c = tensor_carry(target, cal)
@@ -48,7 +40,7 @@ def test_without_a_rate_on_either_side_the_efficiencies_carry_unchanged(fresh):
     assert achievable_rate("Tesla V100-SXM2-32GB", "bf16") is None
 
 
-def test_a_user_gpu_carries_by_its_own_rate_and_the_catalog_refuses_a_rate_above_peak(fresh, tmp_path):
+def test_a_user_gpu_carries_by_its_own_rate_and_the_catalog_refuses_a_rate_above_peak(fresh_catalog, tmp_path):
     f = tmp_path / "mine.yaml"
     f.write_text(GPU.format(rate='matmul_achievable_tflops: {fp16: 700}\n    matmul_achievable_source: "measured: mine"'))
     catalog.add_catalog_file(f)
@@ -62,7 +54,7 @@ def test_a_user_gpu_carries_by_its_own_rate_and_the_catalog_refuses_a_rate_above
         catalog.add_catalog_file(high)
 
 
-def test_the_schema_wants_a_source_with_the_rate_and_known_dtypes(fresh, tmp_path):
+def test_the_schema_wants_a_source_with_the_rate_and_known_dtypes(fresh_catalog, tmp_path):
     for rate, message in (("matmul_achievable_tflops: {bf16: 700}", "'matmul_achievable_source' is a dependency"),
                           ('matmul_achievable_source: "measured: mine"', "'matmul_achievable_tflops' is a dependency"),
                           ('matmul_achievable_tflops: {tf32: 100}\n    matmul_achievable_source: x',
