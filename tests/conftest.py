@@ -39,6 +39,17 @@ def local_workers(nproc: int, args: list[str], *, env: dict | None = None, timeo
 
 
 @pytest.fixture
+def fresh_catalog(monkeypatch):
+    """The built-in catalog only (no SCALESTUDY_CATALOG files), read anew before and after the test."""
+    from scalestudy import catalog
+
+    monkeypatch.delenv(catalog.ENV_VAR, raising=False)
+    catalog.reset()
+    yield
+    catalog.reset()
+
+
+@pytest.fixture
 def run_torchrun():
     return torchrun
 

@@ -121,3 +121,49 @@ def test_audit_reports_figures_and_claims_made_by_other_code(study, monkeypatch)
     assert f"{study.figures_dir / 'weak_scaling.png'}: made by {made_by}, not by this code " \
            "(scalestudy 9+analysis.000000000000): rebuild it" in problems, problems
     assert any("weak_scaling.csv" in p for p in problems) and any("claims.md" in p for p in problems)
+
+
+def test_audit_reports_a_model_validation_figure_made_by_another_performance_model(tmp_path):
+    # model_validation draws the performance model's predictions of the external ledger; the model
+    # is not analysis code, so the figure and its ledger CSV record the model's version as well
+    import shutil
+    from dataclasses import replace
+    from pathlib import Path
+
+    from figure_fixtures import write_ledger
+    from scalestudy.analysis.audit import made_by_other_code
+    from scalestudy.analysis.code_version import MODEL_INPUTS, analysis_sources, model_version
+    from scalestudy.analysis.figures import model_validation
+    from scalestudy.perfmodel import external
+
+    repo = Path(__file__).resolve().parents[1]
+    root, figs = tmp_path / "checkout", tmp_path / "figures"
+    for rel in MODEL_INPUTS:  # a checkout holding what the ledger's predictions read
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        if (repo / rel).is_dir():
+            shutil.copytree(repo / rel, root / rel)
+        else:
+            shutil.copy(repo / rel, root / rel)
+    _, rows = external.load_ledger(root)
+    rows = [replace(r, published_tokens_per_s_per_device=1000.0 * (i + 1), predicted=1100.0 * (i + 1),
+                    low=900.0 * (i + 1), high=1300.0 * (i + 1)) for i, r in enumerate(rows[:3])]
+    figs.mkdir()
+    ledger = figs / model_validation.LEDGER_FILE
+    external.write_csv(rows, ledger, root)
+    model_validation.render(ledger, figs / "model_validation")
+    assert made_by_other_code(figs, root) == []
+
+    made_by = model_version(root)
+    (root / external.LEDGER).write_text((root / external.LEDGER).read_text() + "# one more published row\n")
+    assert model_version(root) != made_by
+    problems = made_by_other_code(figs, root)
+    assert sorted(p.split(":")[0] for p in problems) == \
+        sorted(str(figs / n) for n in ("model_validation.csv", "model_validation.png", model_validation.LEDGER_FILE))
+    assert any(p.startswith(f"{ledger}: made by {made_by}, not by this code ({model_version(root)})") for p in problems)
+
+    write_ledger(ledger)  # a ledger that names no model version: its figure is never current
+    model_validation.render(ledger, figs / "model_validation")
+    assert any("model_validation.png: made by " in p and "+model.unrecorded" in p
+               for p in made_by_other_code(figs, root))
+    # the model stays out of the analysis code's version
+    assert not any("perfmodel" in p.parts for p in analysis_sources())

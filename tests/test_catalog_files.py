@@ -20,15 +20,7 @@ from conftest import REPO, child_env
 EXAMPLE = "examples/catalog/my-hardware.yaml"
 
 
-@pytest.fixture
-def clean_catalog(monkeypatch):
-    monkeypatch.delenv(catalog.ENV_VAR, raising=False)
-    catalog.reset()
-    yield
-    catalog.reset()
-
-
-def test_a_study_adds_its_catalog_file(clean_catalog):
+def test_a_study_adds_its_catalog_file(fresh_catalog):
     with pytest.raises(KeyError, match="unknown model 'tiny-wide'"):
         catalog.model("tiny-wide")
     study = load_study("examples/studies/my-gpu.yaml", REPO)
@@ -41,7 +33,7 @@ def test_a_study_adds_its_catalog_file(clean_catalog):
     assert peak_flops("rtx6000-ada", "fp32").peak_flops_per_s == 91.1e12
 
 
-def test_the_site_file_adds_a_catalog_and_a_peak(clean_catalog, tmp_path):
+def test_the_site_file_adds_a_catalog_and_a_peak(fresh_catalog, tmp_path):
     (tmp_path / "slurm").mkdir()
     (tmp_path / "slurm/site.yaml").write_text(f"catalog: {REPO / EXAMPLE}\npeak_tflops: 12.5\n")
     (tmp_path / "workflow/studies").mkdir(parents=True)
@@ -54,7 +46,7 @@ def test_the_site_file_adds_a_catalog_and_a_peak(clean_catalog, tmp_path):
 
 
 @pytest.mark.multiproc
-def test_a_run_of_the_files_model_with_the_studys_peak(clean_catalog, tmp_path):
+def test_a_run_of_the_files_model_with_the_studys_peak(fresh_catalog, tmp_path):
     study = load_study("examples/studies/my-model-cpu.yaml", REPO)
     run = next(r for r in study.runs if r.spec.world_size == 1)
     env = child_env()

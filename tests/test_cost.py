@@ -87,3 +87,37 @@ def test_status_of_a_study_in_flight(tmp_path, capsys):
     assert main(["status", "--study", "smoke", "--root", str(tmp_path)]) == 0
     text = capsys.readouterr().out
     assert "  done         2  (1 ok, 1 oom)" in text and "  running      1" in text and "  failed       1" in text
+
+
+def test_status_asks_squeue_for_the_runs_jobs(tmp_path, monkeypatch, capsys):
+    import os
+
+    from scalestudy.slurm_queue import job_comment
+
+    data = yaml.safe_load((REPO / "workflow/studies/smoke.yaml").read_text())
+    study = study_from_dict("smoke", data, root=tmp_path)
+    (tmp_path / "workflow/studies").mkdir(parents=True)
+    (tmp_path / "workflow/studies/smoke.yaml").write_text(yaml.safe_dump(data))
+    ids, coll = [r.run_id for r in study.runs], study.collectives[0].run_id
+    queue = [f"101|PENDING|{job_comment('run', 'smoke', ids[0])}",
+             f"102|RUNNING|{job_comment('run', 'smoke', ids[1])}",
+             f"103|SUSPENDED|{job_comment('collectives', 'smoke', coll)}",
+             f"104|RUNNING|{job_comment('run', 'smoke-other', ids[2])}",  # another study's job
+             "105|PENDING|rule_aggregate_wildcards_smoke"]  # not a run
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "squeue"
+    fake.write_text("#!/bin/sh\necho \"$@\" > \"$(dirname \"$0\")/args\"\n"
+                    "[ -n \"$FAIL\" ] && { echo 'squeue: error: slurm_load_jobs: Unable to contact slurm controller' >&2; "
+                    "exit 1; }\ncat <<'END'\n" + "\n".join(queue) + "\nEND\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    assert main(["status", "--study", "smoke", "--root", str(tmp_path), "--json"]) == 0
+    q = json.loads(capsys.readouterr().out)["queue"]
+    assert q == {"pending": [ids[0]], "running": [ids[1]], "other": {"SUSPENDED": [coll]}, "error": None}
+    assert "--format=%i|%T|%k" in (bin_dir / "args").read_text() and "--user=" in (bin_dir / "args").read_text()
+    assert main(["status", "--study", "smoke", "--root", str(tmp_path)]) == 0
+    assert "  squeue       1 pending, 1 running, 1 suspended  (SLURM jobs of its runs)" in capsys.readouterr().out
+    monkeypatch.setenv("FAIL", "1")
+    assert main(["status", "--study", "smoke", "--root", str(tmp_path)]) == 0  # the directories still tell
+    assert "Unable to contact slurm controller" in capsys.readouterr().out

@@ -24,15 +24,7 @@ gpus:
 """
 
 
-@pytest.fixture
-def fresh(monkeypatch):
-    monkeypatch.delenv(catalog.ENV_VAR, raising=False)
-    catalog.reset()
-    yield
-    catalog.reset()
-
-
-def test_published_shapes_have_their_published_sizes(fresh):
+def test_published_shapes_have_their_published_sizes(fresh_catalog):
     # Llama 3.1 model cards: 8.03B, 70.6B, 405B; Narayanan et al. 2021 Table 1: 1.7B, 145.6B, 1008B
     for name, billions, tol in (("llama3.1-8b", 8.03, 0.001), ("llama3.1-70b", 70.55, 0.001),
                                 ("llama3.1-405b", 405.85, 0.001), ("gpt-1.7b", 1.7, 0.04),
@@ -47,7 +39,7 @@ def test_published_shapes_have_their_published_sizes(fresh):
     assert catalog.gpu("h100-sxm-96gb-500w").power_cap_w == 500
 
 
-def test_user_file_adds_models_and_gpus_everywhere(fresh, tmp_path):
+def test_user_file_adds_models_and_gpus_everywhere(fresh_catalog, tmp_path):
     f = tmp_path / "mine.yaml"
     f.write_text(USER)
     with pytest.raises(KeyError, match="my-3b"):
@@ -60,7 +52,7 @@ def test_user_file_adds_models_and_gpus_everywhere(fresh, tmp_path):
         peak_flops("My GPU 9000", "fp16")
 
 
-def test_env_var_files_are_read_and_names_cannot_be_redefined(fresh, tmp_path, monkeypatch):
+def test_env_var_files_are_read_and_names_cannot_be_redefined(fresh_catalog, tmp_path, monkeypatch):
     f = tmp_path / "mine.yaml"
     f.write_text(USER)
     monkeypatch.setenv(catalog.ENV_VAR, str(f))
@@ -77,7 +69,7 @@ def test_env_var_files_are_read_and_names_cannot_be_redefined(fresh, tmp_path, m
         catalog.add_catalog_file(alias)
 
 
-def test_bad_files_name_the_field(fresh, tmp_path):
+def test_bad_files_name_the_field(fresh_catalog, tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("models:\n  m: {n_layers: 0, dim: 10, n_heads: 3, ffn_dim: 8, vocab_size: 8, mlp: relu}\n")
     with pytest.raises(catalog.CatalogError) as e:

@@ -58,3 +58,7 @@ def test_ledger_predictions_and_cli_outputs(tmp_path):
             assert float(x["error_pct"]) == pytest.approx(100 * (p / pub - 1), rel=1e-4, abs=1e-3)
     for ext in (".pdf", ".png", ".csv"):
         assert (tmp_path / f"model_validation{ext}").stat().st_size > 0
+    from scalestudy.analysis.audit import made_by_other_code
+
+    out.rename(tmp_path / "model_validation_ledger.csv")  # where the workflow writes it, beside the figure
+    assert made_by_other_code(tmp_path, REPO) == []  # both name this analysis code and this model

@@ -186,3 +186,21 @@ def test_elementwise_work_by_kernel_set():
     no_gqa = C.work(gqa, passes=replace(C.FUSED, gqa_repeat=(0.0, 0.0))).elem_bytes_fwd_layer
     assert C.work(gqa).elem_bytes_fwd_layer - no_gqa == pytest.approx(
         2 * (cfg.dim + cfg.n_kv_heads * cfg.head_dim) * gqa.micro_batch * gqa.seq_len * C.BYTES_PER_ELEMENT)
+
+
+def test_selective_op_recomputes_every_second_matrix_product_of_a_block():
+    from scalestudy.perfmodel.compute import RECOMPUTE, selective_op_matmul_fraction
+
+    # torchtitan's policy: wq, wk, wv, wo, w1, w3, w2 in forward order, every second recomputed: wk, wo, w3
+    l70 = get_model_config("llama2-70b")  # dim 8192, 8 KV heads of 128, ffn 28672
+    assert selective_op_matmul_fraction(l70) == pytest.approx((1024 + 8192 + 28672) / (2 * 8192 + 2 * 1024 + 3 * 28672))
+    l13 = get_model_config("llama2-13b")  # no GQA: wk as wide as wq
+    assert selective_op_matmul_fraction(l13) == pytest.approx((2 * 5120 + 13824) / (4 * 5120 + 3 * 13824))
+    gpt = get_model_config("gpt-1.7b")  # GELU: wq, wk, wv, wo, fc1, fc2 -> wk, wo, fc2
+    assert selective_op_matmul_fraction(gpt) == pytest.approx(0.5)
+    opts = ModelOptions(recompute="selective_op")
+    assert opts.recompute_fractions(l70) == (selective_op_matmul_fraction(l70), 0.0, 1.0)
+    assert ModelOptions(recompute="selective_layer").recompute_fractions(l70) == RECOMPUTE["selective_layer"]
+    assert ModelOptions().recompute_fractions(l70) is None
+    with pytest.raises(ValueError, match="selective_op"):
+        ModelOptions(recompute="selective_mm")

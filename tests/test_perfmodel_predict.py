@@ -116,6 +116,23 @@ def test_faster_interconnect_and_newer_gpu_what_ifs(cal, h100):
     assert a100["tokens_per_s_per_device"] < h["tokens_per_s_per_device"] and a100["mfu"] > h["mfu"]
 
 
+def test_tensor_core_efficiencies_carry_by_achievable_rates_only_where_both_are_known(cal):
+    import dataclasses
+
+    a100 = load_cluster("a100-paper", REPO)
+    carried = predict(fsdp(8), a100, cal, band=False)
+    assert carried.values["tensor_carry"] == pytest.approx((271.2 / 312) / (790 / 989.4))
+    assert "x 1.089" in carried.sources["calibrated_from_measurements"]["tensor_core_carry"]
+    # the same silicon without a measured rate in the catalog (the A100 PCIe is not filled): unchanged
+    pcie = dataclasses.replace(a100, gpu="NVIDIA A100 80GB PCIe")
+    plain = predict(fsdp(8), pcie, cal, band=False)
+    assert plain.values["tensor_carry"] == 1.0
+    assert any("carried to NVIDIA A100 80GB PCIe unchanged" in n for n in plain.notes)
+    ratio = carried.compute["layer_fwd_s"] / plain.compute["layer_fwd_s"]
+    assert 1 / carried.values["tensor_carry"] < ratio < 1.0  # element-wise work is not carried
+    assert predict(fsdp(1), load_cluster("h200-node", REPO), cal, band=False).values["tensor_carry"] == 1.0
+
+
 def test_cli_predict_and_clusters(tmp_path):
     env_cmd = [sys.executable, "-c",
                "import sys, argparse; from scalestudy import commands_model as m; p = argparse.ArgumentParser(); "

@@ -145,7 +145,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     from scalestudy.slurm import load_site
     from scalestudy.studies import load_study
 
-    st = study_status(load_study(args.study, args.root), load_site(root=args.root))
+    from scalestudy.slurm_queue import queued_runs
+
+    study = load_study(args.study, args.root)
+    st = study_status(study, load_site(root=args.root))
+    # where SLURM is (squeue on PATH), its queue too: a job pending there has no attempt directory yet
+    st = dataclasses.replace(st, queue=queued_runs(study.name, [r.run_id for r in study.runs]
+                                                   + [c.run_id for c in study.collectives]))
     if args.json:
         print(json.dumps(dataclasses.asdict(st), indent=1))
     else:
@@ -189,7 +195,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_study)
 
     p = subparsers.add_parser("status", help="a study in flight: jobs done (by status), running, failed and left; "
-                                             "GPU-hours spent and to come")
+                                             "GPU-hours spent and to come; where squeue is on PATH, the "
+                                             "runs' SLURM jobs pending and running")
     p.add_argument("--study", required=True, help="a study name or YAML path")
     p.add_argument("--root", default=".", help="the repository root (default .)")
     p.add_argument("--json", action="store_true", help="machine-readable")

@@ -104,7 +104,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         if args.out or args.figure:
             out = Path(args.out or Path(args.figure).with_name(Path(args.figure).name + "_ledger.csv"))
             out.parent.mkdir(parents=True, exist_ok=True)
-            write_csv(rows, out)
+            write_csv(rows, out, Path(args.root))
             if args.figure:
                 from scalestudy.analysis.figures.model_validation import render
 

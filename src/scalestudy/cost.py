@@ -18,6 +18,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scalestudy.slurm_queue import QueuedRuns
+
 # [assumed] start-up of one job before its first step: torchrun rendezvous, NCCL init, model build
 EXPECTED_STARTUP_S = 120.0
 DEFAULT_CALIBRATION = "data/h200-reference/raw"
@@ -185,6 +187,7 @@ class StudyStatus:
     left: int
     spent_h: float  # device-hours of the finished and running jobs, from their run.json times
     to_come_h: float  # device-hours requested by the jobs not finished
+    queue: QueuedRuns | None = None  # the runs' jobs in SLURM's queue (squeue); None: not asked
 
 
 def study_status(study, site=None, now: float | None = None) -> StudyStatus:
@@ -245,6 +248,12 @@ def format_status(st: StudyStatus) -> str:
              f"  failed   {len(st.failed):>5}  (harness errors; raw logs kept under crashed/)",
              f"  left     {st.left:>5}",
              f"  {st.unit}: {st.spent_h:,.1f} spent, up to {st.to_come_h:,.1f} to come (the requested time limits)"]
+    q = st.queue
+    if q is not None and q.error:
+        lines.append(f"  squeue   unknown  ({q.error})")
+    elif q is not None:
+        others = "".join(f", {len(ids)} {state.lower()}" for state, ids in q.other.items())
+        lines.append(f"  squeue   {len(q.pending):>5} pending, {len(q.running)} running{others}  (SLURM jobs of its runs)")
     lines += [f"  running: {r}" for r in st.running[:10]]
     lines += [f"  failed: {r}" for r in st.failed[:10]]
     return "\n".join(lines)

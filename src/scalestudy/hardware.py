@@ -42,6 +42,9 @@ class GPUSpec:
     notes: str = ""
     power_cap_w: float = 0.0  # maximum board power (TDP)
     aliases: tuple[str, ...] = ()
+    # measured best dense matrix-product rate by dtype (flop/s) and where it was measured; empty if none
+    matmul_achievable_flops_per_s: dict[str, float] = field(default_factory=dict)
+    matmul_achievable_source: str = ""
 
 
 @dataclass(frozen=True)

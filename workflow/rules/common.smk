@@ -9,7 +9,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
-from scalestudy.analysis.code_version import code_version
+from scalestudy.analysis.code_version import code_version, model_version
 from scalestudy.launch import job_resources
 from scalestudy.slurm import SiteError, load_site, submit_problem
 from scalestudy.studies import ALL_FIGURES, FIGURES, RANK_FIGURES, StudyError, load_study, study_headers, study_path
@@ -196,6 +196,9 @@ def study_hardware(wildcards):
 # The analysis code's version (package version and source hash): a parameter of the rules that
 # make tables, figures and claims, so that a change to that code reruns them.
 CODE_VERSION = code_version()
+# The performance model's version (its sources, the catalogs, the external ledger and the cluster files): with
+# CODE_VERSION a parameter of the model_validation rule, which draws the model's predictions.
+MODEL_CODE_VERSION = model_version()
 
 
 def figure_category(figure):

@@ -23,7 +23,8 @@ rule predict:
 
 
 # The external validation ledger (workflow/validation/external.yaml) predicted with the study's
-# calibration, drawn as the model_validation figure with its CSVs. Nothing is fitted to it.
+# calibration, drawn as the model_validation figure with its CSVs. Nothing is fitted to it. It
+# re-runs when the analysis code or the performance model changes (params code and model).
 rule model_validation:
     localrule: True
     input:
@@ -52,6 +53,8 @@ rule model_validation:
         calibration=lambda wildcards: list(get_study(wildcards.study).prediction["calibration"]),
         base=lambda wildcards: f"figures/{wildcards.study}/model_validation",
         caption=figure_caption("model_validation"),
+        code=CODE_VERSION,
+        model=MODEL_CODE_VERSION,
     conda:
         "../envs/scalestudy.yaml"
     shell:

@@ -89,31 +89,44 @@ def _calibration_problems(run_dir: Path) -> list[str]:
     return out
 
 
-def made_by_other_code(figures_dir: Path) -> list[str]:
+def made_by_other_code(figures_dir: Path, root: Path | str = ".") -> list[str]:
     """Figures and claims whose recorded code version (PNG metadata, the figure CSV's
-    code_version column, claims.md) is not this code's: rebuild them (snakemake reruns them)."""
+    code_version column, claims.md) is not this code's: rebuild them (snakemake reruns them).
+    A ledger figure (model_validation) and its ledger CSV must also name this performance model
+    (code_version.model_version, its sources and the checkout files under `root` it reads)."""
     import re
 
     from PIL import Image
 
-    from scalestudy.analysis.code_version import code_version
+    from scalestudy.analysis.code_version import code_version, ledger_figure_version, model_version
     from scalestudy.analysis.csv_format import read_csv_rows
+    from scalestudy.analysis.figures import LEDGER_FIGURES
 
+    figures_dir = Path(figures_dir)
     current = code_version()
     found: list[tuple[Path, str | None]] = []
-    for p in sorted(Path(figures_dir).glob("*.png")):
+    for p in sorted(figures_dir.glob("*.png")):
         with Image.open(p) as im:
             found.append((p, im.text.get("Software")))
-    for p in sorted(Path(figures_dir).glob("*.csv")):
+    ledgers = {figures_dir / m.LEDGER_FILE: m for m in LEDGER_FIGURES.values()}
+    for p in sorted(figures_dir.glob("*.csv")):
         rows = read_csv_rows(p)
         if rows and "label" in rows[0]:  # a figure's CSV (claims.csv has no label column)
             found.append((p, rows[0].get("code_version")))
-    md = Path(figures_dir) / "claims.md"
+        elif p in ledgers:
+            found.append((p, ledgers[p].ledger_model_version(p)))
+    md = figures_dir / "claims.md"
     if md.exists():
         m = re.search(r"scalestudy \S+\+analysis\.[0-9a-f]+", md.read_text(encoding="utf-8"))
         found.append((md, m.group(0) if m else None))
-    return [f"{p}: made by {v or 'code that recorded no version'}, not by this code ({current}): rebuild it"
-            for p, v in found if v != current]
+    expected = dict.fromkeys((p for p, _ in found), current)
+    model_files = [p for p in expected if p in ledgers or p.stem in LEDGER_FIGURES]
+    if model_files:
+        model = model_version(root)
+        for p in model_files:
+            expected[p] = model if p in ledgers else ledger_figure_version(model)
+    return [f"{p}: made by {v or 'code that recorded no version'}, not by this code ({expected[p]}): rebuild it"
+            for p, v in found if v != expected[p]]
 
 
 def audit(study, *, figures: bool = True, claims: bool = True) -> list[str]:
@@ -167,5 +180,5 @@ def audit(study, *, figures: bool = True, claims: bool = True) -> list[str]:
                     if not drawn.exists():
                         problems.append(f"{drawn}: missing (figure {name} was not drawn)")
     if figures or claims:
-        problems += made_by_other_code(Path(study.figures_dir))
+        problems += made_by_other_code(Path(study.figures_dir), getattr(study, "root", "."))
     return problems

@@ -3,7 +3,13 @@ of the analysis sources (src/scalestudy/analysis and every scalestudy module the
 followed transitively). The workflow passes it as a parameter of the aggregate, figure and claims
 rules, so a change to that code reruns exactly those; every figure records it (PDF and PNG
 metadata, the CSV's code_version column) and claims.md names it, and `scalestudy audit` reports
-outputs made by other code."""
+outputs made by other code.
+
+The model_validation figure draws predictions of the performance model, which is not analysis
+code: its ledger CSV records `model_version()` (the hash of the scalestudy.perfmodel sources, the
+modules they import, the catalogs, the external ledger and the cluster files) and the figure records
+code_version() + "+" + that, so audit reports it when the model changed too. Hashed as files,
+never imported here: the model is not part of code_version()."""
 
 from __future__ import annotations
 
@@ -16,6 +22,10 @@ import scalestudy
 
 PACKAGE_DIR = Path(scalestudy.__file__).resolve().parent
 ROOTS = ("analysis",)
+MODEL_ROOTS = ("perfmodel",)
+MODEL_DATA = ("catalog",)  # package data the model reads: the GPU and model catalogs
+# the files of the checkout the external ledger's predictions read (scalestudy.perfmodel.external)
+MODEL_INPUTS = ("workflow/validation/external.yaml", "workflow/clusters")
 HASH_CHARS = 12
 
 
@@ -41,9 +51,9 @@ def _imports(path: Path) -> set[str]:
     return out
 
 
-def analysis_sources() -> list[Path]:
-    """The analysis sources and the scalestudy modules they import, transitively."""
-    todo = sorted(p for r in ROOTS for p in (PACKAGE_DIR / r).rglob("*.py"))
+def analysis_sources(roots: tuple[str, ...] = ROOTS) -> list[Path]:
+    """The sources under `roots` (the analysis) and the scalestudy modules they import, transitively."""
+    todo = sorted(p for r in roots for p in (PACKAGE_DIR / r).rglob("*.py"))
     seen: set[Path] = set()
     while todo:
         p = todo.pop()
@@ -57,14 +67,39 @@ def analysis_sources() -> list[Path]:
     return sorted(seen)
 
 
+def _hash_files(h, files: list[Path], base: Path) -> None:
+    for p in files:
+        h.update(p.relative_to(base).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+
+
 @lru_cache(maxsize=None)
-def source_hash() -> str:
+def source_hash(roots: tuple[str, ...] = ROOTS) -> str:
     h = hashlib.sha256()
-    for p in analysis_sources():
-        h.update(p.relative_to(PACKAGE_DIR).as_posix().encode() + b"\0" + p.read_bytes() + b"\0")
+    _hash_files(h, analysis_sources(roots), PACKAGE_DIR)
     return h.hexdigest()[:HASH_CHARS]
 
 
 def code_version() -> str:
     """e.g. 'scalestudy 0.1.0+analysis.3f2c1a9b0d4e'."""
     return f"scalestudy {scalestudy.__version__}+analysis.{source_hash()}"
+
+
+def model_version(root: Path | str = ".") -> str:
+    """e.g. 'model.9c1d0e2f3a4b': the performance model's sources, the catalogs and the checkout
+    files the external ledger is predicted from (MODEL_INPUTS, found as scalestudy.checkout finds them)."""
+    from scalestudy.checkout import checkout_path
+
+    h = hashlib.sha256(source_hash(MODEL_ROOTS).encode())
+    _hash_files(h, sorted(f for d in MODEL_DATA for f in (PACKAGE_DIR / d).rglob("*")
+                          if f.is_file() and f.suffix != ".pyc"), PACKAGE_DIR)
+    for rel in MODEL_INPUTS:
+        p = checkout_path(rel, root)
+        base = p.parents[len(Path(rel).parts) - 1]
+        _hash_files(h, sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p], base)
+    return f"model.{h.hexdigest()[:HASH_CHARS]}"
+
+
+def ledger_figure_version(model: str | None) -> str:
+    """What a ledger figure (model_validation) records: this analysis code and the model version its
+    ledger CSV names ('model.unrecorded' for a ledger that names none)."""
+    return f"{code_version()}+{model or 'model.unrecorded'}"

@@ -66,6 +66,12 @@ def validate(data: Any, where: str) -> None:
         if m["dim"] % m["n_heads"] or m["n_heads"] % kv:
             raise CatalogError(f"{where}: model {name!r}: n_heads must divide dim and n_kv_heads must divide n_heads "
                                f"(dim {m['dim']}, n_heads {m['n_heads']}, n_kv_heads {kv})")
+    for name, g in (data.get("gpus") or {}).items():
+        for dtype, rate in (g.get("matmul_achievable_tflops") or {}).items():
+            peak = g["peak_tflops"].get(dtype)
+            if peak is None or rate > peak:
+                raise CatalogError(f"{where}: GPU {name!r}: matmul_achievable_tflops.{dtype} ({rate:g}) must not exceed "
+                                   f"peak_tflops.{dtype} ({'absent' if peak is None else f'{peak:g}'})")
 
 
 def _model(name: str, m: dict) -> ModelConfig:
@@ -83,7 +89,10 @@ def _gpu(name: str, g: dict) -> GPUSpec:
                    memory_bytes_per_s=float(g["hbm_gb_per_s"]) * GB, intra_node_link=g.get("intra_node_link", ""),
                    intra_node_link_bytes_per_s=float(g["intra_node_link_gb_per_s"]) * GB,
                    power_cap_w=float(g["power_cap_w"]), datasheet=g["datasheet"], notes=g.get("notes", ""),
-                   aliases=tuple(g.get("aliases", ())))
+                   aliases=tuple(g.get("aliases", ())),
+                   matmul_achievable_flops_per_s={k: float(v) * 1e12
+                                                  for k, v in (g.get("matmul_achievable_tflops") or {}).items()},
+                   matmul_achievable_source=g.get("matmul_achievable_source", ""))
 
 
 def _add(cat: _Catalog, path: Path) -> None:

@@ -17,10 +17,11 @@ kind of work, relative to the GPU that ran it:
 A prediction for another shape, layout or GPU re-counts the FLOPs and bytes for that spec (per
 GPU: tensor parallelism divides matrix products, attention heads and the TP-sharded element-wise
 work; sequence parallelism also the norms and residuals; pipeline parallelism the layers) and
-divides by the efficiencies times the target GPU's datasheet peak and memory bandwidth. That
-the efficiencies carry over to other matrix shapes, micro batches and GPUs is an assumption
-(named in every prediction); the held-out validation (validate.py) measures how well they carry
-over between the measured runs.
+divides by the efficiencies times the target GPU's datasheet peak and memory bandwidth (the
+matrix-product and attention efficiencies first carried by the two GPUs' measured achievable
+matmul fractions of peak where both are known: achievable.py). That the efficiencies carry over
+to other matrix shapes, micro batches and GPUs is an assumption (named in every prediction); the
+held-out validation (validate.py) measures how well they carry over between the measured runs.
 
 Without a traced run the model falls back to one efficiency: the measured hardware MFU (FLOPs
 including recomputation over the step time), applied to all FLOPs (method `mfu`).
@@ -131,10 +132,31 @@ class StepWork:
 # Fractions of the layer forward recomputed in backward, (matrix products, attention, element-wise):
 # full checkpointing recomputes all; torchtitan's selective checkpointing [torchtitan
 # torchtitan/models/llama3/infra/parallelize.py, _apply_ac]: "layer" checkpoints every second block
-# in full; "op" saves the outputs of every other matrix product and of attention (SDPA) and
-# recomputes the rest of the forward.
+# in full; "op" saves the outputs of attention (SDPA) and of every other matrix product and
+# recomputes the rest of the forward (its matrix-product fraction depends on the shape:
+# selective_op_matmul_fraction).
 RECOMPUTE = {"none": (0.0, 0.0, 0.0), "full": (1.0, 1.0, 1.0), "selective_layer": (0.5, 0.5, 0.5),
-             "selective_op": (0.5, 0.0, 1.0)}
+             "selective_op": None}
+
+
+def selective_op_matmul_fraction(cfg: ModelConfig) -> float:
+    """The layer's matrix-product FLOPs that torchtitan's op-level selective checkpointing recomputes.
+    Its policy counts the block's aten.mm calls in forward order and saves all but every second
+    ("Saves output of all compute ops, except every second mm": torchtitan
+    torchtitan/parallelisms/parallelize_llama.py, _apply_ac_to_transformer_block, a fresh count a
+    block). Forward order: wq, wk, wv, wo, then w1, w3, w2 (SwiGLU: w2(silu(w1 x) * w3 x)) or fc1,
+    fc2 (GELU), so wk, wo and w3 (fc2) are recomputed: 36% of Llama 2 70B's layer FLOPs (GQA makes
+    wk narrow), 39% of Llama 2 13B's."""
+    d, kv, f = cfg.dim, cfg.n_kv_heads * cfg.head_dim, cfg.ffn_dim
+    widths = [d, kv, kv, d] + ([f, f, f] if cfg.mlp == "swiglu" else [f, f])  # output widths, each x dim
+    return sum(widths[1::2]) / sum(widths)
+
+
+def recompute_fractions(name: str, cfg: ModelConfig) -> tuple[float, float, float]:
+    """RECOMPUTE[name] for the model shape `cfg`."""
+    if name == "selective_op":
+        return (selective_op_matmul_fraction(cfg), 0.0, 1.0)
+    return RECOMPUTE[name]
 
 
 def layers_per_rank(spec: RunSpec, cfg: ModelConfig) -> int:

@@ -175,7 +175,7 @@ def group_summary(data: dict, rows: list[LedgerRow]) -> dict[str, dict]:
 
 CSV_FIELDS = ("id", "group", "source", "cluster", "configuration", "published_metric", "published_value",
               "published_tokens_per_s_per_device", "predicted_tokens_per_s_per_device", "band_low", "band_high",
-              "error_pct", "inside_band", "not_expressible")
+              "error_pct", "inside_band", "not_expressible", "model_version")
 
 
 def csv_rows(rows: list[LedgerRow]) -> list[dict]:
@@ -193,14 +193,20 @@ def csv_rows(rows: list[LedgerRow]) -> list[dict]:
     return out
 
 
-def write_csv(rows: list[LedgerRow], path: Path | str) -> None:
+def write_csv(rows: list[LedgerRow], path: Path | str, root: Path | str = ".") -> None:
+    """The ledger with its predictions; every row names the model version that predicted it
+    (scalestudy.analysis.code_version.model_version: `scalestudy audit` compares it)."""
     import csv
 
+    from scalestudy.analysis.code_version import model_version
+
+    version = model_version(root)
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
         w.writeheader()
         for r in csv_rows(rows):
-            w.writerow({k: ("" if v is None else (f"{v:.6g}" if isinstance(v, float) else v)) for k, v in r.items()})
+            w.writerow({**{k: ("" if v is None else (f"{v:.6g}" if isinstance(v, float) else v)) for k, v in r.items()},
+                        "model_version": version})
 
 
 def format_ledger(data: dict, rows: list[LedgerRow]) -> str:

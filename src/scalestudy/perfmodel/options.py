@@ -48,10 +48,11 @@ class ModelOptions:
         if self.recompute is not None and self.recompute not in RECOMPUTE:
             raise ValueError(f"recompute {self.recompute!r} is not one of {', '.join(RECOMPUTE)}")
 
-    def recompute_fractions(self) -> tuple[float, float, float] | None:
-        from scalestudy.perfmodel.compute import RECOMPUTE
+    def recompute_fractions(self, cfg) -> tuple[float, float, float] | None:
+        """The recomputed fractions of the forward for model shape `cfg` (a ModelConfig); None: the spec's."""
+        from scalestudy.perfmodel.compute import recompute_fractions
 
-        return RECOMPUTE[self.recompute] if self.recompute else None
+        return recompute_fractions(self.recompute, cfg) if self.recompute else None
 
     def passes(self):
         from scalestudy.perfmodel.compute import ELEMENTWISE

@@ -25,6 +25,7 @@ from pathlib import Path
 from scalestudy.bandwidth import busbw_factor
 from scalestudy.metrics import flops_per_token
 from scalestudy.perfmodel import MODEL_VERSION
+from scalestudy.perfmodel import achievable
 from scalestudy.perfmodel import compute as compute_mod
 from scalestudy.perfmodel import power as power_mod
 from scalestudy.perfmodel.collectives import CollectiveModel, Scales
@@ -212,18 +213,35 @@ def clock_ratio(cluster, cal: Calibration) -> float:
     return cal.power.clock_ratio(cluster.v("tdp_w"), design_power_w(cluster))
 
 
+def tensor_carry(cluster, cal: Calibration, dtype: str) -> achievable.TensorCarry:
+    """The calibration GPU's tensor-core efficiencies carried to the cluster's GPU by their measured
+    achievable matmul rates (perfmodel/achievable.py); a factor of 1 where either is unknown."""
+    return achievable.tensor_carry(cluster.gpu, cal.compute.gpu, dtype)
+
+
+def tensor_rate(cluster, cal: Calibration, dtype: str) -> float:
+    """Tensor-core work's rate on the cluster's GPU, relative to the calibrated efficiencies at its
+    dense peak: the achievable-rate carry times the power-limit clock ratio."""
+    return tensor_carry(cluster, cal, dtype).factor * clock_ratio(cluster, cal)
+
+
 def _with_compute(sc: dict, factor: float) -> dict:
     return {**sc, "compute": sc["compute"] * factor}
 
 
+def _compute_times(spec: RunSpec, cluster, cal: Calibration, options: ModelOptions,
+                   scale: float = 1.0) -> compute_mod.ComputeTimes:
+    zero1 = options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1
+    return compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * tensor_rate(cluster, cal, spec.precision),
+                                     cluster.hbm, scale, options.tp_loss == "vocab_parallel",
+                                     options.recompute_fractions(spec.model_config()),
+                                     spec.dp_replicate if zero1 else None, options.passes())
+
+
 def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc: dict,
               options: ModelOptions = ModelOptions()) -> tuple[dict, list[dict]]:
-    vp = options.tp_loss == "vocab_parallel"
     zero1 = options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1
-    ct = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * clock_ratio(cluster, cal), cluster.hbm,
-                                   sc["compute"], vp,
-                                   options.recompute_fractions(), spec.dp_replicate if zero1 else None,
-                                   options.passes())
+    ct = _compute_times(spec, cluster, cal, options, sc["compute"])
     gpn = cluster.gpus_per_node
     colls = layout_collectives(spec, gpn, options)
     m_layer = spec.grad_accum * spec.pp_microbatches  # layer passes a step
@@ -296,7 +314,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
     fpt = flops_per_token(spec.model_config(), spec.seq_len)["flops_per_token"]
     vals = {"step_time_s": step, "tokens_per_s": tps, "tokens_per_s_per_device": per_dev,
             "mfu": per_dev * fpt / cluster.peak_flops, "compute_s": compute_s, "comm_s": comm_s,
-            "clock_ratio": clock_ratio(cluster, cal),
+            "clock_ratio": clock_ratio(cluster, cal), "tensor_carry": tensor_carry(cluster, cal, spec.precision).factor,
             "exposed_comm_s": exposed, "exposed_comm_share": exposed / step, "bubble_s": bubble * spec.grad_accum,
             "u_compute": min(1.0, compute_s / step), "u_exposed": min(1.0, exposed / step)}
     if cal.power is not None:
@@ -313,7 +331,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
     return vals, timed
 
 
-def sources(cluster, cal: Calibration, cm: CollectiveModel) -> dict:
+def sources(cluster, cal: Calibration, cm: CollectiveModel, dtype: str = "bf16") -> dict:
     vals = cluster.sources()
     by: dict[str, list[str]] = {}
     for k, v in vals.items():
@@ -330,12 +348,15 @@ def sources(cluster, cal: Calibration, cm: CollectiveModel) -> dict:
                 f"{cluster.v('tdp_w'):g} W limit (design power {design_power_w(cluster):g} W) over the measured "
                 f"GPU's under its {cal.power.cap_w:g} W, from the duty-cycle fit and P_dynamic ~ clock^"
                 f"{power_mod.DVFS_EXPONENT:g} [published: Le Sueur and Heiser, HotPower 2010]") if cal.power else None,
+            "tensor_core_carry": tensor_carry(cluster, cal, dtype).describe(),
         },
         "collectives": cm.sources()["rules"],
         "published": ["inter-node all-reduce: " + (cm.panel.source if cm.panel else "none")],
         "cluster_values_by_source": {k: sorted(v) for k, v in sorted(by.items())},
         "assumed_model_choices": [
-            "efficiencies measured on one GPU's shapes carry over to other shapes, micro batches, layouts and GPUs",
+            "efficiencies measured on one GPU's shapes carry over to other shapes, micro batches and layouts, and to "
+            "other GPUs as fractions of their datasheet peak and HBM bandwidth; the tensor-core ones (matrix products, "
+            "attention) by the ratio of measured achievable matmul rates where the catalog has both (achievable.py)",
             "FSDP all-gather/reduce-scatter across nodes: ring; network hop latency from the panel's tree fit, "
             "bus bandwidth from the published H100 node-count fit (NVIDIA/nccl #1229) scaled by the rails",
             "pipeline sends are not overlapped (synchronous); tensor-parallel collectives as options.tp_comm_overlap says",
@@ -383,6 +404,10 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
                      f"{cluster.v('memory_gib'):g} GiB: the run would likely fail with oom")
     cfg = spec.model_config()
     measured_shapes = {(r.spec.model_config().dim, r.spec.model_config().ffn_dim) for r in cal.runs if r.ok}
+    carried = tensor_carry(cluster, cal, spec.precision)
+    if carried.missing:
+        notes.append(f"no measured achievable {spec.precision} matmul rate for {' or '.join(carried.missing)}: "
+                     f"the calibration's tensor-core efficiencies are carried to {cluster.gpu} unchanged")
     if (cfg.dim, cfg.ffn_dim) not in measured_shapes:
         notes.append(f"{spec.model}'s layer shape was not measured: its efficiencies are extrapolated from "
                      + ", ".join(sorted({r.spec.model for r in cal.runs if r.ok})))
@@ -391,15 +416,8 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
     return Prediction(run_id=spec.run_id, config_id=spec.config_id, cluster=cluster.name, layout=spec.layout,
                       world_size=spec.world_size, label=strategy_label(spec), spec=spec.to_dict(), values=vals,
                       band=bands, corners=corners, collectives=timed,
-                      compute=asdict(compute_mod.compute_times(spec, cal.compute,
-                                                               cluster.peak_flops * clock_ratio(cluster, cal), cluster.hbm,
-                                                               vocab_parallel_loss=options.tp_loss == "vocab_parallel",
-                                                               recompute=options.recompute_fractions(),
-                                                               optimizer_shards=spec.dp_replicate if (
-                                                                   options.distributed_optimizer and spec.dp_shard == 1)
-                                                               else None,
-                                                               passes=options.passes())),
-                      sources={**sources(cluster, cal, cm), "options": options.as_dict(),
+                      compute=asdict(_compute_times(spec, cluster, cal, options)),
+                      sources={**sources(cluster, cal, cm, spec.precision), "options": options.as_dict(),
                                "inputs_from": rank_shares.inputs_from(
                                    share, factor, f"runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}",
                                    carry, cluster.gpu)},
@@ -409,7 +427,7 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
 def share_carry(spec: RunSpec, cluster, cal: Calibration, share, options: ModelOptions = ModelOptions()) -> float:
     """A measured rank share's computation carried from the GPU it ran on to the cluster's: the
     model's kernel time of `spec` on the cluster's GPU over that on the share's (calibrated
-    efficiencies at each one's dense peak, HBM bandwidth and power-limit clock); 1 without a share
+    efficiencies at each one's dense peak, HBM bandwidth, achievable-rate carry and power-limit clock); 1 without a share
     or where the share ran on the cluster's GPU kind."""
     from scalestudy.hardware import UnknownDeviceError, gpu_spec
 
@@ -421,11 +439,12 @@ def share_carry(spec: RunSpec, cluster, cal: Calibration, share, options: ModelO
         return 1.0
     peak = g.peak_flops_per_s.get(spec.precision) or cal.compute.peak_flops
     ratio = cal.power.clock_ratio(g.power_cap_w) if cal.power is not None else 1.0
-    kw = dict(vocab_parallel_loss=options.tp_loss == "vocab_parallel", recompute=options.recompute_fractions(),
-              passes=options.passes())
+    kw = dict(vocab_parallel_loss=options.tp_loss == "vocab_parallel",
+              recompute=options.recompute_fractions(spec.model_config()), passes=options.passes())
+    ratio *= achievable.tensor_carry(share.measured_on, cal.compute.gpu, spec.precision).factor
     there = compute_mod.compute_times(spec, cal.compute, peak * ratio, g.memory_bytes_per_s, **kw).kernels_s
-    here = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * clock_ratio(cluster, cal), cluster.hbm,
-                                     **kw).kernels_s
+    here = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * tensor_rate(cluster, cal, spec.precision),
+                                     cluster.hbm, **kw).kernels_s
     return here / there
 
 

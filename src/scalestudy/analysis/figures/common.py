@@ -334,10 +334,11 @@ def sort_rows(rows: list[dict], panels: list[str]) -> list[dict]:
     return sorted(rows, key=key)
 
 
-def write_rows(path: Path, rows: list[dict]) -> Path:
+def write_rows(path: Path, rows: list[dict], version: str | None = None) -> Path:
+    """The figure's CSV; every row's code_version is `version` (default: this analysis code's)."""
     from scalestudy.analysis.code_version import code_version
 
-    version = code_version()
+    version = version or code_version()
     return write_csv(path, FIGURE_COLUMNS, [{**r, "code_version": version} for r in rows])
 
 
@@ -741,10 +742,11 @@ def bound_axis(ax, quantity_label: str, desc: Description, ys: Iterable[float] =
         ax.set_ylim(top=q.high)
 
 
-def save(fig, out_base: Path, formats: Iterable[str]) -> list[Path]:
+def save(fig, out_base: Path, formats: Iterable[str], version: str | None = None) -> list[Path]:
+    """The figure's PDF and PNG, recording `version` (default: this analysis code's) in their metadata."""
     from scalestudy.analysis.code_version import code_version
 
-    version = code_version()
+    version = version or code_version()
     paths = []
     for fmt in formats:
         if fmt == "csv":

@@ -41,6 +41,13 @@ def read_ledger_csv(path: Path | str) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+def ledger_model_version(ledger_csv: Path | str) -> str | None:
+    """The model version that predicted the ledger (its model_version column), None if it names none
+    or more than one."""
+    versions = {r.get("model_version") or None for r in read_ledger_csv(ledger_csv)}
+    return versions.pop() if len(versions) == 1 else None
+
+
 def _f(v):
     return float(v) if v not in (None, "") else None
 
@@ -120,14 +127,18 @@ def draw(fd: common.FigureData):
 
 
 def render(ledger_csv: Path | str, out_base: Path | str) -> list[Path]:
-    """Write out_base.pdf, .png and .csv (the figure's rows) from the ledger CSV."""
+    """Write out_base.pdf, .png and .csv (the figure's rows) from the ledger CSV; they record this
+    analysis code and the model version the ledger names (code_version.ledger_figure_version)."""
     out_base = Path(out_base)
     out_base.parent.mkdir(parents=True, exist_ok=True)
     import matplotlib
 
+    from scalestudy.analysis.code_version import ledger_figure_version
+
     fd = data(ledger_csv)
+    version = ledger_figure_version(ledger_model_version(ledger_csv))
     with matplotlib.rc_context(common.style()):
         fig = draw(fd)
-        paths = common.save(fig, out_base, ("pdf", "png"))
-    paths.append(common.write_rows(out_base.with_name(out_base.name + ".csv"), fd.rows))
+        paths = common.save(fig, out_base, ("pdf", "png"), version)
+    paths.append(common.write_rows(out_base.with_name(out_base.name + ".csv"), fd.rows, version))
     return paths
