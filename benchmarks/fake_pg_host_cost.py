@@ -8,15 +8,16 @@ This script runs the harness's Trainer (`comm: fake`, FSDP2, one block a unit, t
 with CPU-sized dims) as rank 0 of worlds of W ranks and reports per W:
 
     python benchmarks/fake_pg_host_cost.py steps OUT.json [--worlds 256 512 1024 2048 4096]
-    python benchmarks/fake_pg_host_cost.py profile OUT.txt [--world 2048]
+    python benchmarks/fake_pg_host_cost.py profile OUT.txt [--world 2048] [--one-copy]
     python benchmarks/fake_pg_host_cost.py collective OUT.json [--worlds ...]
 
 steps: the median wall time of a training step (CPU: all of it is host work) with the fake
-backend's all-gather and with scalestudy's one-copy all-gather (harness/fake_comm.py), the number
-of copy dispatches a step, and the bytes of all-gather output a step (FSDP2 pads every
+backend's collectives and with scalestudy's one-copy ones (harness/fake_comm.py), the number
+of copy dispatches a step, and the elements of all-gather output a step (FSDP2 pads every
 parameter's first dimension to a multiple of W; the small dims here are padded far more than the
-7B's, so the bytes are shown too). profile: torch.profiler's top CPU operators of one W=2048
-step with the backend's all-gather. collective: one all-gather of a fixed 4 MiB output, W chunks.
+7B's, so the elements are shown too). profile: torch.profiler's top CPU operators of one W=2048
+step (--one-copy: with scalestudy's collectives). collective: one all-gather and one
+reduce-scatter of a fixed 2 MiB bf16 buffer cut into W chunks, the backend's and scalestudy's.
 Each world size runs in a forked child (a process joins one fake world). CPU only, no device.
 """
 
@@ -96,18 +97,19 @@ def _steps_child(world: int, one_copy: bool, out: Path) -> None:
         trainer.step(i)
         times.append(time.perf_counter() - t0)
     copies = _count_copies(trainer, 12)
-    out.write_text(json.dumps({"world": world, "all_gather": "one-copy" if one_copy else "backend",
-                               "step_s": statistics.median(times[2:]), "steps_s": times[2:],
+    steps = times[2:]
+    out.write_text(json.dumps({"world": world, "collectives": "one-copy" if one_copy else "backend",
+                               "step_s": statistics.median(steps), "min_step_s": min(steps), "steps_s": steps,
                                "copy_dispatches": copies,
                                "all_gather_output_elements": _all_gather_numel(trainer.parts[0], world)}))
 
 
-def _profile_child(world: int, out: Path) -> None:
+def _profile_child(world: int, one_copy: bool, out: Path) -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
     torch.set_num_threads(1)
-    trainer = _trainer(world, one_copy=False)
+    trainer = _trainer(world, one_copy)
     for i in range(2):
         trainer.step(i)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -124,7 +126,8 @@ def _collective_child(world: int, out: Path) -> None:
     torch.set_num_threads(1)
     fake_comm.init_fake_process_group(_spec(world))
     n = 1 << 20
-    shard, full = torch.randn(n // world), torch.empty(n)
+    shard, full = torch.randn(n // world, dtype=torch.bfloat16), torch.randn(n, dtype=torch.bfloat16)
+    gathered, scattered = torch.empty_like(full), torch.empty_like(shard)
 
     def per_call(fn) -> float:
         fn()
@@ -133,11 +136,15 @@ def _collective_child(world: int, out: Path) -> None:
             fn()
         return (time.perf_counter() - t0) / 50
 
-    backend = per_call(lambda: dist.all_gather_single(full, shard))
+    def both() -> dict:
+        return {"all_gather_s": per_call(lambda: dist.all_gather_single(gathered, shard)),
+                "reduce_scatter_s": per_call(lambda: dist.reduce_scatter_single(scattered, full))}
+
+    backend = both()
     fake_comm.install_one_copy_collectives()
-    one = per_call(lambda: dist.all_gather_single(full, shard))
-    out.write_text(json.dumps({"world": world, "output_elements": n, "backend_s": backend, "one_copy_s": one,
-                               "backend_per_chunk_s": (backend - one) / world}))
+    one = both()
+    out.write_text(json.dumps({"world": world, "elements": n, "dtype": "bf16", "backend": backend, "one_copy": one,
+                               "backend_all_gather_per_rank_s": (backend["all_gather_s"] - one["all_gather_s"]) / world}))
 
 
 def _in_child(target, *args) -> None:
@@ -154,13 +161,14 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("out", type=Path)
     ap.add_argument("--worlds", type=int, nargs="+", default=list(WORLDS))
     ap.add_argument("--world", type=int, default=2048, help="profile: the world size")
+    ap.add_argument("--one-copy", action="store_true", help="profile: with scalestudy's one-copy collectives")
     a = ap.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["SCALESTUDY_CATALOG"] = str(_catalog_file(Path(tmp)))
         part = Path(tmp) / "part.json"
         if a.what == "profile":
-            _in_child(_profile_child, a.world, a.out)
+            _in_child(_profile_child, a.world, a.one_copy, a.out)
             print(a.out.read_text())
             return
         rows = []
