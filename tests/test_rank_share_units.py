@@ -163,11 +163,16 @@ def test_one_copy_collectives_cost_nothing_a_rank(monkeypatch):
 
     if dist.is_initialized():
         pytest.skip("this process already joined a process group")
-    for name in fake_comm._DIST_ALL_GATHER + fake_comm._DIST_REDUCE_SCATTER:  # restored after the test
-        monkeypatch.setattr(dist, name, getattr(dist, name))
+    import torch.distributed._functional_collectives as funcol
+
+    for module, names in ((dist, fake_comm._DIST_ALL_GATHER + fake_comm._DIST_REDUCE_SCATTER),
+                          (funcol, fake_comm._FUNCOL_ALL_GATHER + fake_comm._FUNCOL_REDUCE_SCATTER)):
+        for name in names:  # restored after the test
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, getattr(module, name))
     world = 2048
-    fake_comm.init_fake_process_group(RunSpec(model="tiny", nodes=world // 8, procs_per_node=8, global_batch=world,
-                                              comm="fake", emulate_rank=3))
+    spec = RunSpec(model="tiny", nodes=world // 8, procs_per_node=8, global_batch=world, comm="fake", emulate_rank=3)
+    fake_comm.init_fake_process_group(spec)
     try:
         gen = torch.Generator().manual_seed(0)
         shard, full = torch.randn(3, generator=gen), torch.randn(world * 3, generator=gen)
@@ -180,7 +185,7 @@ def test_one_copy_collectives_cost_nothing_a_rank(monkeypatch):
         ag_out, rs_out = torch.full((world * 3,), float("nan")), torch.full((3,), float("nan"))
         backend_ag, _ = aten_ops(dist.all_gather_single, ag_out, shard)
         assert backend_ag >= world  # torch stopped copying a rank: docs/rank-shares.md is stale
-        replaced = fake_comm.install_one_copy_collectives()
+        replaced = fake_comm.start_record(spec, torch.device("cpu"))["one_copy_collectives"]  # as a run does
         assert {"torch.distributed.all_gather_single", "torch.distributed.reduce_scatter_single"} <= set(replaced)
         assert fake_comm.install_one_copy_collectives() == []
         ag_out.fill_(float("nan"))
