@@ -195,3 +195,45 @@ def test_c5_reads_the_study_cluster_not_the_hardware_comparison(tmp_path):
     assert "128 -> 2048 GPUs (change in share): +20.00 pp (95% CI [+17.73 pp, +22.27 pp])" in c5["ours_text"], c5["ours_text"]
     for claim in ("C1", "C3", "C7", "HSDP-2048"):
         assert not [cid for cid in v[claim]["config_ids"] or [] if cid.endswith("--a100-paper")], v[claim]
+
+
+def test_a_caveat_on_an_input_travels_to_the_claims_it_is_behind(tmp_path):
+    """A run's caveat (a predicted run that takes a measured input with a known artefact) reaches
+    its configuration's summary notes once and the reason of each claim behind it; verdicts and
+    values stay as without it."""
+    from scalestudy.studies import Study
+
+    note = "caveat: the measured input rank shares of study r (runs x-2048) has a known artefact: host-bound"
+    base = (runs(world=128, values=[100.0, 101.0, 99.0]) + runs(world=2048, values=[62.8, 62.6, 63.0])
+            + runs(world=256, layout="hsdp", values=[80.0, 81.0], label="HSDP") + runs(world=256, values=[70.0, 70.5]))
+    marked = [{**r, "caveats": [note] if r["world_size"] == 2048 else []} for r in base]
+    summary = {c["config_id"]: c for c in agg.summarize_configs([dict(r) for r in marked])}
+    assert [c["notes"].count(note) for c in summary.values() if c["world_size"] == 2048] == [1]
+    assert not [c for c in summary.values() if c["world_size"] != 2048 and note in c["notes"]]
+    plain, cav = verdicts(tmp_path / "a", base), verdicts(tmp_path / "b", marked)
+    for cid in ("C1", "C2"):
+        assert (cav[cid]["verdict"], cav[cid]["ours"]) == (plain[cid]["verdict"], plain[cid]["ours"])
+        assert cav[cid]["reason"] == plain[cid]["reason"] + "; " + claims.CAVEAT_REASON + note.removeprefix("caveat: ")
+    assert cav["HSDP-256"]["reason"] == plain["HSDP-256"]["reason"]
+    study = Study(name="s", description="", hardware="H100", assumptions=(), runs=(), collectives=(), figures=(),
+                  root=tmp_path)
+    text = claims.markdown(claims.evaluate(tables(tmp_path / "b", marked)), study)
+    assert "**CAVEAT**: C1, C2, C3, HSDP-2048 rest on a measured input with a known artefact" in text
+    assert "**CAVEAT**" not in claims.markdown(claims.evaluate(tables(tmp_path / "a", base)), study)
+
+
+def test_a_predicted_run_row_carries_its_caveat_notes():
+    from types import SimpleNamespace
+
+    from scalestudy.analysis.run_table import _predicted
+    from scalestudy.spec import RunSpec
+
+    note = "caveat: the measured input ... has a known artefact: host-bound"
+    value = {"values": {"compute_s": 1.0, "comm_s": 0.5, "exposed_comm_s": 0.1},
+             "notes": ["the memory estimate exceeds the GPU's memory", note]}
+    log = SimpleNamespace(records=[{"key": "prediction", "value": value}])
+    spec = RunSpec(model="llama2-7b", device="cuda", nodes=1, procs_per_node=8)
+    row = {"step_time_mean_s": 2.0, "n_measured_steps": 1}
+    assert _predicted(log, spec, row)["caveats"] == [note]
+    assert _predicted(SimpleNamespace(records=[{"key": "prediction", "value": {**value, "notes": []}}]),
+                      spec, row)["caveats"] == []

@@ -156,3 +156,18 @@ def test_series_names_add_what_differs_and_never_join_two_configurations_at_one_
     keys = [(names[c["config_id"]], c["world_size"]) for c in cfgs]
     assert len(keys) == len(set(keys))  # torch FSDP at 8 GPUs twice: they differ in lr, and say so
     assert "lr=" in names["x8"] and "lr=" in names["a8"] and names["a16"] == "FSDP, torch, eager"
+
+
+def test_a_caveat_in_the_summary_notes_marks_the_figure_rows_and_a_short_footnote():
+    import pandas as pd
+    from types import SimpleNamespace
+
+    summary = pd.DataFrame([{"config_id": "a", "notes": "PREDICTED;caveat: the input x has a known artefact: y"},
+                            {"config_id": "b", "notes": "PREDICTED"}])
+    fd = common.FigureData(name="weak_scaling", title="t", rows=[
+        {"config_ids": ["a"], "note": "predicted by the model"}, {"config_ids": ["b"], "note": None}])
+    foot = common.mark_caveats(fd, SimpleNamespace(summary=summary))
+    assert fd.rows[0]["note"] == "predicted by the model; " + common.CAVEAT_ROW_NOTE
+    assert fd.rows[1]["note"] is None
+    assert foot.startswith("caveat: 1 configuration drawn takes a measured input with a known artefact")
+    assert common.mark_caveats(fd, SimpleNamespace(summary=summary.iloc[1:])) is None

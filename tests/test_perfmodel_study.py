@@ -170,3 +170,43 @@ def test_a_share_measured_on_another_gpu_is_carried_by_the_models_kernel_time_ra
     same = {share_key(spec, h100.gpu): dc_replace(share, measured_on=h100.gpu)}
     assert share_carry(spec, h100, cal, same[share_key(spec, h100.gpu)]) == 1.0
     assert predict(spec, h100, cal, band=False, shares=same).values["compute_s"] < p.values["compute_s"]
+
+
+def test_a_share_with_a_known_artefact_is_used_and_says_so():
+    from dataclasses import replace as dc_replace
+
+    from scalestudy.perfmodel.cluster import load_cluster
+    from scalestudy.perfmodel.predict import cached_calibration, predict
+    from scalestudy.perfmodel.rank_shares import CAVEAT_PREFIX, load_shares, share_key
+
+    rank = load_study("paper-rank", REPO)
+    (artefact, reason), = rank.known_artefacts.items()
+    assert "data/paper-rank/README.md" in reason
+    shares = load_shares("paper-rank", REPO)
+    caveated = [s for s in shares.values() if s.caveat]
+    assert [s.run_ids for s in caveated] == [(artefact,)] and reason in caveated[0].caveat
+    cal = cached_calibration("data/h200-reference/raw", REPO)
+    h100 = load_cluster("h100-paper", REPO)
+    spec = next(p.spec for p in load_study("paper-model", REPO).runs
+                if not p.variant and shares.get(share_key(p.spec, h100.gpu)) is caveated[0])
+    p = predict(spec, h100, cal, band=False, shares=shares)
+    clean = predict(spec, h100, cal, band=False, shares={**shares, share_key(spec, h100.gpu): dc_replace(
+        caveated[0], caveat="")})
+    assert p.values == clean.values  # still taken: the caveat travels, the number stays
+    notes = [n for n in p.notes if n.startswith(CAVEAT_PREFIX)]
+    assert len(notes) == 1 and artefact in notes[0] and reason in notes[0]
+    assert not any(n.startswith(CAVEAT_PREFIX) for n in clean.notes)
+    assert CAVEAT_PREFIX in p.sources["inputs_from"]["compute"]
+    assert CAVEAT_PREFIX not in clean.sources["inputs_from"]["compute"]
+
+
+def test_a_known_artefact_of_a_run_the_study_lacks_is_refused(tmp_path):
+    import yaml
+
+    from scalestudy.studies import StudyError, study_from_dict
+
+    path = REPO / "workflow" / "studies" / "paper-rank.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["known_artefacts"] = {"llama2-7b-no-such-run-seed0": "a reason"}
+    with pytest.raises(StudyError, match=r"paper-rank\.yaml.*llama2-7b-no-such-run-seed0.*not a run"):
+        study_from_dict("paper-rank", data, root=REPO, source=path)

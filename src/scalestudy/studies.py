@@ -116,6 +116,8 @@ class Study:
     catalog: tuple[str, ...] = ()  # catalog files (model shapes, GPU kinds) the study adds
     peak_tflops: float | None = None  # the peak for MFU of every run (else the GPU catalog's)
     expected_cost_cluster: str | None = None  # workflow/clusters NAME: the expected GPU-hours
+    # run id -> why its numbers carry a known artefact (kept in use; consumers carry the caveat)
+    known_artefacts: dict[str, str] = field(default_factory=dict)
 
     @property
     def raw_dir(self) -> Path:
@@ -358,6 +360,11 @@ def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Pat
                     extra.append(PlannedRun(p.spec, mine, f"{p.label} ({cluster})", variant=cluster))
         planned += tuple(extra)
     collectives = _collectives(name, data.get("collectives"))
+    artefacts = dict(data.get("known_artefacts") or {})
+    unknown = sorted(set(artefacts) - {p.run_id for p in planned} - {c.run_id for c in collectives})
+    if unknown:
+        raise StudyError(name, [("known_artefacts", f"{source or 'the study file'}: {', '.join(map(repr, unknown))} "
+                                 f"{'is not a run' if len(unknown) == 1 else 'are not runs'} of this study")])
     figures = tuple(data["figures"]) if "figures" in data else _default_figures(planned, collectives)
     return Study(
         name=name, description=data["description"].strip(), hardware=data["hardware"],
@@ -365,7 +372,7 @@ def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Pat
         figures=figures, root=Path(root), launch=data.get("launch", True), partial=data.get("partial", False), time_limit_s=data.get("time_limit_s"),
         dropped=tuple(dropped), source=source, prediction=dict(prediction) if prediction else None,
         gpu_hours_budget=data.get("gpu_hours_budget"), expected_cost_cluster=data.get("expected_cost_cluster"),
-        catalog=tuple(data.get("catalog", ())), peak_tflops=data.get("peak_tflops"),
+        catalog=tuple(data.get("catalog", ())), peak_tflops=data.get("peak_tflops"), known_artefacts=artefacts,
     )
 
 

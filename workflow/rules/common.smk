@@ -81,6 +81,8 @@ def prediction_inputs(wildcards):
     shares = study.prediction.get("rank_shares")
     if shares and Path(f"data/{shares}/tables/rank_configs.csv").exists():  # measured rank shares (committed)
         files.append(f"data/{shares}/tables/rank_configs.csv")
+        # its file: what the shares stand in for and their known artefacts (caveats the predictions carry)
+        files.append(str(get_study(shares).source))
     return files
 
 

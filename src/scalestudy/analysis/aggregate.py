@@ -6,7 +6,8 @@ summary.csv              one row per configuration: its status over seeds, statu
                          `<m>_ci95_high` and `<m>_n` (stats.summarize over the ok seeds, less the
                          seeds flagged `outlier` (seed_outliers) or `contaminated` in runs.csv,
                          each named in `notes`; when every ok seed is contaminated they are kept
-                         and `notes` says so).
+                         and `notes` says so). A predicted configuration's `notes` also hold its
+                         runs' caveats (runs.csv `caveats`: a measured input with a known artefact).
 collectives.csv          one row per (benchmark run, op, size); collectives_summary.csv the summary
                          per (op, size, world size, nodes) over seeds (collectives_table).
 unplanned_runs.csv       run directories under the raw directory that the study did not plan, and
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scalestudy.analysis import collectives_table, run_table
-from scalestudy.analysis.csv_format import read_table, write_csv
+from scalestudy.analysis.csv_format import read_table, split_list, write_csv
 from scalestudy.analysis.stats import summarize
 from scalestudy.rawlog import STATUS_PRIORITY, STATUSES, RawLogError, find_runs, read_run
 
@@ -338,6 +339,8 @@ def summarize_configs(runs: list[dict], bands: dict[str, dict] | None = None) ->
             for c in run_table.REASON_COLUMNS:
                 if r.get(c):
                     notes.add(f"{c.removesuffix('_reason')}: {r[c]}")
+            cav = r.get("caveats")  # a predicted run's measured input with a known artefact: said once a config
+            notes.update(cav if isinstance(cav, list) else split_list(cav))
         row["notes"] = sorted(notes)
         out.append(row)
     out.sort(key=lambda r: (r["model"], r["world_size"], r["layout"], r["tp"], r["pp"], r["global_batch"],

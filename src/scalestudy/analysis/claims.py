@@ -21,7 +21,10 @@ Predicted configurations (summary `kind` predicted, from scalestudy.perfmodel): 
 predictions takes its interval from the model's band, both sides evaluated at the same corner of
 the model's uncertainty box (predictions.csv); the same rules then apply with that band in place
 of the 95% CI, and every such row says PREDICTED in its reason and `n_seeds`. A predicted
-configuration is never compared with a measured one.
+configuration is never compared with a measured one. A predicted configuration that takes a measured
+input with a known artefact (its summary notes starting "caveat: ", perfmodel.rank_shares) puts
+"CAVEAT on an input: ..." in the reason of every claim it is behind, and claims.md names those
+claims above the table; the verdict is computed as usual.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from pathlib import Path
 
 from scalestudy.analysis.csv_format import split_list, write_csv
 from scalestudy.analysis.markdown_html import to_html
+from scalestudy.analysis.run_table import CAVEAT_PREFIX
 from scalestudy.analysis.stats import Comparison, Summary, difference, from_columns, relative_change
 
 CLAIMS_CSV = "claims.csv"
@@ -61,6 +65,13 @@ RULES = {
 PREDICTED = "predicted"
 PREDICTED_REASON = ("PREDICTED by scalestudy.perfmodel, not measured (the interval is the model's band: both "
                     "sides at the same corner of its uncertainty box)")
+
+
+CAVEAT_REASON = "CAVEAT on an input: "
+
+
+def _as_list(v) -> list[str]:
+    return [str(x) for x in v] if isinstance(v, (list, tuple)) else split_list(v)
 
 
 def _configs(tables) -> list[dict]:
@@ -533,6 +544,15 @@ def evaluate(tables) -> list[dict]:
         flagged = [f"{cid}: {n}" for cid in (r.get("config_ids") or []) for n in left_out.get(cid, [])]
         if flagged:
             r["reason"] = "; ".join([x for x in [r.get("reason")] if x] + ["FLAGGED " + n for n in flagged])
+    # a predicted configuration that takes a measured input with a known artefact: said in every claim it is behind
+    caveats = {c["config_id"]: [n for n in _as_list(c.get("notes")) if n.startswith(CAVEAT_PREFIX)] for c in cfgs}
+    config_of = {rid: c["config_id"] for c in cfgs for rid in _as_list(c.get("run_ids"))}
+    for r in rows:
+        cids = list(r.get("config_ids") or []) + [config_of[x] for x in r.get("run_ids") or [] if x in config_of]
+        said = list(dict.fromkeys(n for cid in cids for n in caveats.get(cid, [])))
+        if said:
+            r["reason"] = "; ".join([x for x in [r.get("reason")] if x]
+                                    + [CAVEAT_REASON + n.removeprefix(CAVEAT_PREFIX) for n in said])
     for r in rows:
         for k in CLAIM_COLUMNS:
             r.setdefault(k, None)
@@ -558,6 +578,11 @@ def markdown(rows: list[dict], study) -> str:
         lines += ["**PREDICTED by scalestudy.perfmodel, not measured**: rows marked PREDICTED compare model "
                   "predictions with the paper; their interval is the model's band (both sides at the same corner "
                   "of its uncertainty box), which takes the place of the 95% CI in the rules below.", ""]
+    caveated = [r["id"] for r in rows if CAVEAT_REASON in (r.get("reason") or "")]
+    if caveated:
+        lines += [f"**CAVEAT**: {', '.join(caveated)} {'rests' if len(caveated) == 1 else 'rest'} on a measured input "
+                  "with a known artefact (the reason says which and why); the number is used as measured and the "
+                  "verdict is computed as for any other row.", ""]
     if any("CPU smoke data" in (r.get("reason") or "") for r in rows):
         lines += ["**CPU smoke data — not comparable to the paper.**", ""]
     lines += ["| id | claim | paper | ours | verdict | reason |", "|---|---|---|---|---|---|"]

@@ -13,7 +13,9 @@ identity      run_id, config_id, seed, label, experiments (';'-joined), kind, st
               culprit_ranks, raw_dir (the run directory, relative to the study's raw directory),
               contaminated (status.json's load record: another run of the package ran on its host
               while it measured; empty where the run recorded no load), outlier (why its throughput
-              is an outlier against the other seeds, aggregate.seed_outliers; empty if it is not)
+              is an outlier against the other seeds, aggregate.seed_outliers; empty if it is not),
+              caveats (a predicted run's notes starting "caveat: ": a measured input it takes has a
+              known artefact, perfmodel.rank_shares; empty otherwise)
 layout        layout, model, world_size, nodes, procs_per_node, dp_replicate, dp_shard, tp, pp,
               global_batch, local_batch, seq_len, tokens_per_step, device, device_names, n_hosts
 throughput    n_measured_steps, tokens_per_s (global), tokens_per_s_per_device, step_time_mean_s,
@@ -46,7 +48,7 @@ from scalestudy.spec import RunSpec, SpecError
 SPEC_PREFIX = "spec."
 
 IDENTITY_COLUMNS = ["run_id", "config_id", "seed", "label", "experiments", "kind", "status", "error",
-                    "culprit_ranks", "raw_dir", "contaminated", "outlier"]
+                    "culprit_ranks", "raw_dir", "contaminated", "outlier", "caveats"]
 LAYOUT_COLUMNS = ["layout", "model", "world_size", "nodes", "procs_per_node", "dp_replicate", "dp_shard", "tp",
                   "pp", "global_batch", "local_batch", "seq_len", "tokens_per_step", "device", "device_names",
                   "n_hosts"]
@@ -116,7 +118,7 @@ def unread_row(planned, status: str, error: str, raw_dir: str | None) -> dict:
     row = {"run_id": planned.run_id, "config_id": getattr(planned, "config_id", spec.config_id), "seed": spec.seed,
            "kind": "train",
            "status": status, "error": error, "culprit_ranks": None, "raw_dir": raw_dir, "contaminated": None,
-           "outlier": None, **planned_columns(planned), **layout_columns(spec), "device_names": None, "n_hosts": None,
+           "outlier": None, "caveats": [], **planned_columns(planned), **layout_columns(spec), "device_names": None, "n_hosts": None,
            **_null_metrics(f"run {status}"), **spec_columns(spec)}
     return row
 
@@ -133,6 +135,7 @@ def run_row(log: RunLog, planned=None, raw_dir: str | None = None, *, traces: bo
         **planned_columns(planned), "kind": log.run.get("kind", "train"), "status": status,
         "error": log.status.get("error"), "culprit_ranks": log.status.get("culprit_ranks") or [],
         "raw_dir": raw_dir, "contaminated": (log.status.get("load") or {}).get("contaminated"), "outlier": None,
+        "caveats": [],
         **layout_columns(spec), "device_names": sorted(devices),
         "n_hosts": len(prov.get("hosts") or []) or None,
     }
@@ -162,6 +165,7 @@ def run_row(log: RunLog, planned=None, raw_dir: str | None = None, *, traces: bo
 PREDICTED = "predicted"
 PREDICTED_BAND = "_band"  # metric -> [low, high], for the summary table
 PREDICTED_CORNERS = "_corners"  # metric -> values at the corners of the model's uncertainty box
+CAVEAT_PREFIX = "caveat: "  # a prediction's note on a measured input with a known artefact (perfmodel.rank_shares)
 
 
 def _predicted(log: RunLog, spec: RunSpec, row: dict) -> dict:
@@ -172,6 +176,7 @@ def _predicted(log: RunLog, spec: RunSpec, row: dict) -> dict:
         return out
     p = recs[0]["value"]
     v = p["values"]
+    out["caveats"] = [str(n) for n in p.get("notes") or [] if str(n).startswith(CAVEAT_PREFIX)]
     step = row.get("step_time_mean_s")
     if v.get("power_w_per_gpu") is not None and step:
         total = v["power_w_per_gpu"] * spec.world_size

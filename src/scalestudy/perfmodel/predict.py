@@ -398,6 +398,8 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
             xs = [x for x in corners[m] + [vals.get(m)] if x is not None]
             bands[m] = [min(xs), max(xs)] if xs else [None, None]
     notes = []
+    if share is not None and share.caveat and share.status in ("ok", "oom"):  # taken, known artefact and all
+        notes.append(share.caveat_note())
     rank_shares.apply_memory(vals, notes, share)
     if not vals["fits_memory"] and share is None:
         notes.append(f"the memory estimate ({vals['memory_estimate_gib']:.0f} GiB) exceeds the GPU's "

@@ -17,6 +17,10 @@ A rank-share study declares the GPU kind its one-GPU measurements stand in for
 (`stands_in_for: {gpu: <catalog name or alias>, measured_on: <the GPU the shares ran on>}`;
 paper-rank: the H100 SXM 80 GB, measured on an H200 capped at its memory); shares are keyed by that GPU kind, so a prediction on a cluster of another GPU
 (the A100 of the hardware comparison) finds none and keeps the model's own inputs.
+
+A share whose runs the study lists in `known_artefacts` (run id -> why) is still used, but carries
+the reason (`MeasuredShare.caveat`): the prediction that takes it says so in a note starting
+CAVEAT_PREFIX and in its `inputs_from`, and the analysis carries that note to the claims.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from scalestudy.analysis.run_table import CAVEAT_PREFIX
 from scalestudy.spec import RunSpec
 
 # the fields that set a rank's shapes and work; a predicted run and a rank share with equal
@@ -78,9 +83,22 @@ class MeasuredShare:
     cap_gib: float | None
     run_ids: tuple[str, ...]
     measured_on: str = ""  # the GPU kind the share ran on ("": the kind it stands in for)
+    caveat: str = ""  # the study's known artefact of one of its runs ("": none)
 
     def describe(self) -> str:
         return f"rank shares of study {self.study} (runs {', '.join(self.run_ids)})"
+
+    def caveat_note(self) -> str | None:
+        """The note of a prediction that takes this share, where its runs carry a known artefact."""
+        return f"{CAVEAT_PREFIX}the measured input {self.describe()} has a known artefact: {self.caveat}" \
+            if self.caveat else None
+
+
+def caveats(study, run_ids) -> str:
+    """The study's known artefacts (`known_artefacts: {run id: reason}`) of these runs, one text."""
+    known = getattr(study, "known_artefacts", None) or {}
+    hit = [rid for rid in run_ids if rid in known]
+    return known[hit[0]] if len(run_ids) == 1 and hit else " ".join(f"run {rid}: {known[rid]}" for rid in hit)
 
 
 def _num(v: str) -> float | None:
@@ -112,10 +130,11 @@ def load_shares(study_name: str, root: Path | str = ".") -> dict[tuple, Measured
         times = [_num(t) for t in split_list(row.get("stage_compute_times_s"))]
         times = [t for t in times if t is not None]
         peak = _num(row.get("peak_allocated_bytes"))
+        run_ids = tuple(split_list(row.get("run_ids")))
         out[share_key(spec, gpu)] = MeasuredShare(study.name, row["status"], max(times) if times else None,
                                              int(peak) if peak is not None else None,
-                                             _num(row.get("device_memory_cap_gib")),
-                                             tuple(split_list(row.get("run_ids"))), ran_on)
+                                             _num(row.get("device_memory_cap_gib")), run_ids, ran_on,
+                                             caveats(study, run_ids))
     return out
 
 
@@ -152,4 +171,9 @@ def inputs_from(share: MeasuredShare | None, factor: float, calibration: str, ca
                f"the model, calibrated on {calibration} (the rank share's status is {share.status})")
     memory = (f"measured: {share.describe()}, status {share.status}" if share.status in ("ok", "oom") else
               "the memory estimate (memory_estimate): the rank share is not complete")
+    if share.caveat:
+        if compute.startswith("measured"):
+            compute += f" ({share.caveat_note()})"
+        if memory.startswith("measured"):
+            memory += f" ({share.caveat_note()})"
     return {"compute": compute, "memory": memory}

@@ -104,6 +104,7 @@ def figure_data(name: str, tables, study) -> common.FigureData:
                                  "use render_ledger_figure")
     fd = module(name).data(tables, study)
     common.mark_predicted(fd, tables)
+    caveat = common.mark_caveats(fd, tables)
     fd.rows = common.sort_rows(fd.rows, fd.panels)
     desc = fd.description or description(name)
     fd.description = desc
@@ -111,7 +112,7 @@ def figure_data(name: str, tables, study) -> common.FigureData:
     fd.title = desc.heading(fd.predicted)
     fd.subtitle = f"study {study.name} · hardware: {study.hardware}"
     failed = None if getattr(module(name), "FAILURES_IN_CELLS", False) else common.failed_note(fd.rows)
-    notes = desc.footnotes(fd.predicted) + fd.notes + [failed, common.assumptions_note(study)]
+    notes = desc.footnotes(fd.predicted) + fd.notes + [failed, caveat, common.assumptions_note(study)]
     if failed is None:  # nothing drawn as an 'x': no note explaining it
         notes = [n for n in notes if n != common.FAILED_NOTE]
     if any(r.get("status") == common.INVALID for r in fd.rows):

@@ -354,6 +354,33 @@ def mark_predicted(fd: FigureData, tables) -> None:
             row["note"] = "predicted by the model" + (f"; {row['note']}" if row.get("note") else "")
 
 
+CAVEAT_ROW_NOTE = "caveat: takes a measured input with a known artefact (see claims.md)"
+
+
+def mark_caveats(fd: FigureData, tables) -> str | None:
+    """Note CAVEAT_ROW_NOTE on the rows of configurations whose summary notes hold a caveat (a
+    prediction that takes a measured input with a known artefact); returns the figure's short
+    footnote saying how many, or None."""
+    from scalestudy.analysis.run_table import CAVEAT_PREFIX
+
+    summary = getattr(tables, "summary", None)
+    if summary is None or "notes" not in getattr(summary, "columns", []):
+        return None
+    cav = {r["config_id"] for r in records(summary)
+           if any(n.startswith(CAVEAT_PREFIX) for n in split_list(r.get("notes")))}
+    drawn = set()
+    for row in fd.rows:
+        hit = cav & set(row.get("config_ids") or [])
+        if hit and CAVEAT_ROW_NOTE not in str(row.get("note") or ""):
+            row["note"] = f"{row['note']}; {CAVEAT_ROW_NOTE}" if row.get("note") else CAVEAT_ROW_NOTE
+        drawn |= hit
+    if not drawn:
+        return None
+    n = len(drawn)
+    return (f"caveat: {n} configuration{'s' if n > 1 else ''} drawn take{'' if n > 1 else 's'} a measured input with a "
+            "known artefact (the CSV's note marks which; claims.md says why).")
+
+
 # ---- drawing helpers ----------------------------------------------------------------
 # A figure is three stacked subfigures: the header (title, study and hardware, CPU warning), the
 # panels with their legend below them (constrained layout), and the footer (notes). Header and
