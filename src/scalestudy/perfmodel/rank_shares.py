@@ -90,7 +90,7 @@ class MeasuredShare:
 
     def caveat_note(self) -> str | None:
         """The note of a prediction that takes this share, where its runs carry a known artefact."""
-        return f"{CAVEAT_PREFIX}the measured input {self.describe()} has a known artefact: {self.caveat}" \
+        return f"{CAVEAT_PREFIX}a measured input ({self.describe()}) has a known artefact: {self.caveat}" \
             if self.caveat else None
 
 
