@@ -199,7 +199,8 @@ def study_hardware(wildcards):
 # make tables, figures and claims, so that a change to that code reruns them.
 CODE_VERSION = code_version()
 # The performance model's version (its sources, the catalogs, the external ledger and the cluster files): with
-# CODE_VERSION a parameter of the model_validation rule, which draws the model's predictions.
+# CODE_VERSION a parameter of the model_validation rule, which draws the model's predictions, and of
+# the predict rule.
 MODEL_CODE_VERSION = model_version()
 
 

@@ -16,6 +16,7 @@ rule predict:
         study=PREDICTED_STUDIES,
     params:
         study=study_arg,
+        model=MODEL_CODE_VERSION,  # a change to the model's code or data reruns the predictions
     conda:
         "../envs/scalestudy.yaml"
     shell:
