@@ -174,17 +174,22 @@ def install_one_copy_collectives() -> list[str]:
     into world-size views (FakeProcessGroup::_allgather_base, _reduce_scatter_base): world-size
     copies (on a GPU, kernel launches) or views a call, host work that grows with the emulated
     world and that no real backend does (NCCL launches one kernel)."""
-    replaced = []
-    for names, kind in ((_DIST_ALL_GATHER, "all_gather"), (_DIST_REDUCE_SCATTER, "reduce_scatter")):
-        for name in names:
-            fn = getattr(dist, name, None)
-            if fn is None or getattr(fn, "_scalestudy_one_copy", False):
-                continue
-            w = _one_copy(fn, kind)
-            w._scalestudy_one_copy = True
-            setattr(dist, name, w)
-            replaced.append(f"{dist.__name__}.{name}")
-    return replaced
+    return [*_replace(dist, _DIST_ALL_GATHER, "all_gather", _one_copy, "_scalestudy_one_copy"),
+            *_replace(dist, _DIST_REDUCE_SCATTER, "reduce_scatter", _one_copy, "_scalestudy_one_copy")]
+
+
+def _replace(module, names: tuple[str, ...], kind: str, wrap: Callable, marker: str) -> list[str]:
+    """Put wrap(fn, kind) in place of each of module's `names` not yet wrapped (marked `marker`)."""
+    done = []
+    for name in names:
+        fn = getattr(module, name, None)
+        if fn is None or getattr(fn, marker, False):
+            continue
+        w = wrap(fn, kind)
+        setattr(w, marker, True)
+        setattr(module, name, w)
+        done.append(f"{module.__name__}.{name}")
+    return done
 
 
 def install_fills(fills: dict, *, force: bool = False) -> list[str]:
@@ -198,16 +203,8 @@ def install_fills(fills: dict, *, force: bool = False) -> list[str]:
             (funcol, _FUNCOL_ALL_GATHER, "functional_all_gather", "all_gather", _wrap_funcol),
             (funcol, _FUNCOL_REDUCE_SCATTER, "functional_reduce_scatter", "reduce_scatter", _wrap_funcol)]
     for module, names, probe_key, kind, wrap in plan:
-        if fills.get(probe_key, False) and not force:
-            continue
-        for name in names:
-            fn = getattr(module, name, None)
-            if fn is None or getattr(fn, "_scalestudy_fill", False):
-                continue
-            w = wrap(fn, kind)
-            w._scalestudy_fill = True
-            setattr(module, name, w)
-            wrapped.append(f"{module.__name__}.{name}")
+        if force or not fills.get(probe_key, False):
+            wrapped += _replace(module, names, kind, wrap, "_scalestudy_fill")
     return wrapped
 
 
