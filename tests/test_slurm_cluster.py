@@ -3,7 +3,8 @@ work on every node; a run of two nodes meets in a c10d rendezvous across them; a
 `snakemake --profile slurm` runs a reduced smoke study (tests/studies/slurm-mini.yaml) from the
 root of a copy of the workflow, every run an sbatch job whose id its provenance records. One
 run is cancelled while it trains: its raw log says `preempted`, is kept under interrupted/ and
-never counted, and the workflow runs it again.
+never counted, and the workflow runs it again. `scalestudy status` counts the study's jobs that
+squeue lists (held: pending; sleeping: running) by the comment the executor plugin gives them.
 
 Two nodes: each slurmd runs in a network namespace of its own (own address and hostname). Where
 namespaces cannot be made, the cluster has one node and the two-node tests skip, saying why.
@@ -108,6 +109,50 @@ def test_a_two_node_run_meets_in_one_rendezvous(cluster, tmp_path):
     assert prov["devices"]["count"] == 4
 
 
+# ---- scalestudy status: the study's jobs in SLURM's queue --------------------------------
+def test_status_counts_the_jobs_squeue_lists_for_the_study(cluster, tmp_path, capsys):
+    """Jobs sbatch'd with the comment snakemake-executor-plugin-slurm gives a run's job
+    (slurm_queue.job_comment): `scalestudy status` counts a held one pending and a sleeping one
+    running, for their study only; a job without a comment (squeue prints '(null)') and another
+    study's job are not counted, and neither is an error."""
+    from scalestudy.cli import main
+    from scalestudy.slurm_queue import QueuedRuns, job_comment, queued_runs
+    from scalestudy.studies import load_study
+
+    (tmp_path / "workflow" / "studies").mkdir(parents=True)
+    shutil.copy(REPO / "tests" / "studies" / f"{STUDY}.yaml", tmp_path / "workflow" / "studies")
+    study = load_study(STUDY, tmp_path)
+    runs, coll = study.run_ids, study.collectives_ids[0]
+    jobs = []
+
+    def submit(comment: str | None, *args: str) -> str:
+        jobs.append(sbatch([*([f"--comment={comment}"] if comment else []), *args, "--output=/dev/null",
+                            "--wrap", "sleep 60"], tmp_path))
+        return jobs[-1]
+
+    try:
+        submit(job_comment("run", STUDY, runs[0]), "--hold")
+        sleeping = submit(job_comment("collectives", STUDY, coll))
+        submit(None, "--hold")
+        submit(job_comment("run", "other-study", runs[1]), "--hold")
+        end = time.monotonic() + 15
+        while cluster.job_state(sleeping) != "RUNNING" and time.monotonic() < end:
+            time.sleep(0.2)
+        assert cluster.job_state(sleeping) == "RUNNING"
+        listed = sh(["squeue", "--noheader", "--format=%i|%T|%k"]).stdout
+        assert "|(null)" in listed, listed  # what the parser must pass over
+        out = sh([sys.executable, "-m", "scalestudy", "status", "--study", STUDY, "--root", str(tmp_path), "--json"])
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["queue"] == {"pending": [runs[0]], "running": [coll], "other": {},
+                                                   "error": None}, listed
+        assert main(["status", "--study", STUDY, "--root", str(tmp_path)]) == 0
+        assert "squeue       1 pending, 1 running  (SLURM jobs of its runs)" in capsys.readouterr().out
+        assert queued_runs("other-study", [*runs, coll]) == QueuedRuns([runs[1]], [], {})
+    finally:
+        for jid in jobs:
+            sh(["scancel", jid])
+
+
 # ---- the workflow -------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def workflow_run(cluster, tmp_path_factory):
@@ -188,6 +233,13 @@ def test_every_run_went_through_sbatch(workflow_run, cluster):
         assert cluster.job_state(job_id) == "COMPLETED"
         job_ids[run_id] = job_id
     assert len(set(job_ids.values())) == len(job_ids)
+    # the comment the executor plugin gave each job is the one `scalestudy status` looks for
+    from scalestudy.slurm_queue import job_comment
+
+    listed = sh(["squeue", "--noheader", "--states=all", "--format=%i|%k"]).stdout.splitlines()
+    comments = dict(line.split("|", 1) for line in listed)
+    assert {r: comments.get(j) for r, j in job_ids.items()} == {
+        r: job_comment("collectives" if r in study.collectives_ids else "run", STUDY, r) for r in job_ids}
     for r in study.runs:
         if r.spec.nodes == 2:  # the two-node run of the workflow: an mpi job, srun on both nodes
             run = read_run(root / "data" / STUDY / "raw" / r.run_id)
