@@ -339,8 +339,7 @@ def summarize_configs(runs: list[dict], bands: dict[str, dict] | None = None) ->
             for c in run_table.REASON_COLUMNS:
                 if r.get(c):
                     notes.add(f"{c.removesuffix('_reason')}: {r[c]}")
-            cav = r.get("caveats")  # a predicted run's measured input with a known artefact: said once a config
-            notes.update(cav if isinstance(cav, list) else split_list(cav))
+            notes.update(split_list(r.get("caveats")))  # a predicted run's input with a known artefact: once a config
         row["notes"] = sorted(notes)
         out.append(row)
     out.sort(key=lambda r: (r["model"], r["world_size"], r["layout"], r["tp"], r["pp"], r["global_batch"],

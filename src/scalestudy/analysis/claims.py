@@ -70,10 +70,6 @@ PREDICTED_REASON = ("PREDICTED by scalestudy.perfmodel, not measured (the interv
 CAVEAT_REASON = "CAVEAT on an input: "
 
 
-def _as_list(v) -> list[str]:
-    return [str(x) for x in v] if isinstance(v, (list, tuple)) else split_list(v)
-
-
 def _configs(tables) -> list[dict]:
     from scalestudy.analysis.figures.common import records
 
@@ -545,8 +541,8 @@ def evaluate(tables) -> list[dict]:
         if flagged:
             r["reason"] = "; ".join([x for x in [r.get("reason")] if x] + ["FLAGGED " + n for n in flagged])
     # a predicted configuration that takes a measured input with a known artefact: said in every claim it is behind
-    caveats = {c["config_id"]: [n for n in _as_list(c.get("notes")) if n.startswith(CAVEAT_PREFIX)] for c in cfgs}
-    config_of = {rid: c["config_id"] for c in cfgs for rid in _as_list(c.get("run_ids"))}
+    caveats = {c["config_id"]: [n for n in split_list(c.get("notes")) if n.startswith(CAVEAT_PREFIX)] for c in cfgs}
+    config_of = {rid: c["config_id"] for c in cfgs for rid in split_list(c.get("run_ids"))}
     for r in rows:
         cids = list(r.get("config_ids") or []) + [config_of[x] for x in r.get("run_ids") or [] if x in config_of]
         said = list(dict.fromkeys(n for cid in cids for n in caveats.get(cid, [])))

@@ -100,6 +100,9 @@ def read_table(path: os.PathLike | str):
 
 
 def split_list(v: Any) -> list[str]:
+    """A list cell as a list of strings: a table's joined text (as read back), or a list already (a row in memory)."""
+    if isinstance(v, (list, tuple)):
+        return [str(x) for x in v]
     if v is None or (isinstance(v, float) and math.isnan(v)) or v == "":
         return []
     return [x for x in str(v).split(LIST_SEPARATOR) if x]
