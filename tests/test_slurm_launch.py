@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -347,13 +348,25 @@ def test_slurm_stopping_the_job_makes_the_run_preempted(tmp_path, monkeypatch):
     env = {**os.environ, "SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "vm", "SLURM_STEP_ID": "0"}
     spec = RunSpec.from_dict(TINY)
     run_dir = tmp_path / "raw" / spec.run_id
-    timer = threading.Timer(2.0, os.kill, (os.getpid(), signal.SIGTERM))
-    timer.start()
+    # SIGTERM once the launcher passes it on (its handler is in place), not after a fixed delay: a
+    # launch still waiting for the host lock would die of it (the test's worker with it)
+    unhandled, done = signal.getsignal(signal.SIGTERM), threading.Event()
+
+    def stop_when_handled():
+        while not done.is_set():
+            if signal.getsignal(signal.SIGTERM) is not unhandled:
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+            time.sleep(0.05)
+
+    stopper = threading.Thread(target=stop_when_handled, daemon=True)
+    stopper.start()
     try:
         out = launcher.launch(spec, run_dir, time_limit_s=60, grace_s=1, python=str(_fake_python(tmp_path)),
                               env=env, log_path=tmp_path / "log", attempt=1, max_attempts=1)
     finally:
-        timer.cancel()
+        done.set()
+        stopper.join()
     assert (out.status, out.exit_code) == ("preempted", launcher.EXIT_CLASSIFIED)
     assert out.stopped_by["status"] == "preempted" and out.stopped_by["JobState"] == "COMPLETING"
     status = json.loads((run_dir / "status.json").read_text())
