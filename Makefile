@@ -48,7 +48,7 @@ test: venv
 
 # the SLURM tests alone; the cluster tests need root and slurm+munge (ci/install-slurm.sh)
 test-slurm: venv
-	OMP_NUM_THREADS=1 python -m pytest tests/test_slurm_launch.py tests/test_slurm_cluster.py $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 python -m pytest tests/launch/test_slurm_launch.py tests/launch/test_slurm_cluster.py $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .snakemake runs

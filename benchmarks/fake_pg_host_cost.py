@@ -48,7 +48,7 @@ def _catalog_file(tmp: Path) -> Path:
 
 
 def _spec(world: int):
-    from scalestudy.spec import RunSpec
+    from scalestudy.spec.run import RunSpec
 
     return RunSpec.from_dict(dict(model=NAME, seq_len=16, micro_batch=2, precision="bf16", optimizer="adamw",
                                   nodes=world // 8, procs_per_node=8, global_batch=2 * world, comm="fake",

@@ -10,9 +10,9 @@ import json
 import sys
 from pathlib import Path
 
-from scalestudy.exposed_comm import analyse_trace, hta_overlap
-from scalestudy.metrics import mfu, throughput
-from scalestudy.rawlog import find_runs, read_run
+from scalestudy.measure.exposed_comm import analyse_trace, hta_overlap
+from scalestudy.measure.metrics import mfu, throughput
+from scalestudy.measure.rawlog import find_runs, read_run
 
 
 def label(run) -> str:

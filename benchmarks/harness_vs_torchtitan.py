@@ -20,8 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from scalestudy.metrics import mfu, throughput
-from scalestudy.rawlog import read_run
+from scalestudy.measure.metrics import mfu, throughput
+from scalestudy.measure.rawlog import read_run
 
 HERE = Path(__file__).resolve().parent
 REFERENCE = HERE / "torchtitan_reference.json"

@@ -15,7 +15,7 @@ import json
 import sys
 from pathlib import Path
 
-from scalestudy.rawlog import (
+from scalestudy.measure.rawlog import (
     RUN_FILE,
     STATUS_FILE,
     atomic_write_bytes,

@@ -35,7 +35,7 @@ def main() -> None:
     from scalestudy.harness.megatron_backend import mapping, megatron_core_version
     from scalestudy.harness.megatron_backend import model as mmodel
     from scalestudy.harness.run_start import init_distributed
-    from scalestudy.spec import RunSpec
+    from scalestudy.spec.run import RunSpec
 
     started = time.perf_counter()
     spec = RunSpec(model=a.model, n_layers=a.n_layers, seq_len=a.seq_len, micro_batch=a.micro_batch, device="cuda",

@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from scalestudy.metrics import mfu, throughput
-from scalestudy.rawlog import RawLogError, find_runs, read_run
+from scalestudy.measure.metrics import mfu, throughput
+from scalestudy.measure.rawlog import RawLogError, find_runs, read_run
 
 
 def run_numbers(run) -> dict:

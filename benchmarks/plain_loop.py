@@ -18,8 +18,8 @@ import torch.nn.functional as F
 from scalestudy.harness.data import local_batch
 from scalestudy.harness.llama import Transformer, init_weights
 from scalestudy.harness.parallelize import apply_ac
-from scalestudy.metrics import flops_per_token
-from scalestudy.spec import RunSpec
+from scalestudy.measure.metrics import flops_per_token
+from scalestudy.spec.run import RunSpec
 
 
 def main() -> None:

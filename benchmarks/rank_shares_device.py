@@ -27,8 +27,8 @@ ORDER = ("agreement", "weak_scaling", "tp_pp_grid", "model_sizes", "strong_scali
 
 
 def plan(out: Path) -> None:
-    from scalestudy.metrics import flops_per_token
-    from scalestudy.studies import load_study
+    from scalestudy.measure.metrics import flops_per_token
+    from scalestudy.spec.studies import load_study
 
     study = load_study("paper-rank")
     rows = []
@@ -68,7 +68,7 @@ def _summary(run_dir: Path) -> str:
 
 
 def run(plan_file: Path, out: Path, budget_s: float, per_run_s: float, grace_s: float) -> None:
-    from scalestudy import rawlog
+    from scalestudy.measure import rawlog
 
     runs = json.loads(plan_file.read_text())
     raw = out / "raw"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install SLURM (Debian's slurm-wlm: slurmctld, slurmd, srun, sbatch, ...) and munge, for the
-# tests that bring up a real SLURM cluster on this machine (tests/test_slurm_cluster.py).
+# tests that bring up a real SLURM cluster on this machine (tests/launch/test_slurm_cluster.py).
 # Idempotent: does nothing when every tool is already there. Needs root and apt-get.
 set -euo pipefail
 

@@ -7,10 +7,10 @@ import gzip
 import json
 from pathlib import Path
 
-from scalestudy import rawlog
-from scalestudy.collectives_spec import CollectivesSpec
-from scalestudy.spec import RunSpec
-from scalestudy.studies import PlannedRun, Study
+from scalestudy.measure import rawlog
+from scalestudy.spec.collectives import CollectivesSpec
+from scalestudy.spec.run import RunSpec
+from scalestudy.spec.studies import PlannedRun, Study
 
 H100 = "NVIDIA H100 80GB HBM3"
 A100 = "NVIDIA A100-SXM4-80GB"
@@ -54,7 +54,7 @@ def write_train_run(raw_dir: Path, spec: RunSpec, *, status: str = "ok", step_ti
                     trace: tuple[float, float, float] | None = None, memory_bytes: int = 1 << 30,
                     fail_at_step: int = 1) -> Path:
     """One training run's directory, as the harness would write it."""
-    from scalestudy import metrics
+    from scalestudy.measure import metrics
 
     run_dir = Path(raw_dir) / spec.run_id
     run_dir.mkdir(parents=True)
@@ -90,7 +90,7 @@ def write_train_run(raw_dir: Path, spec: RunSpec, *, status: str = "ok", step_ti
             continue
         window = sum(times)
         if power_w is None:
-            from scalestudy.energy import unavailable_record
+            from scalestudy.measure.energy import unavailable_record
 
             log.log("energy", unavailable_record(energy_reason))
         else:
@@ -115,7 +115,7 @@ def write_train_run(raw_dir: Path, spec: RunSpec, *, status: str = "ok", step_ti
 def write_collectives_run(raw_dir: Path, cs: CollectivesSpec, busbw, *, status: str = "ok",
                           device_name: str = H100) -> Path:
     """One collectives-benchmark run; busbw(op, size_bytes, nodes, seed) gives its bus bandwidth."""
-    from scalestudy import bandwidth
+    from scalestudy.measure import bandwidth
 
     run_dir = Path(raw_dir) / cs.run_id
     run_dir.mkdir(parents=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# the launcher's device locks (scalestudy.run_guard) of this test process: tests that launch runs at
+# the launcher's device locks (scalestudy.launch.run_guard) of this test process: tests that launch runs at
 # once (pytest-xdist) do not queue behind each other or behind runs of other checkouts on this host
 os.environ.setdefault("SCALESTUDY_LOCK_DIR", tempfile.mkdtemp(prefix="scalestudy-test-locks-"))
 
@@ -29,10 +29,10 @@ def torchrun(nproc: int, args: list[str], *, env: dict | None = None, timeout: f
 
 
 def local_workers(nproc: int, args: list[str], *, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
-    """`python -m scalestudy.local_workers --nproc N -- ARGS` in a subprocess: the ranks are forked
+    """`python -m scalestudy.launch.local_workers --nproc N -- ARGS` in a subprocess: the ranks are forked
     from one parent that imported torch once (what `scalestudy launch` does for one-host CPU runs),
     instead of one torch import per rank under torchrun."""
-    from scalestudy.local_workers import command
+    from scalestudy.launch.local_workers import command
 
     cmd = command(nproc, ["scalestudy", *args])
     return subprocess.run(cmd, env=env or child_env(), capture_output=True, text=True, timeout=timeout)
@@ -41,7 +41,7 @@ def local_workers(nproc: int, args: list[str], *, env: dict | None = None, timeo
 @pytest.fixture
 def fresh_catalog(monkeypatch):
     """The built-in catalog only (no SCALESTUDY_CATALOG files), read anew before and after the test."""
-    from scalestudy import catalog
+    from scalestudy.spec import catalog
 
     monkeypatch.delenv(catalog.ENV_VAR, raising=False)
     catalog.reset()
@@ -55,7 +55,7 @@ def run_torchrun():
 
 
 def losses_by_step(run_dir: Path) -> list[float]:
-    from scalestudy.rawlog import read_run
+    from scalestudy.measure.rawlog import read_run
 
     run = read_run(run_dir)
     recs = [r for r in run.iterations() if r["metadata"]["rank"] == 0]

@@ -21,7 +21,7 @@ rule collectives:
         mem_mb=run_resource("mem_mb"),
         runtime=run_resource("runtime"),
         slurm_extra=run_resource("slurm_extra"),
-        # for the SLURM executor plugin (scalestudy.slurm.job_resources; unset ones are dropped)
+        # for the SLURM executor plugin (scalestudy.launch.slurm.job_resources; unset ones are dropped)
         cpus_per_task=run_resource("cpus_per_task"),
         mpi=run_resource("mpi"),
         slurm_partition=run_resource("slurm_partition"),

@@ -1,5 +1,5 @@
 # Functions of the workflow (no rules here): the study, its runs, and their job resources.
-# Every planning decision lives in the package (scalestudy.studies, scalestudy.launch).
+# Every planning decision lives in the package (scalestudy.spec.studies, scalestudy.launch.launcher).
 import os
 import re
 import sys
@@ -10,9 +10,10 @@ from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
 from scalestudy.analysis.code_version import code_version, model_version
-from scalestudy.launch import job_resources
-from scalestudy.slurm import SiteError, load_site, submit_problem
-from scalestudy.studies import ALL_FIGURES, FIGURES, RANK_FIGURES, StudyError, load_study, study_headers, study_path
+from scalestudy.launch.launcher import job_resources
+from scalestudy.launch.slurm import submit_problem
+from scalestudy.spec.site import SiteError, load_site
+from scalestudy.spec.studies import ALL_FIGURES, FIGURES, RANK_FIGURES, StudyError, load_study, study_headers, study_path
 
 
 @lru_cache(maxsize=None)
@@ -122,13 +123,13 @@ onstart:
 
 
 # One-host CPU runs fork their workers from a warm server that imported torch once for the
-# workflow (scalestudy.warm_workers), not once a run; SCALESTUDY_LOCAL_LAUNCHER=local or torchrun
+# workflow (scalestudy.launch.warm_workers), not once a run; SCALESTUDY_LOCAL_LAUNCHER=local or torchrun
 # in the environment starts them afresh. GPU and SLURM runs start with torchrun either way.
 os.environ.setdefault("SCALESTUDY_LOCAL_LAUNCHER", "warm")
 
 
 def retire_warm_servers():
-    from scalestudy.warm_workers import stop_servers
+    from scalestudy.launch.warm_workers import stop_servers
 
     stop_servers()
 
@@ -143,9 +144,9 @@ onerror:
 
 # The study's cost at the workflow's start (also on a dry run): jobs by size, GPU-hours at the
 # requested time limits and expected; a plan over its GPU-hour budget is refused here, before
-# anything is submitted (scalestudy.cost). Not repeated inside the cluster's jobs.
+# anything is submitted (scalestudy.launch.cost). Not repeated inside the cluster's jobs.
 if workflow.is_main_process and STUDY.launch:
-    from scalestudy.cost import BudgetError, budget_of, check_budget, format_cost, study_cost
+    from scalestudy.launch.cost import BudgetError, budget_of, check_budget, format_cost, study_cost
 
     try:
         _cost = study_cost(STUDY, SITE)
@@ -157,7 +158,7 @@ if workflow.is_main_process and STUDY.launch:
 
 
 def run_resource(key):
-    """A job resource of a planned run (scalestudy.launch.job_resources); None: not set."""
+    """A job resource of a planned run (scalestudy.launch.launcher.job_resources); None: not set."""
 
     def resource(wildcards):
         study = get_study(wildcards.study)

@@ -1,7 +1,7 @@
 # One job a (configuration, seed) of the study: `scalestudy launch` runs it under torchrun with
 # a wall-clock limit and leaves a finished raw log. A classified failure (oom, timeout,
 # comm_error, ...) completes the job with that status; only a failure of the harness itself
-# fails it (see scalestudy.launch). The run's log (Snakemake prints its path with the job) holds
+# fails it (see scalestudy.launch.launcher). The run's log (Snakemake prints its path with the job) holds
 # rank 0's progress lines and ends with a summary; the summary also appears in Snakemake's output.
 
 
@@ -25,7 +25,7 @@ rule run:
         mem_mb=run_resource("mem_mb"),
         runtime=run_resource("runtime"),
         slurm_extra=run_resource("slurm_extra"),
-        # for the SLURM executor plugin (scalestudy.slurm.job_resources; unset ones are dropped)
+        # for the SLURM executor plugin (scalestudy.launch.slurm.job_resources; unset ones are dropped)
         cpus_per_task=run_resource("cpus_per_task"),
         mpi=run_resource("mpi"),
         slurm_partition=run_resource("slurm_partition"),

@@ -1,4 +1,5 @@
 """The analysis side: from raw logs to tables, figures, claims, provenance and audits.
+In: raw logs and the specs of a study. Out: tables, figures, claims; and the audit's verdict.
 
 Pure Python with pandas, seaborn and matplotlib: no torch and no scalestudy.harness import, so a
 laptop without GPUs can audit everything.

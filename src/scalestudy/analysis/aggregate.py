@@ -35,7 +35,7 @@ from pathlib import Path
 from scalestudy.analysis import collectives_table, run_table
 from scalestudy.analysis.csv_format import read_table, split_list, write_csv
 from scalestudy.analysis.stats import summarize
-from scalestudy.rawlog import STATUS_PRIORITY, STATUSES, RawLogError, find_runs, read_run
+from scalestudy.measure.rawlog import STATUS_PRIORITY, STATUSES, RawLogError, find_runs, read_run
 
 RUNS_FILE = "runs.csv"
 SUMMARY_FILE = "summary.csv"

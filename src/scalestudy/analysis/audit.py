@@ -21,7 +21,7 @@ import json
 import tempfile
 from pathlib import Path
 
-from scalestudy.rawlog import STATUS_FILE, RawLogError, find_runs, member_path, member_sha256, seal_problem
+from scalestudy.measure.rawlog import STATUS_FILE, RawLogError, find_runs, member_path, member_sha256, seal_problem
 
 
 def _first_difference(a: bytes, b: bytes) -> str:
@@ -161,7 +161,7 @@ def audit(study, *, figures: bool = True, claims: bool = True) -> list[str]:
                 problem = compare(p, Path(study.tables_dir) / p.name)
                 if problem:
                     problems.append(problem)
-        from scalestudy.studies import RANK_FIGURES
+        from scalestudy.spec.studies import RANK_FIGURES
 
         if claims and not set(getattr(study, "figures", ()) or ()) <= set(RANK_FIGURES):  # no claims on rank shares
             for p in claims_mod.write_claims(loaded, study, f_dir):

@@ -23,7 +23,7 @@ import scalestudy
 PACKAGE_DIR = Path(scalestudy.__file__).resolve().parent
 ROOTS = ("analysis",)
 MODEL_ROOTS = ("perfmodel",)
-MODEL_DATA = ("catalog",)  # package data the model reads: the GPU and model catalogs
+MODEL_DATA = ("spec/catalog",)  # package data the model reads: the GPU and model catalogs
 # the files of the checkout the external ledger's predictions read (scalestudy.perfmodel.external)
 MODEL_INPUTS = ("workflow/validation/external.yaml", "workflow/clusters")
 HASH_CHARS = 12
@@ -86,8 +86,8 @@ def code_version() -> str:
 
 def model_version(root: Path | str = ".") -> str:
     """e.g. 'model.9c1d0e2f3a4b': the performance model's sources, the catalogs and the checkout
-    files the external ledger is predicted from (MODEL_INPUTS, found as scalestudy.checkout finds them)."""
-    from scalestudy.checkout import checkout_path
+    files the external ledger is predicted from (MODEL_INPUTS, found as scalestudy.spec.checkout finds them)."""
+    from scalestudy.spec.checkout import checkout_path
 
     h = hashlib.sha256(source_hash(MODEL_ROOTS).encode())
     _hash_files(h, sorted(f for d in MODEL_DATA for f in (PACKAGE_DIR / d).rglob("*")

@@ -10,7 +10,7 @@ A predicted benchmark (run.json kind `predicted`, scalestudy.perfmodel) says so 
 from __future__ import annotations
 
 from scalestudy.analysis.stats import summarize
-from scalestudy.rawlog import RunLog
+from scalestudy.measure.rawlog import RunLog
 
 COLLECTIVE_COLUMNS = ["run_id", "config_id", "seed", "status", "error", "device", "device_names", "op",
                       "size_bytes", "requested_bytes", "count", "dtype", "world_size", "nodes", "procs_per_node",

@@ -24,7 +24,15 @@ from functools import lru_cache
 from pathlib import Path
 
 from scalestudy.analysis.csv_format import read_csv_rows, split_list
-from scalestudy.rawlog import RUN_FILE, STATUS_FILE, member_path, member_sha256, seal_digest, seal_problem, sha256_file
+from scalestudy.measure.rawlog import (
+    RUN_FILE,
+    STATUS_FILE,
+    member_path,
+    member_sha256,
+    seal_digest,
+    seal_problem,
+    sha256_file,
+)
 
 RUN_ID_COLUMNS = ("run_ids", "run_id")
 
@@ -174,7 +182,7 @@ def provenance(file, raw_dir=None) -> dict:
         raise ProvenanceError(table, "has no run_ids or run_id column: its rows cannot be traced to runs")
     dirs: dict[str, Path] = {}
     if raw.is_dir():
-        from scalestudy.rawlog import find_runs
+        from scalestudy.measure.rawlog import find_runs
 
         for d in find_runs(raw):
             dirs.setdefault(d.name, d)

@@ -1,4 +1,4 @@
-"""Tables of rank shares (spec `comm: fake`, scalestudy.rank_share): what one rank of a
+"""Tables of rank shares (spec `comm: fake`, scalestudy.spec.rank_share): what one rank of a
 configuration computes and holds, measured alone on one GPU with communication faked.
 
 rank_shares.csv    one row a planned rank share (and each real run of the agreement check):
@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scalestudy import rank_share, rawlog
 from scalestudy.analysis.csv_format import write_csv
-from scalestudy.spec import RunSpec
+from scalestudy.measure import rawlog
+from scalestudy.spec import rank_share
+from scalestudy.spec.run import RunSpec
 
 SHARES_FILE = "rank_shares.csv"
 CONFIGS_FILE = "rank_configs.csv"

@@ -19,10 +19,10 @@ identity      run_id, config_id, seed, label, experiments (';'-joined), kind, st
 layout        layout, model, world_size, nodes, procs_per_node, dp_replicate, dp_shard, tp, pp,
               global_batch, local_batch, seq_len, tokens_per_step, device, device_names, n_hosts
 throughput    n_measured_steps, tokens_per_s (global), tokens_per_s_per_device, step_time_mean_s,
-              step_time_rule, throughput_reason            (scalestudy.metrics.throughput)
+              step_time_rule, throughput_reason            (scalestudy.measure.metrics.throughput)
 MFU           flops_per_token, flops_formula (the run's `flops` record), mfu, mfu_peak_flops (mean
               over ranks of the `device_peak` records, i.e. the aggregate peak per device),
-              mfu_peak_source, mfu_peak_dtype, mfu_reason  (scalestudy.metrics.mfu)
+              mfu_peak_source, mfu_peak_dtype, mfu_reason  (scalestudy.measure.metrics.mfu)
 memory        peak_memory_bytes (max over ranks and steps of peak_allocated_bytes or peak_rss_bytes),
               peak_reserved_bytes, peak_memory_kind, alloc_retries
 energy        energy_j (summed over the GPUs of every rank), power_w_total (sum of the GPUs' mean
@@ -31,7 +31,7 @@ energy        energy_j (summed over the GPUs of every rank), power_w_total (sum 
 exposed comm  compute_s, comm_s, exposed_comm_s (per iteration: each trace's totals over its traced
               steps divided by its steps, then the mean over the traced ranks), overlap_fraction
               (1 - exposed/comm of those means), exposed_comm_share (exposed_comm_s / mean time of the traced steps),
-              exposed_comm_kind, n_traces, exposed_comm_reason (scalestudy.exposed_comm.analyse_trace)
+              exposed_comm_kind, n_traces, exposed_comm_reason (scalestudy.measure.exposed_comm.analyse_trace)
 """
 
 from __future__ import annotations
@@ -41,9 +41,9 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from scalestudy.rawlog import CorruptLogError, RunLog
-from scalestudy.llama_configs import get_model_config
-from scalestudy.spec import RunSpec, SpecError
+from scalestudy.measure.rawlog import CorruptLogError, RunLog
+from scalestudy.spec import catalog
+from scalestudy.spec.run import RunSpec, SpecError
 
 SPEC_PREFIX = "spec."
 
@@ -79,8 +79,8 @@ def spec_columns(spec: RunSpec) -> dict:
 
 def model_name(spec: RunSpec) -> str:
     """The model, naming a slice of it as such: a 16-layer slice of Llama-2 7B is not Llama-2 7B."""
-    if spec.n_layers and spec.n_layers != get_model_config(spec.model).n_layers:
-        return f"{spec.model} ({spec.n_layers} of {get_model_config(spec.model).n_layers} layers)"
+    if spec.n_layers and spec.n_layers != catalog.model(spec.model).n_layers:
+        return f"{spec.model} ({spec.n_layers} of {catalog.model(spec.model).n_layers} layers)"
     return spec.model
 
 
@@ -144,7 +144,7 @@ def run_row(log: RunLog, planned=None, raw_dir: str | None = None, *, traces: bo
         row.update(_null_metrics(f"run status {status}"))
         return row
     if spec.comm == "fake":  # never a throughput of the configuration: see analysis/rank_shares.py
-        from scalestudy.rank_share import LABEL
+        from scalestudy.spec.rank_share import LABEL
 
         row.update(_null_metrics(f"{LABEL}: no throughput of the configuration (tables rank_*.csv)"))
         row.update(_memory(log))
@@ -206,7 +206,7 @@ def _predicted(log: RunLog, spec: RunSpec, row: dict) -> dict:
 
 # ---- throughput ------------------------------------------------------------------------
 def _throughput(log: RunLog, spec: RunSpec) -> dict:
-    from scalestudy import metrics
+    from scalestudy.measure import metrics
 
     out = {c: None for c in THROUGHPUT_COLUMNS}
     measured = list(log.iterations("measured"))
@@ -231,7 +231,7 @@ def _records(log: RunLog, key: str) -> list[dict]:
 
 
 def _mfu(log: RunLog, row: dict) -> dict:
-    from scalestudy import metrics
+    from scalestudy.measure import metrics
 
     out = {c: None for c in MFU_COLUMNS}
     flops = _records(log, "flops")
@@ -353,7 +353,7 @@ def _exposed_comm(log: RunLog, row: dict) -> dict:
         out["exposed_comm_reason"] = "no profiler trace (profile_iters = 0)" \
             if not log.spec.get("profile_iters") else "the run logged no profile record"
         return out
-    from scalestudy import exposed_comm
+    from scalestudy.measure import exposed_comm
 
     per_rank = []
     for rec in sorted(profiles, key=lambda r: (r["metadata"].get("rank", 0), r["value"].get("trace_file", ""))):

@@ -42,8 +42,8 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from scalestudy.rank_share import LABEL
-from scalestudy.spec import RunSpec
+from scalestudy.spec.rank_share import LABEL
+from scalestudy.spec.run import RunSpec
 
 _DIST_ALL_GATHER = ("all_gather_into_tensor", "all_gather_single")
 _DIST_REDUCE_SCATTER = ("reduce_scatter_tensor", "reduce_scatter_single")

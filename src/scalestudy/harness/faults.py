@@ -35,7 +35,7 @@ _COMM_MARKERS = (
 
 def classify(exc: BaseException) -> str:
     """The status for an exception: one of rawlog.STATUSES other than ok."""
-    from scalestudy.spec import SpecError
+    from scalestudy.spec.run import SpecError
 
     if isinstance(exc, (SpecError, InvalidConfig)):
         return "invalid_config"

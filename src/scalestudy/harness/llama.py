@@ -17,7 +17,7 @@ from torch import nn
 from scalestudy.harness import fused_ops
 from scalestudy.harness.loss import linear_cross_entropy
 from scalestudy.harness.optimisations import enabled
-from scalestudy.llama_configs import ModelConfig
+from scalestudy.spec.catalog.models import ModelConfig
 
 
 def precompute_freqs_cis(head_dim: int, seq_len: int, theta: float, device=None) -> torch.Tensor:

@@ -7,7 +7,7 @@ from functools import cached_property
 
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
-from scalestudy.spec import MESH_DIMS, RunSpec
+from scalestudy.spec.run import MESH_DIMS, RunSpec
 
 
 @dataclass

@@ -17,7 +17,7 @@ from torch.distributed.tensor.parallel import (
 
 from scalestudy.harness import optimisations
 from scalestudy.harness.parallel_dims import ParallelDims
-from scalestudy.spec import RunSpec
+from scalestudy.spec.run import RunSpec
 
 
 def apply_tp(model: nn.Module, tp_mesh, sequence_parallel: bool) -> None:

@@ -15,7 +15,7 @@ from torch.distributed.pipelining.schedules import (
     ScheduleInterleaved1F1B,
 )
 
-from scalestudy.spec import RunSpec
+from scalestudy.spec.run import RunSpec
 
 
 def stage_ids(pp_rank: int, spec: RunSpec) -> list[int]:

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Any
 
-from scalestudy import energy
+from scalestudy.measure import energy
 
 _NOT_CUDA = "device is CPU: NVML measures NVIDIA GPUs only"
 

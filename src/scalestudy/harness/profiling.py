@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from torch.profiler import ProfilerActivity, profile, schedule
 
-from scalestudy.spec import RunSpec
+from scalestudy.spec.run import RunSpec
 
 TRACES_DIR = "traces"
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from scalestudy import rawlog, run_guard
 from scalestudy.harness import faults
+from scalestudy.measure import rawlog
 
 COMM_TIMEOUT_ENV = "SCALESTUDY_COMM_TIMEOUT_S"
 
@@ -121,7 +121,6 @@ def begin_run(spec, run_dir: Path) -> RunContext:
     rank's host and device facts (for run.json's provenance)."""
     from scalestudy.harness import provenance
 
-    run_guard.guard_worker()  # no process of a run outlives its launcher or its torchrun
     faults.install_sigterm_handler()
     rank, world, device = init_distributed(spec)
     run_dir = Path(run_dir)

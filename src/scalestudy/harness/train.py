@@ -10,23 +10,23 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from scalestudy import rawlog
 from scalestudy.harness import faults, optimisations, provenance
-from scalestudy.harness.run_start import begin_run
+from scalestudy.harness.cpu_peak import calibrate_cpu_peak
 from scalestudy.harness.data import local_batch
 from scalestudy.harness.llama import Transformer, init_weights
+from scalestudy.harness.metrics_sink import open_sink
 from scalestudy.harness.parallel_dims import ParallelDims
 from scalestudy.harness.parallelize import parallelize
-from scalestudy.harness.cpu_peak import calibrate_cpu_peak
 from scalestudy.harness.power import PowerMonitor
 from scalestudy.harness.profiling import ProfilerWindow
-from scalestudy.harness.metrics_sink import open_sink
 from scalestudy.harness.progress import Progress, default_every
-from scalestudy.hardware import UnknownDeviceError, peak_flops
-from scalestudy.memory_estimate import estimate_memory
-from scalestudy.metrics import device_peak_record, flops_per_token
-from scalestudy.spec import RunSpec
-
+from scalestudy.harness.run_start import begin_run
+from scalestudy.measure import rawlog
+from scalestudy.measure.metrics import device_peak_record, flops_per_token
+from scalestudy.spec.catalog import peak_flops
+from scalestudy.spec.catalog.gpus import UnknownDeviceError
+from scalestudy.spec.memory_estimate import estimate_memory
+from scalestudy.spec.run import RunSpec
 
 
 def memory_now(device: torch.device) -> dict:

@@ -1,4 +1,6 @@
 """A calibrated performance model of Llama training (issue: "a calibrated performance model").
+In: specs, the catalog, measured raw logs and rank-share tables. Out: predictions, written as raw
+logs of predicted runs that the analysis draws like measured ones.
 
 Per-iteration time of a RunSpec on a described cluster =
   computation   (compute.py: kernel-category times of measured runs, scaled by FLOPs and bytes)
@@ -13,7 +15,7 @@ its source (`measured`, `fit`, `published panel`, `datasheet`, `paper`, `assumed
 prediction lists them, so that a reader can tell what is calibrated from what is assumed.
 
 Entry points: `predict.predict(spec, cluster, calibration)`, `validate.held_out(...)`,
-`validate.paper_claims(...)`; the CLI is `scalestudy model` (commands_model.py).
+`validate.paper_claims(...)`; the CLI is `scalestudy model` (scalestudy/cli/model.py).
 """
 
 MODEL_VERSION = "scalestudy.perfmodel/1"

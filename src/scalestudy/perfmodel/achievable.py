@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scalestudy import catalog
+from scalestudy.spec import catalog
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ that a prediction can say which of its inputs are datasheet facts, the paper's, 
 read off a published figure, or assumed. Sources used: datasheet, paper, measured, published
 panel, assumed. Keys (all required unless marked optional):
 
-  name, description, gpu (a scalestudy.hardware table name), gpus_per_node, max_nodes,
+  name, description, gpu (a scalestudy.spec.catalog.gpus table name), gpus_per_node, max_nodes,
   peak_flops_per_s (dense bf16), hbm_bytes_per_s, memory_gib, tdp_w,
   intra_node_GBps (NVLink per GPU, one direction), inter_node_GBps (NIC per GPU, one direction),
   collectives:   fit ('published_panel' or 'raw'), raw_dirs (with fit raw: raw-log directories of
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scalestudy.checkout import checkout_path
+from scalestudy.spec.checkout import checkout_path
 
 CLUSTERS_DIR = Path("workflow") / "clusters"
 SOURCES = ("datasheet", "paper", "measured", "published panel", "published", "assumed", "fit", "config", "what-if")

@@ -1,6 +1,6 @@
 """An alpha-beta model of NCCL collectives: time = latency(algorithm, ranks, nodes) + bytes / bandwidth.
 
-Conventions follow nccl-tests (scalestudy.bandwidth): a collective of `size_bytes` (the all-reduce
+Conventions follow nccl-tests (scalestudy.measure.bandwidth): a collective of `size_bytes` (the all-reduce
 buffer, the all-gather output, the reduce-scatter input) over n ranks moves busbw_factor(op, n) x
 size_bytes through each rank's busiest link, so its time is
 
@@ -56,7 +56,7 @@ from typing import Iterable
 
 import numpy as np
 
-from scalestudy.bandwidth import busbw_factor
+from scalestudy.measure.bandwidth import busbw_factor
 
 MIB, GIB = 1 << 20, 1 << 30
 # (size_bytes, nodes, all-reduce bus bandwidth GB/s), 8 GPUs a node: nccl-tests all_reduce read off
@@ -172,7 +172,7 @@ def panel_fit() -> Fit:
 
 def collective_records(raw_dirs: Iterable[Path | str]) -> list[dict]:
     """The `collective` records (value plus run_id) of every complete ok run under raw_dirs."""
-    from scalestudy.rawlog import RawLogError, find_runs, read_run
+    from scalestudy.measure.rawlog import RawLogError, find_runs, read_run
 
     out = []
     for raw in raw_dirs:

@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
-from scalestudy.llama_configs import ModelConfig, parameter_counts
-from scalestudy.spec import RunSpec
+from scalestudy.spec.catalog.models import ModelConfig, parameter_counts
+from scalestudy.spec.run import RunSpec
 
 ADAMW_BYTES_PER_PARAM = 28  # fused AdamW, fp32: read param, grad, m, v; write param, m, v
 FSDP_COPY_BYTES_PER_PARAM = 12  # nominal: bf16 all-gather copy-out and fp32 reduce-scatter copy-in
@@ -289,7 +289,7 @@ def step_totals(spec: RunSpec, passes: ElementwisePasses = FUSED) -> dict:
 def calibrate(runs, gpu_hbm: dict[str, float] | None = None) -> ComputeCalibration:
     """Efficiencies from measured runs (perfmodel.measured.MeasuredRun) on one GPU each: the
     traced ones by kernel category (time-weighted over runs); without any trace, the hardware MFU."""
-    from scalestudy.hardware import gpu_spec
+    from scalestudy.spec import catalog
 
     ok = [r for r in runs if r.ok and r.spec.world_size == 1 and r.peak_flops]
     if not ok:
@@ -297,7 +297,7 @@ def calibrate(runs, gpu_hbm: dict[str, float] | None = None) -> ComputeCalibrati
     traced = [r for r in ok if r.kernels is not None]
     gpu = ok[0].device_name
     peak = float(ok[0].peak_flops)
-    hbm = (gpu_hbm or {}).get(gpu) or gpu_spec(gpu).memory_bytes_per_s
+    hbm = (gpu_hbm or {}).get(gpu) or catalog.gpu(gpu).memory_bytes_per_s
     if traced:
         sums = {c: 0.0 for c in ("gemm", "attention", "elementwise", "optimizer", "fsdp_copy")}
         work_sums = dict.fromkeys(sums, 0.0)

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import yaml
 
-from scalestudy.checkout import checkout_path
 from scalestudy.perfmodel.cluster import load_cluster
 from scalestudy.perfmodel.collectives import CollectiveModel
 from scalestudy.perfmodel.options import ModelOptions
 from scalestudy.perfmodel.predict import Calibration, predict
-from scalestudy.spec import RunSpec
+from scalestudy.spec.checkout import checkout_path
+from scalestudy.spec.run import RunSpec
 
 LEDGER = Path("workflow") / "validation" / "external.yaml"
 METRICS = ("tokens_per_s_per_device", "tflops_per_gpu_megatron")

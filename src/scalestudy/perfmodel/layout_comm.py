@@ -34,12 +34,12 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from scalestudy.bandwidth import busbw_factor
-from scalestudy.llama_configs import parameter_counts
+from scalestudy.measure.bandwidth import busbw_factor
 from scalestudy.perfmodel.collectives import Group, group_of
 from scalestudy.perfmodel.compute import layers_per_rank
 from scalestudy.perfmodel.options import ModelOptions
-from scalestudy.spec import RunSpec
+from scalestudy.spec.catalog.models import parameter_counts
+from scalestudy.spec.run import RunSpec
 
 PARAM_BYTES = {"bf16": 2, "fp32": 4}
 GRAD_REDUCE_BYTES = 4  # fp32 gradient reduction (MixedPrecisionPolicy reduce_dtype)

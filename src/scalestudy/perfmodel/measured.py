@@ -9,7 +9,7 @@ Kernel categories (by kernel name, and by the profiler annotation the CPU launch
               reduce-scatter copy-in and casts)
   comm        NCCL kernels
   elementwise every other kernel (norms, activations, residual adds, casts, loss)
-A kernel belongs to the profiler step in which the CPU launched it (as in scalestudy.exposed_comm).
+A kernel belongs to the profiler step in which the CPU launched it (as in scalestudy.measure.exposed_comm).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from scalestudy.spec import RunSpec
+from scalestudy.spec.run import RunSpec
 
 CATEGORIES = ("gemm", "attention", "optimizer", "fsdp_copy", "comm", "elementwise")
 _GEMM = re.compile(r"nvjet|cutlass|cublas|gemm|xmma|s16816|s1688", re.I)
@@ -97,7 +97,7 @@ class _Spans:
         for e in events:
             if e.get("cat") == "user_annotation" and pred(e.get("name", "")):
                 by.setdefault(e.get("tid"), []).append((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
-        from scalestudy.intervals import union
+        from scalestudy.measure.intervals import union
 
         self.by = {t: union(v) for t, v in by.items()}
         self.starts = {t: [s for s, _ in v] for t, v in self.by.items()}
@@ -112,8 +112,8 @@ class _Spans:
 
 @lru_cache(maxsize=16)
 def kernel_breakdown(trace_path: str) -> KernelBreakdown:
-    from scalestudy.exposed_comm import load_trace
-    from scalestudy.intervals import union
+    from scalestudy.measure.exposed_comm import load_trace
+    from scalestudy.measure.intervals import union
 
     events = load_trace(trace_path)["traceEvents"]
     steps = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
@@ -158,8 +158,8 @@ def _rel(path: Path, root: Path | None) -> str:
 
 def read_measured(run_dir: Path | str, root: Path | str | None = None) -> MeasuredRun | None:
     """One training run's MeasuredRun (None for a collectives benchmark)."""
-    from scalestudy import metrics
-    from scalestudy.rawlog import read_run
+    from scalestudy.measure import metrics
+    from scalestudy.measure.rawlog import read_run
 
     run_dir = Path(run_dir)
     log = read_run(run_dir)
@@ -206,7 +206,7 @@ def _alloc_retries(iteration: dict) -> int:
 
 def read_measured_dir(raw_dir: Path | str, root: Path | str | None = None) -> list[MeasuredRun]:
     """Every complete training run under raw_dir, sorted by run id."""
-    from scalestudy.rawlog import find_runs
+    from scalestudy.measure.rawlog import find_runs
 
     out = []
     for d in find_runs(raw_dir):

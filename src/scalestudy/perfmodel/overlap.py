@@ -13,7 +13,7 @@ compute stream between the kernels that need them. FSDP's collectives run on the
   backward, in order; the optimizer waits for the last.
 Gradient sync happens on the last micro batch only (harness/train.py).
 
-Exposed communication is what the trace analyser measures (scalestudy.exposed_comm): the union of
+Exposed communication is what the trace analyser measures (scalestudy.measure.exposed_comm): the union of
 communication intervals minus the union of computation intervals. While a collective overlaps
 computation, computation slows by `interference` x the overlapped time (NCCL kernels take SMs
 and memory bandwidth) [assumed]. Host overhead stretches every computation kernel by
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from scalestudy import intervals
+from scalestudy.measure import intervals
 
 
 @dataclass(frozen=True)

@@ -165,6 +165,6 @@ def fit_file(path: Path | str) -> PowerModel:
 
 
 def load(root: Path | str = ".") -> PowerModel:
-    from scalestudy.checkout import checkout_path
+    from scalestudy.spec.checkout import checkout_path
 
     return fit_file(checkout_path(str(DUTY_FILE), root))

@@ -22,17 +22,16 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from scalestudy.bandwidth import busbw_factor
-from scalestudy.metrics import flops_per_token
-from scalestudy.perfmodel import MODEL_VERSION
-from scalestudy.perfmodel import achievable
+from scalestudy.measure.bandwidth import busbw_factor
+from scalestudy.measure.metrics import flops_per_token
+from scalestudy.perfmodel import MODEL_VERSION, achievable
 from scalestudy.perfmodel import compute as compute_mod
 from scalestudy.perfmodel import power as power_mod
 from scalestudy.perfmodel.collectives import CollectiveModel, Scales
 from scalestudy.perfmodel.layout_comm import layout_collectives
 from scalestudy.perfmodel.options import ModelOptions
 from scalestudy.perfmodel.overlap import StepInputs, pipeline_time, simulate
-from scalestudy.spec import RunSpec
+from scalestudy.spec.run import RunSpec
 
 MIN_COMPUTE_ERROR = 0.03
 DEFAULT_COMPUTE_ERROR = 0.10  # [assumed] when no run is held out
@@ -156,7 +155,7 @@ class Prediction:
     cluster: str
     layout: str
     world_size: int
-    label: str  # the strategy in words (scalestudy.studies.strategy_label)
+    label: str  # the strategy in words (scalestudy.spec.studies.strategy_label)
     spec: dict
     values: dict  # METRICS plus bubble_s, memory estimate
     band: dict  # metric -> [low, high]
@@ -192,14 +191,15 @@ def design_power_w(cluster) -> float:
     (a part shipped with a lower limit than its silicon's), else the GPU kind's catalog power cap;
     never below the cluster's limit (tdp_w). A what-if on tdp_w alone thus lowers the limit of the
     same silicon."""
-    from scalestudy.hardware import UnknownDeviceError, gpu_spec
+    from scalestudy.spec import catalog
+    from scalestudy.spec.catalog.gpus import UnknownDeviceError
 
     cap = cluster.v("tdp_w")
     if "design_power_w" in cluster.values:
         design = cluster.v("design_power_w")
     else:
         try:
-            design = gpu_spec(cluster.gpu).power_cap_w or cap
+            design = catalog.gpu(cluster.gpu).power_cap_w or cap
         except UnknownDeviceError:
             design = cap
     return max(design, cap)
@@ -369,8 +369,8 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
             band: bool = True, options: ModelOptions = ModelOptions(), shares: dict | None = None) -> Prediction:
     """`shares`: measured rank shares by perfmodel.rank_shares.share_key (their compute and memory
     replace the model's where one matches this spec on this cluster's GPU kind)."""
-    from scalestudy.memory_estimate import GIB
     from scalestudy.perfmodel import rank_shares
+    from scalestudy.spec.memory_estimate import GIB
 
     if spec.world_size > cluster.max_gpus:
         raise ValueError(f"{spec.run_id} needs {spec.world_size} GPUs; cluster {cluster.name} has {cluster.max_gpus}")
@@ -413,7 +413,7 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
     if (cfg.dim, cfg.ffn_dim) not in measured_shapes:
         notes.append(f"{spec.model}'s layer shape was not measured: its efficiencies are extrapolated from "
                      + ", ".join(sorted({r.spec.model for r in cal.runs if r.ok})))
-    from scalestudy.studies import strategy_label
+    from scalestudy.spec.studies import strategy_label
 
     return Prediction(run_id=spec.run_id, config_id=spec.config_id, cluster=cluster.name, layout=spec.layout,
                       world_size=spec.world_size, label=strategy_label(spec), spec=spec.to_dict(), values=vals,
@@ -431,12 +431,13 @@ def share_carry(spec: RunSpec, cluster, cal: Calibration, share, options: ModelO
     model's kernel time of `spec` on the cluster's GPU over that on the share's (calibrated
     efficiencies at each one's dense peak, HBM bandwidth, achievable-rate carry and power-limit clock); 1 without a share
     or where the share ran on the cluster's GPU kind."""
-    from scalestudy.hardware import UnknownDeviceError, gpu_spec
+    from scalestudy.spec import catalog
+    from scalestudy.spec.catalog.gpus import UnknownDeviceError
 
     if share is None or not share.measured_on or share.measured_on == rank_shares_gpu(cluster.gpu):
         return 1.0
     try:
-        g = gpu_spec(share.measured_on)
+        g = catalog.gpu(share.measured_on)
     except UnknownDeviceError:
         return 1.0
     peak = g.peak_flops_per_s.get(spec.precision) or cal.compute.peak_flops
@@ -457,14 +458,14 @@ def rank_shares_gpu(name: str) -> str:
 
 
 def memory_bytes(spec: RunSpec, options: ModelOptions = ModelOptions()) -> int:
-    """The memory estimate (scalestudy.memory_estimate) with what the options change: the
+    """The memory estimate (scalestudy.spec.memory_estimate) with what the options change: the
     vocab-parallel loss keeps a TP rank's slice of the logits (1/tp of them; the estimate holds
     them whole, as the harness's gathered logits); ZeRO-1 where options.distributed_optimizer
     applies (DDP layouts): the fp32 master weights and AdamW's two moments (12 bytes a parameter)
     sharded over the data-parallel group, bf16 parameters and fp32 gradients kept whole
     [Megatron-LM docs/distrib_optimizer.md: 6 + 12/d bytes a parameter with bf16 parameters and fp32
     gradients]."""
-    from scalestudy.memory_estimate import estimate_memory
+    from scalestudy.spec.memory_estimate import estimate_memory
 
     est = estimate_memory(spec)
     total = est.total_bytes

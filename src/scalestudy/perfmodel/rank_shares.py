@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scalestudy.analysis.run_table import CAVEAT_PREFIX
-from scalestudy.spec import RunSpec
+from scalestudy.spec.run import RunSpec
 
 # the fields that set a rank's shapes and work; a predicted run and a rank share with equal
 # values here compute the same thing (warm-up counts, seeds, comm mode, memory cap do not)
@@ -42,7 +42,7 @@ KEY_FIELDS = ("model", "n_layers", "seq_len", "micro_batch", "global_batch", "dp
 
 def gpu_kind(name: str) -> str:
     """The catalog's name for a GPU kind (aliases resolved); an unknown name stays as given."""
-    from scalestudy import catalog
+    from scalestudy.spec import catalog
 
     return catalog.gpu_name(name) or name
 
@@ -114,7 +114,7 @@ def load_shares(study_name: str, root: Path | str = ".") -> dict[tuple, Measured
     stands in for (from its committed rank_configs.csv; none where the table is missing)."""
     from scalestudy.analysis.csv_format import read_csv_rows, split_list
     from scalestudy.analysis.rank_shares import CONFIGS_FILE, share_group
-    from scalestudy.studies import load_study
+    from scalestudy.spec.studies import load_study
 
     study = load_study(study_name, root)
     path = Path(root) / "data" / study.name / "tables" / CONFIGS_FILE

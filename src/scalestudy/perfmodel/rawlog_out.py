@@ -25,10 +25,9 @@ from functools import lru_cache
 from pathlib import Path
 
 from scalestudy import __version__
-from scalestudy.metrics import flops_per_token
+from scalestudy.measure.metrics import flops_per_token
+from scalestudy.measure.rawlog import METRICS_FILE, RUN_FILE, SCHEMA, STATUS_FILE, atomic_write_text, write_status
 from scalestudy.perfmodel import MODEL_VERSION
-from scalestudy.rawlog import (METRICS_FILE, RUN_FILE, SCHEMA, STATUS_FILE, atomic_write_text,
-                               write_status)
 
 KIND = "predicted"
 
@@ -93,14 +92,14 @@ def finish_run_dir(run_dir: Path, run: dict, lines: list[str], status: str, erro
 def write_predicted_run(run_dir: Path | str, run_id: str, config_id: str, spec, pred, cluster, cal,
                         root: Path | str = ".", command: str = "scalestudy model") -> Path:
     """One predicted training run (see the module doc)."""
-    from scalestudy.memory_estimate import GIB
+    from scalestudy.spec.memory_estimate import GIB
 
     run_dir, root = Path(run_dir), Path(root)
     v = pred.values
     status, error = "ok", None
     if not v["fits_memory"]:
         status = "oom"
-        error = (f"predicted: the memory estimate ({v['memory_estimate_gib']:.1f} GiB, scalestudy.memory_estimate, "
+        error = (f"predicted: the memory estimate ({v['memory_estimate_gib']:.1f} GiB, scalestudy.spec.memory_estimate, "
                  f"first-order) exceeds the {cluster.v('memory_gib'):g} GiB of a {cluster.gpu}")
         measured = next((n for n in pred.notes if n.startswith("measured:")), None)
         if measured:  # a measured rank share decided it (perfmodel.rank_shares)
@@ -141,7 +140,7 @@ def write_predicted_collectives(run_dir: Path | str, cs, cluster, cm, cal, root:
                                 command: str = "scalestudy model") -> Path:
     """One predicted collectives benchmark (CollectivesSpec cs) on `cluster`: a `collective`
     record per op and size, as the benchmark writes them, from the alpha-beta model."""
-    from scalestudy.bandwidth import busbw_factor, message
+    from scalestudy.measure.bandwidth import busbw_factor, message
     from scalestudy.perfmodel.collectives import Group
 
     run_dir, root = Path(run_dir), Path(root)

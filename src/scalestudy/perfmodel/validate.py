@@ -20,7 +20,7 @@ from pathlib import Path
 from scalestudy.perfmodel.cluster import load_cluster, with_overrides
 from scalestudy.perfmodel.collectives import CollectiveModel
 from scalestudy.perfmodel.predict import Calibration, calibrate, joint_band, predict
-from scalestudy.spec import RunSpec, SpecError
+from scalestudy.spec.run import RunSpec, SpecError
 
 DEFAULT_CALIBRATION = "data/h200-reference/raw"
 PAPER = {"C1": -37.22, "C2": -5.87, "C3": 52.60, "C4": (59.67, 40.77)}

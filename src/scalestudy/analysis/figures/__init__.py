@@ -18,12 +18,12 @@ How to add a figure
    - `draw(fd, study) -> Figure`: plot fd.rows only. Make the figure with `common.figure_for`
      (header, legend rows and wrapped notes are laid out for you); line panels are
      `common.draw_line_figure`; put legends below the panels with `common.figure_legend`.
-2. Register the module in FIGURES below, add the name to scalestudy.studies.FIGURES (the figure
+2. Register the module in FIGURES below, add the name to scalestudy.spec.studies.FIGURES (the figure
    rule, its report caption and rebuild command follow) and a category in
    workflow/rules/figures.smk.
-3. tests/test_figure_layout.py draws every registered figure from the paper-scale and the smoke
+3. tests/analysis/test_figure_layout.py draws every registered figure from the paper-scale and the smoke
    fixtures and checks the layout from the renderer; add rows for the new figure's experiment to
-   tests/figure_fixtures.py if it needs data of its own.
+   tests/analysis/figure_fixtures.py if it needs data of its own.
 
 `render(name, study, ...)` writes `<out>/<name>.pdf`, `.png` and `.csv`. A figure whose
 experiment has no runs in the study writes an explicit empty panel saying so and a CSV with its
@@ -37,9 +37,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from scalestudy.analysis.figures import (collectives_bandwidth, common, hardware_generations, kernel_breakdown,
-                                         model_sizes, model_validation, power, rank_grid, rank_memory, strong_scaling,
-                                         tp_pp_grid, weak_scaling)
+from scalestudy.analysis.figures import (
+    collectives_bandwidth,
+    common,
+    hardware_generations,
+    kernel_breakdown,
+    model_sizes,
+    model_validation,
+    power,
+    rank_grid,
+    rank_memory,
+    strong_scaling,
+    tp_pp_grid,
+    weak_scaling,
+)
 from scalestudy.analysis.figures.description import Description, Quantity  # noqa: F401 (for figure modules)
 
 FIGURES = {m.NAME: m for m in (collectives_bandwidth, weak_scaling, kernel_breakdown, strong_scaling, tp_pp_grid,

@@ -1,6 +1,6 @@
 """Collectives (the paper's Fig. 2): bus bandwidth against message size, one panel per
 collective, one line per node count (per world size when every run used one node), error bars
-from seeds. Sizes and bus bandwidths as nccl-tests counts them (scalestudy.bandwidth). Data:
+from seeds. Sizes and bus bandwidths as nccl-tests counts them (scalestudy.measure.bandwidth). Data:
 the study's collectives benchmark runs (study.collectives)."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from scalestudy.analysis.figures import common
 from scalestudy.analysis.figures.description import Description, Quantity
-from scalestudy.rank_share import LABEL, PIPELINE_RULE
+from scalestudy.spec.rank_share import LABEL, PIPELINE_RULE
 
 NAME = "rank_grid"
 EXPERIMENTS = ("tp_pp_grid",)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from scalestudy.analysis.figures import common
 from scalestudy.analysis.figures.description import Description, Quantity
 from scalestudy.analysis.figures.rank_grid import configs
-from scalestudy.rank_share import LABEL
+from scalestudy.spec.rank_share import LABEL
 
 NAME = "rank_memory"
 EXPERIMENTS = ("model_sizes", "weak_scaling")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from scalestudy.bandwidth import Message
 from scalestudy.harness.collectives.buffers import TORCH_DTYPES, Buffers, count_mismatches, value_column
+from scalestudy.measure.bandwidth import Message
 
 REDOP = ""
 IN_PLACE = False

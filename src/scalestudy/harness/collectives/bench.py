@@ -20,12 +20,12 @@ from types import ModuleType
 import torch
 import torch.distributed as dist
 
-from scalestudy import bandwidth, rawlog
-from scalestudy.bandwidth import Message
-from scalestudy.collectives_spec import CollectivesSpec
 from scalestudy.harness import provenance
 from scalestudy.harness.collectives import OPS
 from scalestudy.harness.run_start import begin_run
+from scalestudy.measure import bandwidth, rawlog
+from scalestudy.measure.bandwidth import Message
+from scalestudy.spec.collectives import CollectivesSpec
 
 TIME_OVER_RANKS = "mean"  # nccl-tests' default (-a 1); min and max are recorded too
 NCCL_TYPE_NAMES = {"float32": "float", "bfloat16": "bfloat16", "float16": "half"}

@@ -7,9 +7,8 @@ from __future__ import annotations
 import torch
 import torch.distributed as dist
 
-from scalestudy.bandwidth import Message
-from scalestudy.harness.collectives.buffers import (TORCH_DTYPES, Buffers, periodic_mismatches, value_column,
-                                                    values)
+from scalestudy.harness.collectives.buffers import TORCH_DTYPES, Buffers, periodic_mismatches, value_column, values
+from scalestudy.measure.bandwidth import Message
 
 REDOP = "sum"
 IN_PLACE = False

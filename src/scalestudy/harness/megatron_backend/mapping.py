@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from scalestudy.spec import RunSpec, SpecError
+from scalestudy.spec.run import RunSpec, SpecError
 
 # What an installed megatron-core may or may not offer; model.installed_features() detects them.
 PARTIAL_DISTRIBUTED_OPTIMIZER = "partial_distributed_optimizer"  # num_distributed_optimizer_instances

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from scalestudy.llama_configs import ModelConfig
+from scalestudy.spec.catalog.models import ModelConfig
 
 from .mapping import PARTIAL_DISTRIBUTED_OPTIMIZER, VIRTUAL_PIPELINE, MegatronPlan
 

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 from scalestudy.harness.data import local_batch
-from scalestudy.spec import RunSpec
+from scalestudy.spec.run import RunSpec
 
 from . import mapping, require_megatron_core
 from . import model as mmodel

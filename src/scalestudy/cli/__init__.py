@@ -1,0 +1,39 @@
+"""The `scalestudy` command: one module a command group (train and plan; measure; collectives;
+analysis; launch, study and status; model), each adding its subcommands with register(); the
+domain modules they call live in the wings below."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from scalestudy.spec.run import SpecError
+
+# modules adding subcommands through register(subparsers), one a command group
+COMMAND_MODULES = (
+    "scalestudy.cli.train",
+    "scalestudy.cli.measure",
+    "scalestudy.cli.collectives",
+    "scalestudy.cli.analysis",
+    "scalestudy.cli.launch",
+    "scalestudy.cli.model",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="scalestudy", description="The `scalestudy` command.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="one of:")
+    for module in COMMAND_MODULES:
+        importlib.import_module(module).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except SpecError as e:
+        print(f"scalestudy: {e}", file=sys.stderr)
+        return 2

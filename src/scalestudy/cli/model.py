@@ -1,0 +1,209 @@
+"""`scalestudy model`: the calibrated performance model (scalestudy.perfmodel). No torch import.
+
+    scalestudy model predict --cluster h100-paper [--calibration DIR] [--set KEY=VALUE ...] [--json] <RunSpec options>
+    scalestudy model validate [--calibration DIR] [--json] [--external [--out CSV]]
+    scalestudy model clusters [--json]
+    scalestudy model study --study NAME [--root DIR] [--out DIR]
+
+`predict` prints a step's time, tokens/s (global and per GPU), MFU, computation, communication,
+exposed communication and GPU power, each with the model's band, the collectives the layout
+issues, and which inputs are calibrated from measurements, published or assumed. `--set`
+overrides a cluster value for a what-if question (e.g. --set inter_node_GBps=100).
+`study` predicts every run of a study with a `prediction` section and writes them as predicted
+raw logs under data/NAME/raw (or --out), for `scalestudy aggregate/figure/claims` (the workflow's
+`predict` rule). `validate` prints the held-out error on measured runs and C1-C4 of STUDY.md predicted against
+the paper's numbers, with the HSDP question; `validate --external` instead predicts the external
+ledger (workflow/validation/external.yaml: published torchtitan and Megatron-LM runs, nothing fitted
+to them) and prints each row's error and each group's against its target; --out writes the CSV.
+Calibration data default: data/h200-reference/raw.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+DEFAULT_CALIBRATION = "data/h200-reference/raw"
+
+
+def _overrides(items: list[str] | None) -> dict[str, float]:
+    out = {}
+    for it in items or []:
+        if "=" not in it:
+            raise ValueError(f"--set takes KEY=VALUE, got {it!r}")
+        k, v = it.split("=", 1)
+        out[k.strip()] = float(v)
+    return out
+
+
+def _fmt(v, scale=1.0, fmt="{:.4g}"):
+    return "n/a" if v is None else fmt.format(v * scale)
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from scalestudy.cli.train import spec_from_args
+    from scalestudy.perfmodel.cluster import load_cluster, with_overrides
+    from scalestudy.perfmodel.collectives import CollectiveModel
+    from scalestudy.perfmodel.predict import calibrate, predict
+
+    root = Path(args.root)
+    spec = spec_from_args(args)
+    cluster = with_overrides(load_cluster(args.cluster, root), _overrides(args.set))
+    cal = calibrate(args.calibration, root)
+    p = predict(spec, cluster, cal, CollectiveModel.for_cluster(cluster, root))
+    if args.json:
+        out = p.as_dict()
+        out["calibration"] = cal.provenance()
+        print(json.dumps(out, indent=1, sort_keys=True, default=str))
+        return 0
+    v, b = p.values, p.band
+    print(f"PREDICTED (scalestudy.perfmodel, not measured): {p.run_id}")
+    print(f"cluster {cluster.name} ({cluster.gpu}, {cluster.gpus_per_node} a node); layout {p.label}; "
+          f"{spec.world_size} GPUs; global batch {spec.global_batch} x {spec.seq_len}")
+    rows = [("step time (s)", "step_time_s", 1, "{:.4f}"), ("tokens/s", "tokens_per_s", 1, "{:.4g}"),
+            ("tokens/s per GPU", "tokens_per_s_per_device", 1, "{:.1f}"), ("MFU (%)", "mfu", 100, "{:.2f}"),
+            ("computation (s)", "compute_s", 1, "{:.4f}"), ("communication (s)", "comm_s", 1, "{:.4f}"),
+            ("exposed communication (s)", "exposed_comm_s", 1, "{:.4f}"),
+            ("GPU power per GPU (W)", "power_w_per_gpu", 1, "{:.0f}"),
+            ("tokens per joule", "tokens_per_joule", 1, "{:.4g}")]
+    for name, key, sc, f in rows:
+        lo, hi = b.get(key, [None, None])
+        print(f"  {name:28s} {_fmt(v.get(key), sc, f):>10s}   band [{_fmt(lo, sc, f)}, {_fmt(hi, sc, f)}]")
+    if v.get("bubble_s"):
+        print(f"  {'pipeline bubble (s)':28s} {v['bubble_s']:>10.4f}   (counted in exposed communication)")
+    print(f"  memory estimate {v['memory_estimate_gib']:.1f} GiB of {cluster.v('memory_gib'):g}"
+          f"{'' if v['fits_memory'] else '  (DOES NOT FIT)'}")
+    print("collectives a step (one GPU):")
+    for c in p.collectives:
+        g = c["group"]
+        print(f"  {c['name']:22s} {c['unit']:9s} {c['size_bytes'] / 2**20:10.1f} MiB x {c['calls']:5d} over "
+              f"{g['n']} ranks on {g['nodes']} node(s): {1e3 * c['time_each_s']:.3f} ms each, "
+              f"{c['time_per_step_s']:.4f} s a step ({c['stream']} stream)")
+    s = p.sources
+    measured = s["calibrated_from_measurements"]
+    print("calibrated from measurements: " + "; ".join(f"{k}: {x}" for k, x in measured.items() if x))
+    print("collectives: " + "; ".join(f"{k}: {x}" for k, x in s["collectives"].items()))
+    print("assumed cluster values: " + ", ".join(s["cluster_values_by_source"].get("assumed", [])))
+    if s["cluster_values_by_source"].get("what-if"):
+        print("what-if values: " + ", ".join(f"{k}={cluster.v(k):g}" for k in s["cluster_values_by_source"]["what-if"]))
+    for n in p.notes:
+        print(f"note: {n}")
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from scalestudy.perfmodel.validate import format_report, report
+
+    if args.external:
+        from scalestudy.perfmodel.external import format_ledger, group_summary, predict_ledger, write_csv
+        from scalestudy.perfmodel.predict import calibrate
+
+        data, rows = predict_ledger(calibrate(args.calibration, Path(args.root)), Path(args.root))
+        if args.out or args.figure:
+            out = Path(args.out or Path(args.figure).with_name(Path(args.figure).name + "_ledger.csv"))
+            out.parent.mkdir(parents=True, exist_ok=True)
+            write_csv(rows, out, Path(args.root))
+            if args.figure:
+                from scalestudy.analysis.figures.model_validation import render
+
+                render(out, args.figure)
+        if args.json:
+            print(json.dumps({"rows": [r.as_dict() for r in rows], "groups": group_summary(data, rows)}, indent=1,
+                             sort_keys=True, default=str))
+        else:
+            sys.stdout.write(format_ledger(data, rows))
+        return 0
+    if args.out or args.figure:
+        raise SystemExit("scalestudy model validate: --out and --figure go with --external (the ledger)")
+    rep = report(args.calibration, Path(args.root))
+    if args.json:
+        print(json.dumps(rep, indent=1, sort_keys=True, default=str))
+    else:
+        sys.stdout.write(format_report(rep))
+    return 0
+
+
+def cmd_clusters(args: argparse.Namespace) -> int:
+    from scalestudy.perfmodel.cluster import cluster_names, load_cluster
+
+    root = Path(args.root)
+    out = [load_cluster(n, root) for n in cluster_names(root)]
+    if args.json:
+        print(json.dumps([c.as_dict() for c in out], indent=1, sort_keys=True))
+        return 0
+    for c in out:
+        print(f"{c.name}: {c.gpu}, {c.gpus_per_node} a node, up to {c.max_gpus} GPUs; "
+              f"peak {c.peak_flops / 1e12:g} TFLOP/s, HBM {c.hbm / 1e12:g} TB/s, "
+              f"NVLink {c.v('intra_node_GBps'):g} GB/s, "
+              f"NIC {c.v('inter_node_GBps'):g} GB/s a GPU; assumed: {', '.join(c.assumed())}")
+    return 0
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    from scalestudy.perfmodel.study import predict_study
+    from scalestudy.spec.studies import load_study
+
+    root = Path(args.root)
+    study = load_study(args.study, root)
+    paths = predict_study(study, args.out, root, progress=lambda m: print(f"scalestudy model: {m}", file=sys.stderr))
+    print(f"{len(paths)} predicted runs of study {study.name} written to {args.out or study.raw_dir}")
+    return 0
+
+
+def _guard(fn):
+    def run(args):
+        from scalestudy.measure.rawlog import RawLogError
+        from scalestudy.perfmodel.cluster import ClusterError
+        from scalestudy.spec.run import SpecError
+
+        try:
+            return fn(args)
+        except (ClusterError, RawLogError, SpecError, ValueError, FileNotFoundError) as e:
+            print(f"scalestudy model: {e}", file=sys.stderr)
+            return 2
+    return run
+
+
+def register(subparsers) -> None:
+    from scalestudy.cli.train import add_spec_options
+
+    p = subparsers.add_parser("model", help="the calibrated performance model: predict, validate, clusters")
+    sub = p.add_subparsers(dest="model_command", required=True, help="what to do with the model")
+
+    def common(q):
+        q.add_argument("--root", default=".", help="the project root (workflow/clusters, data)")
+        q.add_argument("--calibration", nargs="+", default=[DEFAULT_CALIBRATION],
+                       help=f"raw-log directories of measured runs to calibrate from (default {DEFAULT_CALIBRATION})")
+        q.add_argument("--json", action="store_true", help="print JSON")
+
+    q = sub.add_parser("predict", help="predict one RunSpec on a cluster (labelled PREDICTED)")
+    q.add_argument("--cluster", required=True, help="a name under workflow/clusters (h100-paper, a100-paper, "
+                                                   "h200-node) or a YAML path")
+    q.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override a cluster value (what-if), e.g. inter_node_GBps=100; repeatable")
+    common(q)
+    add_spec_options(q)
+    q.set_defaults(func=_guard(cmd_predict))
+
+    q = sub.add_parser("validate", help="held-out error on measured runs; C1-C4 and HSDP predicted vs the paper")
+    common(q)
+    q.add_argument("--external", action="store_true",
+                   help="predict the external ledger (workflow/validation/external.yaml) instead of C1-C4")
+    q.add_argument("--out", metavar="CSV", help="with --external: write the ledger with predictions to this CSV file")
+    q.add_argument("--figure", metavar="PATH", help="with --external: draw the model_validation figure to "
+                                                   "PATH.pdf, PATH.png and PATH.csv (the ledger CSV beside it "
+                                                   "unless --out names one)")
+    q.set_defaults(func=_guard(cmd_validate))
+
+    q = sub.add_parser("study", help="predict every run of a prediction study; write predicted raw logs")
+    q.add_argument("--study", required=True, help="a study with a `prediction` section, e.g. paper-model")
+    q.add_argument("--root", default=".", help="the project root (default .)")
+    q.add_argument("--out", default=None, help="where the run directories go (default data/STUDY/raw)")
+    q.set_defaults(func=_guard(cmd_study))
+
+    q = sub.add_parser("clusters", help="list the cluster descriptions")
+    q.add_argument("--root", default=".", help="the project root (default .)")
+    q.add_argument("--json", action="store_true", help="print JSON")
+    q.set_defaults(func=_guard(cmd_clusters))

@@ -1,0 +1,159 @@
+"""Start the processes of a one-host CPU run without torchrun: import the harness once, then fork
+one worker a rank with the environment torchrun would give it (RANK, LOCAL_RANK, WORLD_SIZE,
+LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
+
+    python -m scalestudy.launch.local_workers --nproc 4 -- train --spec SPEC.json --run-dir DIR --quiet
+
+Most of a small CPU run is start-up: torchrun's agent imports torch, and each of its workers
+imports torch and the harness anew (about 2.5 and 4.5 CPU-seconds). Forked from a parent that
+has imported them, the workers start at once. The parent never runs a torch operation or joins
+the process group, so the children inherit no threads or communicators. Like torchrun it passes
+SIGTERM and SIGINT on to the workers and exits with the first non-zero exit code of a worker
+(128 + signal for a worker killed by one). The launcher (scalestudy.launch.launcher) uses it for CPU runs
+on one host; GPU runs, SLURM runs and SCALESTUDY_LOCAL_LAUNCHER=torchrun use torchrun.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import signal
+import socket
+import sys
+import traceback
+from collections.abc import Callable, Iterable
+from contextlib import closing
+
+LAUNCHER_ENV = "SCALESTUDY_LOCAL_LAUNCHER"
+# the command line the workers run: named, like the `-m scalestudy` torchrun's workers run, not
+# imported here (the command line is the wing above this one)
+COMMAND_LINE = "scalestudy.cli"
+# what each command's workers need, imported once in the parent. torch._dynamo: torch imports it
+# lazily on a run's first meta-device initialisation (about 0.5 CPU-s in every worker otherwise)
+_PRELOAD = {"train": ("scalestudy.harness.train", "torch._dynamo"),
+            "collectives": ("scalestudy.harness.collectives.bench",)}
+
+
+def preload(command: str) -> None:
+    """Import what the workers of `command` need, and the command line's modules (the parser
+    imports every command's module), so that forked workers start with them loaded."""
+    for module in _PRELOAD.get(command, ()):
+        importlib.import_module(module)
+    importlib.import_module(COMMAND_LINE).build_parser()
+
+
+def launcher_choice(device: str, nodes: int, env: dict) -> str:
+    """How a run on this host starts its processes: `local` (this module), `warm` (forked by a
+    warm server, scalestudy.launch.warm_workers; the workflow's choice) or `torchrun` (GPU and
+    multi-node runs always)."""
+    choice = env.get(LAUNCHER_ENV, "local")
+    if choice not in ("local", "warm", "torchrun"):
+        raise ValueError(f"{LAUNCHER_ENV}={choice!r}: expected local, warm or torchrun")
+    return choice if device == "cpu" and nodes == 1 else "torchrun"
+
+
+def use_local_workers(device: str, nodes: int, env: dict) -> bool:
+    """Whether a run starts its processes with this module (or a warm server) rather than torchrun."""
+    return launcher_choice(device, nodes, env) != "torchrun"
+
+
+def command(nproc: int, module_args: list[str], python: str = sys.executable) -> list[str]:
+    """The command line for `module_args` ("scalestudy", "train", ...) on nproc local workers."""
+    if module_args[0] != "scalestudy":
+        raise ValueError(f"local workers run scalestudy commands, not {module_args[0]!r}")
+    return [python, "-m", "scalestudy.launch.local_workers", f"--nproc={nproc}", "--", *module_args[1:]]
+
+
+def _free_port() -> int:
+    with closing(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _worker(argv: list[str], env: dict[str, str]) -> None:
+    """In the forked child: run the command as one rank, then leave at once (no interpreter
+    teardown: every record is written and closed by then)."""
+    for s in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(s, signal.SIG_DFL)
+    os.environ.update(env)
+    code = 1
+    try:
+        code = importlib.import_module(COMMAND_LINE).main(argv)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except BaseException:  # noqa: BLE001 - the traceback goes to the run's log, like torchrun's workers
+        traceback.print_exc()
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code if isinstance(code, int) else 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m scalestudy.launch.local_workers", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nproc", type=int, required=True, help="worker processes [unit: processes; allowed: >= 1]")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="the scalestudy command and its options, after --")
+    ns = p.parse_args(argv)
+    args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
+    if ns.nproc < 1 or not args:
+        p.error("needs --nproc >= 1 and a scalestudy command")
+    preload(args[0])
+    return run_workers(ns.nproc, args)
+
+
+def forward_signals(targets: Callable[[], Iterable[int]]) -> None:
+    """Pass SIGTERM and SIGINT on to the processes `targets()` names when the signal arrives."""
+
+    def forward(signum, _frame):
+        for pid in targets():
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+
+
+def run_workers(nproc: int, args: list[str]) -> int:
+    """Fork `nproc` workers running the scalestudy command `args` (its modules preloaded), wait for
+    them and return the first non-zero exit code (0 if none)."""
+    base = {"WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(_free_port()), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    children: dict[int, int] = {}
+    for rank in range(nproc):
+        pid = os.fork()
+        if pid == 0:
+            _worker(args, {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)})
+        children[pid] = rank
+
+    forward_signals(lambda: list(children))
+    first_failure = 0
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        if pid not in children:
+            continue
+        rank = children.pop(pid)
+        code = os.waitstatus_to_exitcode(status)
+        code = 128 - code if code < 0 else code
+        if code and not first_failure:
+            first_failure = code
+            print(f"[scalestudy local_workers] rank {rank} exited with code {code}", file=sys.stderr, flush=True)
+    return first_failure
+
+
+if __name__ == "__main__":
+    exit_code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(exit_code)  # no interpreter teardown with torch loaded (about a second on 2 busy cores)

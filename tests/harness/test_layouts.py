@@ -1,0 +1,78 @@
+"""Every parallel layout gives the loss curve of one process (float32 on CPU, gloo).
+
+Plain SGD: unlike Adam, it does not normalise gradients away, so a gradient off by a constant
+factor (a sum where a mean belongs, a missing microbatch scale) changes the curve.
+
+The ranks are forked from one parent that imported torch once (scalestudy.launch.local_workers, what the
+launcher uses for one-host CPU runs); a given --peak-tflops skips the CPU peak calibration, which
+only MFU reads. torchrun's own start of the ranks is tested by the launch and SLURM tests."""
+
+import pytest
+from conftest import local_workers, losses_by_step
+
+pytestmark = pytest.mark.multiproc
+
+# 4 of the tiny model's 8 layers: still one layer a stage for 4 pipeline stages
+COMMON = ["train", "--precision", "fp32", "--n-layers", "4", "--seq-len", "32", "--global-batch", "8", "--micro-batch", "1",
+          "--warmup-iters", "1", "--measured-iters", "3", "--quiet", "--optimizer", "sgd", "--lr", "0.5",
+          "--peak-tflops", "1"]
+
+LAYOUTS = {
+    # world size 2
+    "fsdp-2": (2, []),
+    "ddp-2": (2, ["--dp-replicate", "2"]),
+    "tp-2": (2, ["--tp", "2"]),
+    "tp-sp-2": (2, ["--tp", "2", "--sequence-parallel"]),
+    "pp-gpipe-2": (2, ["--pp", "2", "--pp-schedule", "gpipe"]),
+    "pp-1f1b-2": (2, ["--pp", "2", "--pp-schedule", "1f1b"]),
+    "pp-interleaved-2": (2, ["--pp", "2", "--pp-schedule", "interleaved_1f1b", "--pp-stages-per-rank", "2"]),
+    "fsdp-reshard-2": (2, ["--reshard-after-forward", "--fsdp-forward-prefetch", "0"]),
+    "fsdp-ac-2": (2, ["--activation-checkpointing", "full"]),
+    "fsdp-adamw-2": (2, ["--optimizer", "adamw", "--lr", "1e-3"]),
+    # world size 4
+    "fsdp-4": (4, []),
+    "hsdp-4": (4, ["--nodes", "2", "--dp-replicate", "2"]),
+    "fsdp-tp-4": (4, ["--tp", "2"]),
+    "fsdp-tp-sp-4": (4, ["--tp", "2", "--sequence-parallel"]),
+    "fsdp-pp-4": (4, ["--pp", "2"]),
+    "tp-pp-4": (4, ["--tp", "2", "--pp", "2"]),
+    "pp-1f1b-4": (4, ["--pp", "4"]),
+    "fsdp-pp-interleaved-4": (4, ["--pp", "2", "--pp-schedule", "interleaved_1f1b", "--pp-stages-per-rank", "2"]),
+    "ddp-tp-4": (4, ["--nodes", "2", "--dp-replicate", "2", "--tp", "2"]),
+    # combinations that need 8 processes
+    "hsdp-tp-8": (8, ["--nodes", "2", "--dp-replicate", "2", "--tp", "2"]),
+    "fsdp-tp-pp-8": (8, ["--tp", "2", "--pp", "2"]),
+}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ref") / "run"
+    res = local_workers(1, COMMON + ["--run-dir", str(d)])
+    assert res.returncode == 0, res.stdout + res.stderr
+    return losses_by_step(d)
+
+
+@pytest.fixture(scope="module")
+def reference_adamw(tmp_path_factory):
+    d = tmp_path_factory.mktemp("ref") / "run"
+    res = local_workers(1, COMMON + ["--optimizer", "adamw", "--lr", "1e-3", "--run-dir", str(d)])
+    assert res.returncode == 0, res.stdout + res.stderr
+    return losses_by_step(d)
+
+
+@pytest.mark.parametrize("name", list(LAYOUTS))
+def test_layout_matches_single_process(name, reference, reference_adamw, tmp_path):
+    nproc, extra = LAYOUTS[name]
+    nodes = int(extra[extra.index("--nodes") + 1]) if "--nodes" in extra else 1
+    d = tmp_path / "run"
+    res = local_workers(nproc, COMMON + extra + ["--procs-per-node", str(nproc // nodes), "--run-dir", str(d)])
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    losses = losses_by_step(d)
+    ref = reference_adamw if "adamw" in name else reference
+    assert len(losses) == len(ref) == 4
+    # AdamW's first steps are nearly sign(gradient): float32 reordering flips a few tiny
+    # components, so its tolerance is looser
+    rel = 1e-4 if "adamw" in name else 1e-5
+    assert losses == pytest.approx(ref, rel=rel, abs=1e-6), name
+    assert max(losses) - min(losses) > 1e-3  # the curve moves: the test can tell layouts apart

@@ -1,0 +1,77 @@
+"""The board-power fit (perfmodel/power.py) on synthetic phases and on the committed H200 duty cycles."""
+
+import math
+from pathlib import Path
+
+import pytest
+
+from scalestudy.perfmodel.power import DUTY_FILE, DutyPhase, PowerModel, fit, fit_file
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_fit_recovers_known_powers():
+    truth = PowerModel(idle_w=120, warm_w=250, tau_s=0.1, compute_w=760, copy_w=560, cap_w=700, device="x",
+                       rel_rms=0, rel_max=0, n_phases=0, source="")
+    phases = []
+    for c, m, g in ((0, 0, 5.0), (0.25, 0, 0.015), (0.5, 0, 0.1), (0.5, 0, 0.5), (0, 0.5, 0.01), (0, 0.75, 0.25),
+                    (0, 1, 0), (0.3, 0.3, 0.05), (0.2, 0.2, 1.0)):
+        phases.append(DutyPhase(f"{c}-{m}-{g}", truth.power_w(c, m, g), c, m, g))
+    got = fit(phases, 700)
+    assert got.rel_rms < 0.01
+    for k in ("idle_w", "warm_w", "copy_w"):
+        assert getattr(got, k) == pytest.approx(getattr(truth, k), rel=0.03), k
+    assert got.tau_s == pytest.approx(0.1, rel=0.1)
+
+
+def test_power_is_capped_and_scales_with_the_target_cap():
+    pm = PowerModel(idle_w=140, warm_w=190, tau_s=0.2, compute_w=760, copy_w=570, cap_w=700, device="x",
+                    rel_rms=0, rel_max=0, n_phases=0, source="")
+    assert pm.power_w(1.0) == 700  # matrix products throttled to the limit
+    assert pm.power_w(0.0, gap_s=10.0) == pytest.approx(140 + 50 * math.exp(-50))
+    assert pm.power_w(0.0) == pytest.approx(190)  # gaps inside a step: warm
+    assert pm.power_w(0.0, u_comm=1.0, comm_hbm_fraction=0.5) == pytest.approx(190 + 0.5 * (570 - 190))
+    assert pm.power_w(0.5, cap_w=400) == pytest.approx(min(400, (0.5 * 760 + 0.5 * 190) * 400 / 700))
+
+
+def test_committed_h200_duty_cycles():
+    pm = fit_file(REPO / DUTY_FILE)
+    assert pm.device == "NVIDIA H200" and pm.cap_w == 700 and pm.n_phases >= 25
+    assert 100 < pm.idle_w < 160 and pm.idle_w < pm.warm_w < pm.copy_w < pm.compute_w
+    assert pm.compute_w > pm.cap_w  # continuous matrix products run at the limit
+    assert pm.rel_rms < 0.08 and pm.rel_max < 0.2
+
+
+def test_power_limit_throttles_matrix_products_by_the_cube_law():
+    pm = PowerModel(idle_w=140, warm_w=190, tau_s=0.2, compute_w=760, copy_w=570, cap_w=700, device="x",
+                    rel_rms=0, rel_max=0, n_phases=0, source="")
+    s700 = pm.clock_factor()
+    assert s700 == pytest.approx(((700 - 140) / (760 - 140)) ** (1 / 3))
+    # at that clock the matrix products draw exactly the limit: P = floor + (full - floor) s^3
+    assert 140 + (760 - 140) * s700 ** 3 == pytest.approx(700)
+    assert pm.clock_factor(800, 700) == 1.0  # a limit above the unthrottled draw does not throttle
+    # powers carry by design power: a GPU limited at its design power throttles as the measured one
+    assert pm.clock_ratio(400, 400) == pytest.approx(1.0) and pm.clock_ratio(700) == pytest.approx(1.0)
+    s500 = pm.clock_ratio(500, 700)  # the same silicon held to 500 W
+    assert s500 == pytest.approx(((500 - 140) / (760 - 140)) ** (1 / 3) / s700)
+    assert 0.8 < s500 < 0.9 and pm.clock_ratio(600, 700) > s500
+
+
+def test_a_lower_power_limit_slows_compute_bound_steps_and_not_communication():
+    from scalestudy.perfmodel.cluster import load_cluster, with_overrides
+    from scalestudy.perfmodel.predict import cached_calibration, clock_ratio, predict
+    from scalestudy.spec.run import RunSpec
+
+    cal = cached_calibration("data/h200-reference/raw", REPO)
+    h100 = load_cluster("h100-paper", REPO)
+    capped = with_overrides(h100, {"tdp_w": 500})  # design power stays the catalog's 700 W
+    teton = load_cluster("h100-grand-teton", REPO)  # 500 W parts of 700 W silicon
+    assert teton.values["design_power_w"].source.startswith("assumed")
+    assert clock_ratio(teton, cal) == pytest.approx(clock_ratio(capped, cal))
+    assert clock_ratio(h100, cal) == pytest.approx(1.0) and clock_ratio(capped, cal) < 0.9
+    spec = RunSpec(model="llama2-7b", device="cuda", precision="bf16", seq_len=4096, micro_batch=2, global_batch=16,
+                   procs_per_node=8, nodes=1)
+    a, b = predict(spec, h100, cal, band=False), predict(spec, capped, cal, band=False)
+    assert b["compute_s"] > a["compute_s"] * 1.05 and b["tokens_per_s"] < a["tokens_per_s"]
+    assert b["power_w_per_gpu"] <= 500 + 1e-9
+    assert [c["time_each_s"] for c in a.collectives] == [c["time_each_s"] for c in b.collectives]

@@ -1,0 +1,163 @@
+"""Predictions: the timeline, monotonicity in GPU count, bands, clusters, what-ifs, the CLI."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from scalestudy.perfmodel.cluster import ClusterError, cluster_from_dict, load_cluster, with_overrides
+from scalestudy.perfmodel.overlap import StepInputs, simulate
+from scalestudy.perfmodel.predict import cached_calibration, joint_band, predict
+from scalestudy.perfmodel.validate import fsdp, hsdp, model_parallel
+from scalestudy.spec.run import RunSpec
+
+REPO = Path(__file__).resolve().parents[2]
+CAL = "data/h200-reference/raw"
+
+
+@pytest.fixture(scope="module")
+def cal():
+    return cached_calibration(CAL, REPO)
+
+
+@pytest.fixture(scope="module")
+def h100():
+    return load_cluster("h100-paper", REPO)
+
+
+def test_clusters_load_with_sources():
+    h, a, n = (load_cluster(x, REPO) for x in ("h100-paper", "a100-paper", "h200-node"))
+    assert h.max_gpus == 2048 and h.gpus_per_node == 8
+    assert h.values["inter_node_GBps"].value == 50 and h.values["inter_node_GBps"].source == "assumed"
+    assert a.values["inter_node_GBps"].value == 25 and a.values["inter_node_GBps"].source == "assumed"
+    assert h.values["peak_flops_per_s"].source == "datasheet" and a.peak_flops == 312e12
+    assert n.hbm == 4.8e12 and n.max_gpus == 8
+    assert "inter_node_GBps" in h.assumed()
+    w = with_overrides(h, {"inter_node_GBps": 100})
+    assert w.v("inter_node_GBps") == 100 and w.values["inter_node_GBps"].source == "what-if"
+    with pytest.raises(ClusterError):
+        with_overrides(h, {"no_such_value": 1})
+    with pytest.raises(ClusterError):
+        cluster_from_dict({"name": "x"})
+
+
+def test_timeline_without_comm_is_compute_over_host_share():
+    x = StepInputs(layers=4, microbatches=2, layer_fwd_s=1.0, layer_bwd_s=2.0, head_fwd_s=0.5, head_bwd_s=0.5,
+                   embed_s=0.0, tail_s=1.0, gap_fraction=0.2)
+    tl = simulate(x)
+    assert tl.step_s == pytest.approx((2 * (4 * 3 + 1) + 1) / 0.8)
+    assert tl.comm_s == 0 and tl.exposed_comm_s == 0
+
+
+def test_timeline_hides_small_collectives_and_exposes_large_ones():
+    kw = dict(layers=8, microbatches=1, layer_fwd_s=1.0, layer_bwd_s=2.0, head_fwd_s=0.0, head_bwd_s=0.0,
+              embed_s=0.0, tail_s=0.0, gap_fraction=0.0)
+    small = simulate(StepInputs(ag_block_s=0.5, rs_block_s=1.0, **kw))
+    # only the first all-gather and the last reduce-scatter stick out
+    assert small.exposed_comm_s == pytest.approx(0.5 + 1.0)
+    assert small.step_s == pytest.approx(24 + 1.5)
+    big = simulate(StepInputs(ag_block_s=3.0, rs_block_s=1.0, **kw))
+    assert big.exposed_comm_s > 8 * 2.0 and big.step_s > small.step_s
+    no_prefetch = simulate(StepInputs(ag_block_s=0.5, rs_block_s=1.0, forward_prefetch=0, **kw))
+    assert no_prefetch.exposed_comm_s == pytest.approx(8 * 0.5 + 1.0)
+    slowed = simulate(StepInputs(ag_block_s=0.5, rs_block_s=1.0, interference=0.1, **kw))
+    assert slowed.step_s == pytest.approx(small.step_s + 0.1 * small.overlapped_s)
+
+
+def test_fsdp_monotone_in_gpu_count(cal, h100):
+    ps = [predict(fsdp(n), h100, cal, band=False).values for n in (1, 2, 4, 8, 16, 32, 64, 128, 256)]
+    glob = [p["tokens_per_s"] for p in ps]
+    comm = [p["comm_s"] for p in ps]
+    exposed = [p["exposed_comm_s"] for p in ps]
+    assert all(b > a for a, b in zip(glob, glob[1:]))
+    assert all(b >= a for a, b in zip(comm, comm[1:]))
+    assert all(b >= a * 0.999 for a, b in zip(exposed, exposed[1:]))
+    # per GPU: the sharded optimizer makes small scales slightly faster; from 64 GPUs on it only falls
+    per = [p["tokens_per_s_per_device"] for p in ps][3:]
+    assert all(b <= a for a, b in zip(per, per[1:]))
+    assert ps[-1]["tokens_per_s_per_device"] < ps[4]["tokens_per_s_per_device"]
+
+
+def test_band_contains_central_and_joint_band(cal, h100):
+    a, b = predict(fsdp(16), h100, cal), predict(fsdp(256), h100, cal)
+    for p in (a, b):
+        for m, (lo, hi) in p.band.items():
+            if p.values.get(m) is not None:
+                assert lo <= p.values[m] <= hi, m
+        assert len(p.corners["step_time_s"]) == 64
+    c, lo, hi = joint_band(a, b, "tokens_per_s_per_device")
+    assert lo <= c <= hi < 0.01
+    assert p.sources["calibrated_from_measurements"]["compute"].startswith("kernel categories")
+
+
+def test_layouts_and_memory(cal, h100):
+    hs = predict(hsdp(256), h100, cal, band=False)
+    assert hs.values["fits_memory"] and hs.label == "HSDP 8x256"
+    tp = predict(model_parallel(256, 2, 1), h100, cal, band=False)
+    pp = predict(model_parallel(256, 1, 4), h100, cal, band=False)
+    assert pp.values["bubble_s"] > 0 and pp.values["exposed_comm_s"] >= pp.values["bubble_s"]
+    assert tp.values["tokens_per_s"] > 0 and 0 < tp.values["mfu"] < 1
+    big = predict(RunSpec(model="llama2-70b", nodes=1, procs_per_node=8, seq_len=4096, micro_batch=2), h100, cal,
+                  band=False)
+    assert not big.values["fits_memory"] and any("oom" in n for n in big.notes)
+    assert any("extrapolated" in n for n in big.notes)
+    with pytest.raises(ValueError):
+        predict(fsdp(512), h100, cal)
+
+
+def test_faster_interconnect_and_newer_gpu_what_ifs(cal, h100):
+    base = predict(fsdp(256), h100, cal, band=False).values
+    fast = predict(fsdp(256), with_overrides(h100, {"inter_node_GBps": 100}), cal, band=False).values
+    assert fast["comm_s"] < base["comm_s"]
+    a100 = predict(fsdp(1), load_cluster("a100-paper", REPO), cal, band=False).values
+    h = predict(fsdp(1), h100, cal, band=False).values
+    assert a100["tokens_per_s_per_device"] < h["tokens_per_s_per_device"] and a100["mfu"] > h["mfu"]
+
+
+def test_tensor_core_efficiencies_carry_by_achievable_rates_only_where_both_are_known(cal):
+    import dataclasses
+
+    a100 = load_cluster("a100-paper", REPO)
+    carried = predict(fsdp(8), a100, cal, band=False)
+    assert carried.values["tensor_carry"] == pytest.approx((271.2 / 312) / (790 / 989.4))
+    assert "x 1.089" in carried.sources["calibrated_from_measurements"]["tensor_core_carry"]
+    # the same silicon without a measured rate in the catalog (the A100 PCIe is not filled): unchanged
+    pcie = dataclasses.replace(a100, gpu="NVIDIA A100 80GB PCIe")
+    plain = predict(fsdp(8), pcie, cal, band=False)
+    assert plain.values["tensor_carry"] == 1.0
+    assert any("carried to NVIDIA A100 80GB PCIe unchanged" in n for n in plain.notes)
+    ratio = carried.compute["layer_fwd_s"] / plain.compute["layer_fwd_s"]
+    assert 1 / carried.values["tensor_carry"] < ratio < 1.0  # element-wise work is not carried
+    assert predict(fsdp(1), load_cluster("h200-node", REPO), cal, band=False).values["tensor_carry"] == 1.0
+
+
+def test_cli_predict_and_clusters(tmp_path):
+    env_cmd = [sys.executable, "-c",
+               "import sys, argparse; from scalestudy.cli import model as m; p = argparse.ArgumentParser(); "
+               "s = p.add_subparsers(dest='c'); m.register(s); a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))"]
+    out = subprocess.run(env_cmd + ["model", "predict", "--cluster", "h100-paper", "--json", "--model", "llama2-7b",
+                                    "--seq-len", "4096", "--micro-batch", "2", "--nodes", "2", "--procs-per-node", "8"],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    d = json.loads(out.stdout)
+    assert d["cluster"] == "h100-paper" and d["values"]["tokens_per_s"] > 0
+    assert d["band"]["mfu"][0] <= d["values"]["mfu"]
+    assert d["calibration"]["fit_run_ids"]
+    text = subprocess.run(env_cmd + ["model", "predict", "--cluster", "h100-paper", "--set", "inter_node_GBps=100",
+                                     "--model", "llama2-7b", "--nodes", "2", "--procs-per-node", "8"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert text.returncode == 0 and "PREDICTED" in text.stdout and "what-if values: inter_node_GBps=100" in text.stdout
+    bad = subprocess.run(env_cmd + ["model", "predict", "--cluster", "nope", "--model", "llama2-7b"], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "no cluster file" in bad.stderr
+
+
+def test_zero1_gathers_parameters_once_a_step_not_every_pass():
+    kw = dict(layers=4, microbatches=4, layer_fwd_s=1.0, layer_bwd_s=2.0, head_fwd_s=0.0, head_bwd_s=0.0,
+              embed_s=0.0, tail_s=0.0, gap_fraction=0.0, ag_block_s=0.5, ag_root_s=0.25)
+    fsdp, zero1 = simulate(StepInputs(**kw)), simulate(StepInputs(ag_once=True, **kw))
+    assert fsdp.comm_s == pytest.approx(4 * (4 * 0.5 + 0.25))
+    assert zero1.comm_s == pytest.approx(4 * 0.5 + 0.25)
+    assert zero1.step_s < fsdp.step_s

@@ -1,0 +1,212 @@
+"""A prediction study end to end: predicted raw logs -> tables -> figures -> claims, marked
+predicted throughout; provenance reaches the calibration runs; audit passes, and flags a
+changed calibration file (stale predictions)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from scalestudy.analysis import aggregate as agg
+from scalestudy.analysis.audit import audit
+from scalestudy.analysis.claims import claims
+from scalestudy.analysis.csv_format import read_csv_rows
+from scalestudy.analysis.figures import render
+from scalestudy.analysis.provenance import provenance
+from scalestudy.perfmodel.study import predict_study
+from scalestudy.spec.studies import load_study
+
+REPO = Path(__file__).resolve().parents[2]
+CAL_RUNS = ("llama2-7b-n1x1-r1s1t1p1-gb2-788fb17cca-seed0", "llama2-7b-n1x1-r1s1t1p1-gb2-01be5fe6d4-seed0")
+
+STUDY = {
+    "description": "a small prediction study for the tests",
+    "hardware": "PREDICTED for H100 (test)",
+    "launch": False,
+    "device_memory_gib": 80,
+    "prediction": {"cluster": "h100-paper", "calibration": ["data/h200-reference/raw"],
+                   "variants": {"a100-paper": ["hardware_generations"]}},
+    "seeds": [0],
+    "defaults": {"model": "llama2-7b", "device": "cuda", "seq_len": 4096, "procs_per_node": 8, "micro_batch": 2},
+    "experiments": [
+        {"name": "weak_scaling", "also": ["kernel_breakdown", "power", "hardware_generations"],
+         "set": {"global_batch_per_gpu": 2}, "grid": {"nodes": [16, 256]}},
+        {"name": "weak_scaling", "set": {"global_batch_per_gpu": 2, "dp_shard": 8, "dp_replicate": "rest"},
+         "grid": {"nodes": [32, 256]}},
+        {"name": "weak_scaling", "set": {"global_batch_per_gpu": 2, "pp_microbatches": "fill"},
+         "grid": {"nodes": [32, 256]}, "layouts": [{"tp": 2}, {"pp": 2}]},
+        {"name": "model_sizes", "set": {"global_batch_per_gpu": 2, "model": "llama2-70b"}, "grid": {"nodes": [1]}},
+    ],
+    "collectives": {"ops": ["all_reduce", "all_gather"], "min_bytes": "1M", "max_bytes": "64M", "step_factor": 8,
+                    "dtype": "float32", "device": "cuda", "procs_per_node": 8, "nodes": [1, 4]},
+}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("project")
+    for rid in CAL_RUNS:
+        shutil.copytree(REPO / "data/h200-reference/raw" / rid, root / "data/h200-reference/raw" / rid)
+    (root / "workflow/studies").mkdir(parents=True)
+    (root / "workflow/studies/mini-model.yaml").write_text(yaml.safe_dump(STUDY))
+    study = load_study("mini-model", root)
+    predict_study(study, root=root)
+    tables = agg.build_tables(study)
+    agg.write_tables(tables, study.tables_dir)
+    loaded = agg.load_tables(study.tables_dir)
+    claims(study, loaded)
+    for name in ("weak_scaling", "hardware_generations", "collectives_bandwidth", "power", "kernel_breakdown",
+                 "model_sizes", "strong_scaling", "tp_pp_grid"):
+        render(name, study, loaded, formats=("csv", "png"))
+    return root, study
+
+
+def test_predicted_runs_and_variants(project):
+    root, study = project
+    assert study.prediction["cluster"] == "h100-paper"
+    variants = [p for p in study.runs if p.variant]
+    assert len(variants) == 2 and all(p.run_id.endswith("--a100-paper") for p in variants)
+    run = json.loads((study.raw_dir / variants[0].run_id / "run.json").read_text())
+    assert run["kind"] == "predicted" and run["provenance"]["devices"]["names"] == ["NVIDIA A100-SXM4-80GB"]
+    cal = run["provenance"]["calibration"]
+    assert {r["run_id"] for r in cal["runs"]} == set(CAL_RUNS)
+    assert all(not r["raw_dir"].startswith("/") for r in cal["runs"])  # relative to the project root
+    oom = [p for p in study.runs if p.spec.model == "llama2-70b"][0]
+    assert json.loads((study.raw_dir / oom.run_id / "status.json").read_text())["status"] == "oom"
+
+
+def test_tables_mark_predictions(project):
+    root, study = project
+    summary = read_csv_rows(study.tables_dir / "summary.csv")
+    assert {r["kind"] for r in summary} == {"predicted"}
+    ok = [r for r in summary if r["status"] == "ok"]
+    for r in ok:
+        assert "PREDICTED" in r["notes"]
+        lo, mean, hi = (float(r[f"tokens_per_s_{k}"]) for k in ("ci95_low", "mean", "ci95_high"))
+        assert lo <= mean <= hi and lo < hi  # the model's band
+    assert (study.tables_dir / "predictions.csv").exists()
+    runs = read_csv_rows(study.tables_dir / "runs.csv")
+    assert all(r["kind"] == "predicted" for r in runs)
+    assert any(r["exposed_comm_kind"].startswith("predicted") for r in runs if r["status"] == "ok")
+
+
+def test_figures_and_claims_say_predicted(project):
+    root, study = project
+    rows = read_csv_rows(study.figures_dir / "weak_scaling.csv")
+    assert rows and all(r["note"].startswith("predicted") for r in rows)
+    coll = read_csv_rows(study.figures_dir / "collectives_bandwidth.csv")
+    assert coll and all(r["note"].startswith("predicted") for r in coll)
+    hw = read_csv_rows(study.figures_dir / "hardware_generations.csv")
+    assert {r["series"] for r in hw} == {"NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"}
+    cl = {r["id"]: r for r in read_csv_rows(study.figures_dir / "claims.csv")}
+    for cid in ("C1", "C2", "C3", "C4", "HSDP-2048"):
+        assert cl[cid]["reason"].startswith("PREDICTED"), cid
+        assert cl[cid]["n_seeds"] == "predicted"
+        assert float(cl[cid]["ours_ci95_low"]) <= float(cl[cid]["ours"]) <= float(cl[cid]["ours_ci95_high"])
+    assert "PREDICTED" in (study.figures_dir / "claims.md").read_text()
+
+
+def test_provenance_reaches_calibration(project):
+    root, study = project
+    prov = provenance(study.figures_dir / "weak_scaling.csv")
+    assert not prov["problems"]
+    run = next(iter(prov["runs"].values()))
+    assert run["kind"] == "predicted"
+    assert {c["run_id"] for c in run["calibration"]} == set(CAL_RUNS)
+    assert all(f["ok"] for c in run["calibration"] for f in c["files"] if f["ok"] is not None)
+
+
+def test_audit_passes_then_flags_stale_predictions(project):
+    root, study = project
+    # the figures were drawn as csv and png only: the audit misses their pdf, nothing else
+    assert all(p.endswith(".pdf: missing (figure " + p.split("/")[-1].split(".")[0] + " was not drawn)")
+               for p in audit(study))
+    run_json = root / "data/h200-reference/raw" / CAL_RUNS[1] / "run.json"
+    original = run_json.read_text()
+    try:
+        run_json.write_text(original + " ")
+        problems = audit(study, figures=False)
+        assert any("stale" in p or "sha256" in p for p in problems)
+    finally:
+        run_json.write_text(original)
+    assert audit(study, figures=False) == []
+
+
+def test_rank_shares_are_keyed_by_the_gpu_kind_the_study_stands_in_for(tmp_path):
+    from types import SimpleNamespace
+
+    from scalestudy.perfmodel.rank_shares import load_shares, share_key, stands_in_for
+
+    shares = load_shares("paper-rank", REPO)
+    assert shares and {k[0] for k in shares} == {"NVIDIA H100 80GB HBM3"}
+    some = next(iter(shares))
+    assert share_key(load_study("paper-rank", REPO).runs[0].spec, "h100-sxm")[0] == some[0]  # aliases resolve
+    bare = tmp_path / "bare.yaml"
+    bare.write_text("description: x\n")
+    with pytest.raises(ValueError, match="stands_in_for"):
+        stands_in_for(SimpleNamespace(name="bare", source=bare))
+
+
+def test_a_share_measured_on_another_gpu_is_carried_by_the_models_kernel_time_ratio():
+    from dataclasses import replace as dc_replace
+
+    from scalestudy.perfmodel.cluster import load_cluster
+    from scalestudy.perfmodel.predict import cached_calibration, predict, share_carry
+    from scalestudy.perfmodel.rank_shares import load_shares, measured_on, share_key
+
+    assert measured_on(load_study("paper-rank", REPO)) == "NVIDIA H200"
+    cal = cached_calibration("data/h200-reference/raw", REPO)
+    h100 = load_cluster("h100-paper", REPO)
+    shares = load_shares("paper-rank", REPO)
+    spec = next(p.spec for p in load_study("paper-model", REPO).runs
+                if not p.variant and share_key(p.spec, h100.gpu) in shares and p.spec.world_size == 128)
+    share = shares[share_key(spec, h100.gpu)]
+    carry = share_carry(spec, h100, cal, share)
+    assert 1.05 < carry < 1.3  # same bf16 peak, HBM 3.35 against 4.8 TB/s
+    p = predict(spec, h100, cal, band=False, shares=shares)
+    assert p.values["compute_s"] == pytest.approx(share.compute_s * carry, rel=0.05)
+    same = {share_key(spec, h100.gpu): dc_replace(share, measured_on=h100.gpu)}
+    assert share_carry(spec, h100, cal, same[share_key(spec, h100.gpu)]) == 1.0
+    assert predict(spec, h100, cal, band=False, shares=same).values["compute_s"] < p.values["compute_s"]
+
+
+def test_a_share_with_a_known_artefact_is_used_and_says_so():
+    from dataclasses import replace as dc_replace
+
+    from scalestudy.perfmodel.cluster import load_cluster
+    from scalestudy.perfmodel.predict import cached_calibration, predict
+    from scalestudy.perfmodel.rank_shares import CAVEAT_PREFIX, load_shares, share_key
+
+    rank = load_study("paper-rank", REPO)
+    (artefact, reason), = rank.known_artefacts.items()
+    assert "data/paper-rank/README.md" in reason
+    shares = load_shares("paper-rank", REPO)
+    caveated = [s for s in shares.values() if s.caveat]
+    assert [s.run_ids for s in caveated] == [(artefact,)] and reason in caveated[0].caveat
+    cal = cached_calibration("data/h200-reference/raw", REPO)
+    h100 = load_cluster("h100-paper", REPO)
+    spec = next(p.spec for p in load_study("paper-model", REPO).runs
+                if not p.variant and shares.get(share_key(p.spec, h100.gpu)) is caveated[0])
+    p = predict(spec, h100, cal, band=False, shares=shares)
+    clean = predict(spec, h100, cal, band=False, shares={**shares, share_key(spec, h100.gpu): dc_replace(
+        caveated[0], caveat="")})
+    assert p.values == clean.values  # still taken: the caveat travels, the number stays
+    notes = [n for n in p.notes if n.startswith(CAVEAT_PREFIX)]
+    assert len(notes) == 1 and artefact in notes[0] and reason in notes[0]
+    assert not any(n.startswith(CAVEAT_PREFIX) for n in clean.notes)
+    assert CAVEAT_PREFIX in p.sources["inputs_from"]["compute"]
+    assert CAVEAT_PREFIX not in clean.sources["inputs_from"]["compute"]
+
+
+def test_a_known_artefact_of_a_run_the_study_lacks_is_refused(tmp_path):
+    import yaml
+
+    from scalestudy.spec.studies import StudyError, study_from_dict
+
+    path = REPO / "workflow" / "studies" / "paper-rank.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["known_artefacts"] = {"llama2-7b-no-such-run-seed0": "a reason"}
+    with pytest.raises(StudyError, match=r"paper-rank\.yaml.*llama2-7b-no-such-run-seed0.*not a run"):
+        study_from_dict("paper-rank", data, root=REPO, source=path)
