@@ -65,6 +65,21 @@ def _server_pids(lock_dir: Path) -> list[int]:
 
 
 @pytest.mark.multiproc
+@pytest.mark.parametrize("wing", ["harness/train.py", "analysis/aggregate.py", "spec/run.py", "cli/train.py"])
+def test_a_changed_source_in_any_wing_changes_the_server_key(wing):
+    # a server imported the whole package: a change to any of its files must start a new one
+    import scalestudy
+
+    f = Path(scalestudy.__file__).resolve().parent / wing
+    before, st = server_key({}), f.stat()
+    try:
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+        assert server_key({}) != before
+    finally:
+        os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert server_key({}) == before
+
+
 def test_two_launches_fork_from_one_server_which_the_workflow_retires(tmp_path):
     # the server's socket lives in the lock directory; this one's path is longer than a unix
     # socket's address can hold, so the server binds and the launchers connect through /proc/self/fd

@@ -44,6 +44,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import scalestudy
 from scalestudy.launch import local_workers, run_guard
 
 IDLE_ENV = "SCALESTUDY_WARM_IDLE_S"
@@ -64,7 +65,7 @@ class WarmUnavailable(Exception):
 
 # ---- the key of a server ------------------------------------------------------------------
 def _source_digest() -> str:
-    root = Path(__file__).resolve().parent
+    root = Path(scalestudy.__file__).resolve().parent  # the whole package, every wing
     h = hashlib.sha256()
     for p in sorted(root.rglob("*")):
         if p.suffix in (".py", ".yaml", ".json") and "__pycache__" not in p.parts:
