@@ -3,7 +3,7 @@ import pytest
 from analysis_fixtures import build_rich_study, rich_specs
 from scalestudy.analysis import aggregate as agg
 from scalestudy.analysis.csv_format import read_csv_rows, split_list
-from scalestudy.analysis.figures import FIGURES, common, figure_data, render, render_all
+from scalestudy.analysis.figures import FIGURES, drawing, figure_data, prepare, render, render_all, save
 
 EXPECTED = ["collectives_bandwidth", "weak_scaling", "kernel_breakdown", "strong_scaling", "tp_pp_grid",
             "model_sizes", "hardware_generations", "power", "rank_grid", "rank_memory"]
@@ -36,7 +36,7 @@ def test_every_figure_writes_pdf_png_csv(drawn):
         assert (study.figures_dir / f"{name}.pdf").read_bytes().startswith(b"%PDF")
         assert (study.figures_dir / f"{name}.png").read_bytes().startswith(b"\x89PNG")
         header = (study.figures_dir / f"{name}.csv").read_text().splitlines()[0]
-        assert header == ",".join(common.FIGURE_COLUMNS)
+        assert header == ",".join(save.FIGURE_COLUMNS)
 
 
 def test_rows_name_their_runs(drawn):
@@ -79,7 +79,7 @@ def test_weak_scaling_plots_mfu_in_percent_with_ci(drawn):
     study, tables, _ = drawn
     spec = rich_specs()["fsdp2"]
     row = next(r for r in _rows(study, "weak_scaling") if r["panel"] == "MFU (%)" and r["x"] == "2")
-    summ = next(r for r in common.records(tables.summary) if r["config_id"] == spec.config_id)
+    summ = next(r for r in prepare.records(tables.summary) if r["config_id"] == spec.config_id)
     assert float(row["y"]) == pytest.approx(100 * summ["mfu_mean"])
     assert float(row["ci95_low"]) == pytest.approx(100 * summ["mfu_ci95_low"]) and row["n_seeds"] == "2"
 
@@ -111,11 +111,11 @@ def test_cpu_study_labels_and_power_panel(tmp_path):
 
     from scalestudy.analysis.figures import draw
 
-    with matplotlib.rc_context(common.style()):
+    with matplotlib.rc_context(drawing.style()):
         wfd = figure_data("weak_scaling", tables, study)
         fig = draw("weak_scaling", wfd, study)
     texts = [t.get_text() for sub in fig.subfigs for t in sub.texts]
-    assert common.CPU_WARNING in texts and any(study.hardware in t for t in texts)
+    assert drawing.CPU_WARNING in texts and any(study.hardware in t for t in texts)
 
 
 def test_a_study_without_runs_draws_every_figure(tmp_path):
@@ -127,17 +127,17 @@ def test_a_study_without_runs_draws_every_figure(tmp_path):
     paths = render_all(study, formats=("csv", "png"))
     assert len(paths) == 2 * len(FIGURES)
     for name in FIGURES:
-        assert (study.figures_dir / f"{name}.csv").read_text() == ",".join(common.FIGURE_COLUMNS) + "\n"
+        assert (study.figures_dir / f"{name}.csv").read_text() == ",".join(save.FIGURE_COLUMNS) + "\n"
     rows = read_csv_rows(claims(study)[0])
     assert {r["verdict"] for r in rows} == {"not comparable"}
 
 
 def test_family_names_the_strategy_never_the_gpu_count():
-    assert common.family({"tp": 1, "pp": 1, "dp_replicate": 1, "dp_shard": 1024}) == "FSDP"
-    assert common.family({"tp": 1, "pp": 1, "dp_replicate": 128, "dp_shard": 8}) == "HSDP"
-    assert common.family({"tp": 2, "pp": 1, "dp_shard": 512}) == "TP=2"
-    assert common.family({"tp": 1, "pp": 4, "dp_shard": 64}) == "PP=4"
-    assert common.family({"tp": 2, "pp": 2, "dp_shard": 8}) == "TP=2×PP=2"
+    assert prepare.family({"tp": 1, "pp": 1, "dp_replicate": 1, "dp_shard": 1024}) == "FSDP"
+    assert prepare.family({"tp": 1, "pp": 1, "dp_replicate": 128, "dp_shard": 8}) == "HSDP"
+    assert prepare.family({"tp": 2, "pp": 1, "dp_shard": 512}) == "TP=2"
+    assert prepare.family({"tp": 1, "pp": 4, "dp_shard": 64}) == "PP=4"
+    assert prepare.family({"tp": 2, "pp": 2, "dp_shard": 8}) == "TP=2×PP=2"
 
 
 def test_series_names_add_what_differs_and_never_join_two_configurations_at_one_x():
@@ -150,7 +150,7 @@ def test_series_names_add_what_differs_and_never_join_two_configurations_at_one_
              cfg("x8", 8, lr=1e-4)]
     cfgs = [c for c, _ in pairs]
     specs = {c["config_id"]: s for c, s in pairs}
-    names = common.series_names(cfgs, specs, "world_size")
+    names = prepare.series_names(cfgs, specs, "world_size")
     assert names["m8"] == names["m16"] == "FSDP, megatron, eager"
     assert names["c8"] == "FSDP, megatron, compiled" and names["h16"] == "HSDP, torch, eager"
     keys = [(names[c["config_id"]], c["world_size"]) for c in cfgs]
@@ -164,10 +164,10 @@ def test_a_caveat_in_the_summary_notes_marks_the_figure_rows_and_a_short_footnot
 
     summary = pd.DataFrame([{"config_id": "a", "notes": "PREDICTED;caveat: the input x has a known artefact: y"},
                             {"config_id": "b", "notes": "PREDICTED"}])
-    fd = common.FigureData(name="weak_scaling", title="t", rows=[
+    fd = prepare.FigureData(name="weak_scaling", title="t", rows=[
         {"config_ids": ["a"], "note": "predicted by the model"}, {"config_ids": ["b"], "note": None}])
-    foot = common.mark_caveats(fd, SimpleNamespace(summary=summary))
-    assert fd.rows[0]["note"] == "predicted by the model; " + common.CAVEAT_ROW_NOTE
+    foot = prepare.mark_caveats(fd, SimpleNamespace(summary=summary))
+    assert fd.rows[0]["note"] == "predicted by the model; " + prepare.CAVEAT_ROW_NOTE
     assert fd.rows[1]["note"] is None
     assert foot.startswith("caveat: 1 configuration drawn takes a measured input with a known artefact")
-    assert common.mark_caveats(fd, SimpleNamespace(summary=summary.iloc[1:])) is None
+    assert prepare.mark_caveats(fd, SimpleNamespace(summary=summary.iloc[1:])) is None

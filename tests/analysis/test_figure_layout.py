@@ -8,7 +8,7 @@ import pytest
 import figure_fixtures
 import figure_layout
 from scalestudy.analysis import figures
-from scalestudy.analysis.figures import FIGURES, common, figure_data
+from scalestudy.analysis.figures import FIGURES, drawing, figure_data
 
 SERIES_LIMIT = {"collectives_bandwidth": 10}  # one line a node count, as the paper's Fig. 2
 # figures of rank shares (tables of their own): the paper fixture writes them, the smoke one has
@@ -19,9 +19,9 @@ NO_SMOKE_DATA = {"rank_grid", "rank_memory", "power"}
 def _draw(name, fd, study):
     if hasattr(figures, "draw"):
         return figures.draw(name, fd, study)
-    fig, axes = (common.new_figure(1), None) if fd.empty_reason else (FIGURES[name].draw(fd, study), None)
-    common.header(fig, fd, study)
-    common.footer(fig, fd.notes)
+    fig, axes = (drawing.new_figure(1), None) if fd.empty_reason else (FIGURES[name].draw(fd, study), None)
+    drawing.header(fig, fd, study)
+    drawing.footer(fig, fd.notes)
     return fig
 
 
@@ -35,7 +35,7 @@ def fixture(request, tmp_path_factory):
 @pytest.mark.parametrize("name", list(FIGURES))
 def test_figure_layout(fixture, name):
     study, tables = fixture
-    with matplotlib.rc_context(common.style()):
+    with matplotlib.rc_context(drawing.style()):
         fd = figure_data(name, tables, study)
         assert not fd.empty_reason or name in NO_SMOKE_DATA and study.name.startswith("smoke"), fd.empty_reason
         fig = _draw(name, fd, study)
@@ -53,7 +53,7 @@ def test_model_validation_layout(tmp_path):
 
     ledger = tmp_path / "ledger.csv"
     figure_fixtures.write_ledger(ledger)
-    with matplotlib.rc_context(common.style()):
+    with matplotlib.rc_context(drawing.style()):
         fd = model_validation.data(ledger)
         assert not fd.empty_reason and any("Not expressible" in n for n in fd.notes)
         fig = model_validation.draw(fd)
@@ -65,13 +65,13 @@ def test_failed_points_are_listed_in_the_notes_not_written_over_the_data():
     study, tables = figure_fixtures.paper_fixture()
     weak = figure_data("weak_scaling", tables, study)
     assert "Without a value: FSDP, torch: oom at 512 GPUs; TP=4, torch: timeout at 2048 GPUs." in weak.notes
-    assert common.FAILED_NOTE in weak.notes
+    assert drawing.FAILED_NOTE in weak.notes
     kernels = figure_data("kernel_breakdown", tables, study)  # named by family, not by bar part
     assert "Without a value: FSDP: oom at 512 GPUs." in kernels.notes
     sizes = figure_data("model_sizes", tables, study)  # same series on every quantity panel: named once
     assert "Without a value: llama2-70b, TP=8, micro_batch=1: oom at 8, 16 GPUs." in sizes.notes, sizes.notes
     grid = figure_data("tp_pp_grid", tables, study)  # a failed cell says its status itself
-    assert not [n for n in grid.notes if n.startswith("Without a value")] and common.FAILED_NOTE not in grid.notes
+    assert not [n for n in grid.notes if n.startswith("Without a value")] and drawing.FAILED_NOTE not in grid.notes
 
 
 def test_failed_points_name_their_panel_where_panels_hold_different_configurations(tmp_path):

@@ -71,7 +71,7 @@ CAVEAT_REASON = "CAVEAT on an input: "
 
 
 def _configs(tables) -> list[dict]:
-    from scalestudy.analysis.figures.common import records
+    from scalestudy.analysis.figures.prepare import records
 
     cfgs = records(tables.summary)
     pred = getattr(tables, "predictions", None)
@@ -394,7 +394,7 @@ def c5(cfgs: list[dict]) -> dict:
 
 
 def c6(tables) -> dict:
-    from scalestudy.analysis.figures.common import records
+    from scalestudy.analysis.figures.prepare import records
 
     row = _base("C6", "AllReduce bandwidth holds up with node count better than AllGather/ReduceScatter", "§2.2",
                 "qualitative", None, "", "qualitative")
@@ -520,7 +520,7 @@ def evaluate(tables) -> list[dict]:
     rows = c1_c2(own) + [c3(own), c4(cfgs), c5(own), c6(tables), c7(own)] + hsdp(own)
     predicted = {c["config_id"] for c in cfgs if _predicted(c)}
     predicted_runs = {rid for c in cfgs if _predicted(c) for rid in split_list(c.get("run_ids"))}
-    from scalestudy.analysis.figures.common import records
+    from scalestudy.analysis.figures.prepare import records
 
     for c in records(tables.collectives_summary):
         if "PREDICTED" in str(c.get("note") or ""):

@@ -1,5 +1,12 @@
 """The study's figures: a registry of figure modules, one per figure.
 
+Shared by the figure modules, lowest first (each imports only modules above it):
+- `save`: writing a figure's PDF, PNG and CSV (FIGURE_COLUMNS) with the code version in their metadata;
+- `description`: a figure in words (`Description`, `Quantity`): title, caption, notes, quantities;
+- `prepare`: a figure's data from the tables: `FigureData`, series names, the rows (with CIs) and their notes;
+- `drawing`: style, colours, the figure's frame (header, footer, legend), line panels, failed marks, axes;
+- `heatmap`: heatmap panels over TP x PP (tp_pp_grid, rank_grid).
+
 How to add a figure
 -------------------
 1. Write `src/scalestudy/analysis/figures/<name>.py` with
@@ -10,14 +17,14 @@ How to add a figure
      unit, summary metric, scale, possible range), footnotes. The report's caption, the drawn
      title and notes and the CSV's x_quantity / y_quantity all come from it; a predicted study
      is said to be predicted in each by `Description.basis`;
-   - `data(tables, study) -> FigureData`: start with `common.begin(DESCRIPTION, ...)`, name the
-     series with `common.series_names` (strategy family plus what else differs, never the GPU
-     count) and make rows with `common.metric_rows` / `common.config_row(..., **common.stat(cfg,
+   - `data(tables, study) -> FigureData`: start with `prepare.begin(DESCRIPTION, ...)`, name the
+     series with `prepare.series_names` (strategy family plus what else differs, never the GPU
+     count) and make rows with `prepare.metric_rows` / `prepare.config_row(..., **prepare.stat(cfg,
      metric, scale, quantity))` so that impossible values are marked invalid and intervals stay
      within range; add notes that depend on the data to `fd.notes`;
-   - `draw(fd, study) -> Figure`: plot fd.rows only. Make the figure with `common.figure_for`
+   - `draw(fd, study) -> Figure`: plot fd.rows only. Make the figure with `drawing.figure_for`
      (header, legend rows and wrapped notes are laid out for you); line panels are
-     `common.draw_line_figure`; put legends below the panels with `common.figure_legend`.
+     `drawing.draw_line_figure`; put legends below the panels with `drawing.figure_legend`.
 2. Register the module in FIGURES below, add the name to scalestudy.spec.studies.FIGURES (the figure
    rule, its report caption and rebuild command follow) and a category in
    workflow/rules/figures.smk.
@@ -39,14 +46,16 @@ from typing import Iterable
 
 from scalestudy.analysis.figures import (
     collectives_bandwidth,
-    common,
+    drawing,
     hardware_generations,
     kernel_breakdown,
     model_sizes,
     model_validation,
     power,
+    prepare,
     rank_grid,
     rank_memory,
+    save,
     strong_scaling,
     tp_pp_grid,
     weak_scaling,
@@ -59,7 +68,7 @@ FIGURES = {m.NAME: m for m in (collectives_bandwidth, weak_scaling, kernel_break
 # model's external ledger (figures/STUDY/model_validation_ledger.csv, written by `scalestudy model
 # validate --external`) for a predicted study, by its own workflow rule (rule model_validation).
 LEDGER_FIGURES = {model_validation.NAME: model_validation}
-FORMATS = common.FORMATS
+FORMATS = save.FORMATS
 RULES = {model_validation.NAME: "model_validation"}  # a figure's workflow rule where it is not figure_NAME
 
 
@@ -109,24 +118,24 @@ def render_ledger_figure(name: str, study, out_dir: Path | str | None = None) ->
     return mod.render(ledger, out / name)
 
 
-def figure_data(name: str, tables, study) -> common.FigureData:
+def figure_data(name: str, tables, study) -> prepare.FigureData:
     if name in LEDGER_FIGURES:
         raise UnknownFigureError(f"figure {name!r} draws the external ledger, not a study's tables: "
                                  "use render_ledger_figure")
     fd = module(name).data(tables, study)
-    common.mark_predicted(fd, tables)
-    caveat = common.mark_caveats(fd, tables)
-    fd.rows = common.sort_rows(fd.rows, fd.panels)
+    prepare.mark_predicted(fd, tables)
+    caveat = prepare.mark_caveats(fd, tables)
+    fd.rows = prepare.sort_rows(fd.rows, fd.panels)
     desc = fd.description or description(name)
     fd.description = desc
-    fd.predicted = fd.predicted or common.is_predicted(tables, study)
+    fd.predicted = fd.predicted or prepare.is_predicted(tables, study)
     fd.title = desc.heading(fd.predicted)
     fd.subtitle = f"study {study.name} · hardware: {study.hardware}"
-    failed = None if getattr(module(name), "FAILURES_IN_CELLS", False) else common.failed_note(fd.rows)
-    notes = desc.footnotes(fd.predicted) + fd.notes + [failed, caveat, common.assumptions_note(study)]
+    failed = None if getattr(module(name), "FAILURES_IN_CELLS", False) else drawing.failed_note(fd.rows)
+    notes = desc.footnotes(fd.predicted) + fd.notes + [failed, caveat, drawing.assumptions_note(study)]
     if failed is None:  # nothing drawn as an 'x': no note explaining it
-        notes = [n for n in notes if n != common.FAILED_NOTE]
-    if any(r.get("status") == common.INVALID for r in fd.rows):
+        notes = [n for n in notes if n != drawing.FAILED_NOTE]
+    if any(r.get("status") == prepare.INVALID for r in fd.rows):
         notes.append("invalid: a value that cannot be (see the CSV's note for why) is not drawn; "
                      "its point is an 'x' (a hatched cell in a grid).")
     fd.notes = list(dict.fromkeys(n for n in notes if n))
@@ -150,24 +159,24 @@ def render(name: str, study, tables=None, out_dir: Path | str | None = None,
     fd = figure_data(name, tables, study)
     paths = []
     if "csv" in formats:
-        paths.append(common.write_rows(out / f"{name}.csv", fd.rows))
+        paths.append(save.write_rows(out / f"{name}.csv", fd.rows))
     drawn = [f for f in formats if f != "csv"]
     if drawn:
-        with matplotlib.rc_context(common.style()):
+        with matplotlib.rc_context(drawing.style()):
             fig = draw(name, fd, study)
-            paths.extend(common.save(fig, out / name, drawn))
+            paths.extend(save.save(fig, out / name, drawn))
     return paths
 
 
-def draw(name: str, fd: common.FigureData, study):
+def draw(name: str, fd: prepare.FigureData, study):
     """The figure of fd, header and footer included (not saved)."""
     if fd.empty_reason:
-        fig, axes = common.figure_for(fd, ncols=1)
-        common.message_panel(axes[0], fd.empty_reason)
+        fig, axes = drawing.figure_for(fd, ncols=1)
+        drawing.message_panel(axes[0], fd.empty_reason)
     else:
         fig = module(name).draw(fd, study)
-    common.header(fig, fd, study)
-    common.footer(fig, fd.notes)
+    drawing.header(fig, fd, study)
+    drawing.footer(fig, fd.notes)
     return fig
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 
-from scalestudy.analysis.figures import common
+from scalestudy.analysis.csv_format import split_list
+from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 
 NAME = "collectives_bandwidth"
@@ -50,11 +51,11 @@ def _config_id(run_id: str) -> str:
     return run_id.rsplit("-seed", 1)[0]
 
 
-def data(tables, study) -> common.FigureData:
-    fd = common.FigureData(NAME, DESCRIPTION.title, description=DESCRIPTION,
-                           predicted=common.is_predicted(tables, study))
-    summary = common.records(tables.collectives_summary)
-    failed = [r for r in common.records(tables.collectives) if r.get("op") is None]
+def data(tables, study) -> prepare.FigureData:
+    fd = prepare.FigureData(NAME, DESCRIPTION.title, description=DESCRIPTION,
+                            predicted=prepare.is_predicted(tables, study))
+    summary = prepare.records(tables.collectives_summary)
+    failed = [r for r in prepare.records(tables.collectives) if r.get("op") is None]
     if not summary and not failed:
         fd.panels = ["bus bandwidth"]
         fd.empty_reason = f"no collectives benchmark runs in study {study.name!r}"
@@ -71,9 +72,9 @@ def data(tables, study) -> common.FigureData:
     ops = sorted({r["op"] for r in summary}, key=lambda o: (OP_ORDER.index(o) if o in OP_ORDER else 99, o))
     fd.panels = [panel_name(op) for op in ops]
     for r in summary:
-        run_ids = common.split_list(r.get("run_ids"))
-        st = common.check_range({"y": r.get("busbw_GBps_mean"), "ci95_low": r.get("busbw_GBps_ci95_low"),
-                                 "ci95_high": r.get("busbw_GBps_ci95_high")}, BUSBW)
+        run_ids = split_list(r.get("run_ids"))
+        st = prepare.check_range({"y": r.get("busbw_GBps_mean"), "ci95_low": r.get("busbw_GBps_ci95_low"),
+                                  "ci95_high": r.get("busbw_GBps_ci95_high")}, BUSBW)
         row = {"panel": panel_name(r["op"]), "series": series(r), "x_quantity": SIZE.label,
                "x": int(r["size_bytes"]), "y_quantity": BUSBW.label, "y": st["y"],
                "ci95_low": st["ci95_low"], "ci95_high": st["ci95_high"],
@@ -84,7 +85,7 @@ def data(tables, study) -> common.FigureData:
                         "label": f"{r['nodes']} x {r['procs_per_node']} ({r['dtype']})",
                "config_ids": sorted({_config_id(x) for x in run_ids}), "run_ids": run_ids}
         if st.get("invalid"):
-            row.update(status=common.INVALID, note=st["invalid"], y=None, ci95_low=None, ci95_high=None)
+            row.update(status=prepare.INVALID, note=st["invalid"], y=None, ci95_low=None, ci95_high=None)
         fd.rows.append(row)
     for r in failed:
         fd.rows.append({"panel": FAILED_PANEL, "series": series(r), "x_quantity": SIZE.label, "x": None,
@@ -106,13 +107,13 @@ def panel_name(op: str) -> str:
     return f"{OP_NAMES.get(op, op)}: {BUSBW.label}"
 
 
-def draw(fd: common.FigureData, study):
+def draw(fd: prepare.FigureData, study):
     series = sorted({r["series"] for r in fd.rows}, key=lambda s: (series_count(s), s))
-    colors = dict(zip(series, common.sequential(len(series))))
-    fig, axes = common.figure_for(fd, legend_rows=common.legend_rows_for(fd))
+    colors = dict(zip(series, drawing.sequential(len(series))))
+    fig, axes = drawing.figure_for(fd, legend_rows=drawing.legend_rows_for(fd))
     failed = [r for r in fd.rows if r["panel"] == FAILED_PANEL]
-    common.draw_lines(fig, axes, fd, colors=colors, order=lambda s: (series_count(s), s), legend=False,
-                      x_format=binary_size)
+    drawing.draw_lines(fig, axes, fd, colors=colors, order=lambda s: (series_count(s), s), legend=False,
+                       x_format=binary_size)
     for ax in axes:
         xs = sorted({r["x"] for r in fd.rows if r["panel"] != FAILED_PANEL and r.get("x")})
         if xs:
@@ -127,5 +128,5 @@ def draw(fd: common.FigureData, study):
         for r in failed:
             axes[0].plot([], [], marker="x", linestyle="none", color="#b00020", markersize=7, mew=2,
                          label=f"{r['series']}: {r['status']} (no data)")
-    common.figure_legend(fig, axes, ncol=6, order=lambda s: (series_count(s), s))
+    drawing.figure_legend(fig, axes, ncol=6, order=lambda s: (series_count(s), s))
     return fig

@@ -5,7 +5,8 @@ A100 against 40.77% on H100."""
 
 from __future__ import annotations
 
-from scalestudy.analysis.figures import common
+from scalestudy.analysis.csv_format import split_list
+from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 
 NAME = "hardware_generations"
@@ -21,33 +22,33 @@ DESCRIPTION = Description(
     quantities=(Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0),
                 Quantity("tokens/s per device", "tokens/s", "tokens_per_s_per_device")),
     category="Hardware",
-    notes=(common.FAILED_NOTE,),
+    notes=(drawing.FAILED_NOTE,),
     paper_result="MFU 59.67% on A100 against 40.77% on H100 (Sec. 4.4).",
 )
 
 
 def device_kind(c: dict) -> str:
-    names = common.split_list(c.get("device_names"))
+    names = split_list(c.get("device_names"))
     return " + ".join(names) if names else str(c.get("device"))
 
 
-def data(tables, study) -> common.FigureData:
-    fd, cfgs = common.begin(DESCRIPTION, tables, study, EXPERIMENTS)
+def data(tables, study) -> prepare.FigureData:
+    fd, cfgs = prepare.begin(DESCRIPTION, tables, study, EXPERIMENTS)
     if not cfgs:
         return fd
-    specs = common.specs_by_config(tables)
-    families = {common.family(common.config_spec(c, specs)) for c in cfgs}
+    specs = prepare.specs_by_config(tables)
+    families = {prepare.family(prepare.config_spec(c, specs)) for c in cfgs}
     if len(families) > 1:
         def lead(s):
-            return f"{s.get('hardware')}, {common.family(s)}"
+            return f"{s.get('hardware')}, {prepare.family(s)}"
     else:
         def lead(s):
             return str(s.get("hardware"))
-    series = common.series_names(cfgs, specs, "world_size", lead=lead, lead_fields=("hardware",))
-    fd.rows = common.metric_rows(cfgs, DESCRIPTION.quantities, series, "world_size", GPUS)
-    fd.cpu = common.is_cpu(cfgs)
-    fd.notes = [common.mfu_note(cfgs)]
+    series = prepare.series_names(cfgs, specs, "world_size", lead=lead, lead_fields=("hardware",))
+    fd.rows = prepare.metric_rows(cfgs, DESCRIPTION.quantities, series, "world_size", GPUS)
+    fd.cpu = prepare.is_cpu(cfgs)
+    fd.notes = [prepare.mfu_note(cfgs)]
     return fd
 
 
-draw = common.draw_line_figure
+draw = drawing.draw_line_figure

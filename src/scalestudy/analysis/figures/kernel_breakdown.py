@@ -9,7 +9,8 @@ operators, and the two are not comparable."""
 
 from __future__ import annotations
 
-from scalestudy.analysis.figures import common
+from scalestudy.analysis.csv_format import split_list
+from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 
 NAME = "kernel_breakdown"
@@ -28,7 +29,7 @@ DESCRIPTION = Description(
     series=("one bar panel per strategy family (with what else differs: model, backend, compile); in the share "
             "panel one line per strategy family"),
     x=GPUS, quantities=(*PARTS, SHARE), category="Communication",
-    notes=(common.FAILED_NOTE,),
+    notes=(drawing.FAILED_NOTE,),
 )
 PART_NAMES = {q.label: q.name.replace(" per iteration", "") for q in PARTS}
 
@@ -37,11 +38,11 @@ def panel_of(group: str, single: bool) -> str:
     return "per iteration (ms)" if single else f"{group}: per iteration (ms)"
 
 
-def data(tables, study) -> common.FigureData:
-    fd, cfgs = common.begin(DESCRIPTION, tables, study, EXPERIMENTS, panels=[], empty_panels=["per iteration (ms)"])
+def data(tables, study) -> prepare.FigureData:
+    fd, cfgs = prepare.begin(DESCRIPTION, tables, study, EXPERIMENTS, panels=[], empty_panels=["per iteration (ms)"])
     if not cfgs:
         return fd
-    names = common.series_names(cfgs, common.specs_by_config(tables), "world_size")
+    names = prepare.series_names(cfgs, prepare.specs_by_config(tables), "world_size")
     groups = sorted(set(names.values()))
     single = len(groups) == 1
     fd.panels = [panel_of(g, single) for g in groups] + [SHARE.label]
@@ -51,14 +52,14 @@ def data(tables, study) -> common.FigureData:
         if c.get("status") in ("ok", "partial") and c.get("exposed_comm_s_mean") is None:
             note = "no trace data"
         for q in PARTS:
-            fd.rows.append(common.config_row(c, panel=panel_of(g, single), series=PART_NAMES[q.label],
-                                             x_quantity=GPUS.label, x=c["world_size"], y_quantity=q.label,
-                                             **common.stat(c, q.metric, q.scale, q), **({"note": note} if note else {})))
-        fd.rows.append(common.config_row(c, panel=SHARE.label, series=g, x_quantity=GPUS.label, x=c["world_size"],
-                                         y_quantity=SHARE.label, **common.stat(c, SHARE.metric, SHARE.scale, SHARE),
-                                         **({"note": note} if note else {})))
-    fd.cpu = common.is_cpu(cfgs)
-    kinds = sorted({k for c in cfgs for k in common.split_list(c.get("exposed_comm_kind"))})
+            fd.rows.append(prepare.config_row(c, panel=panel_of(g, single), series=PART_NAMES[q.label],
+                                              x_quantity=GPUS.label, x=c["world_size"], y_quantity=q.label,
+                                              **prepare.stat(c, q.metric, q.scale, q), **({"note": note} if note else {})))
+        fd.rows.append(prepare.config_row(c, panel=SHARE.label, series=g, x_quantity=GPUS.label, x=c["world_size"],
+                                          y_quantity=SHARE.label, **prepare.stat(c, SHARE.metric, SHARE.scale, SHARE),
+                                          **({"note": note} if note else {})))
+    fd.cpu = prepare.is_cpu(cfgs)
+    kinds = sorted({k for c in cfgs for k in split_list(c.get("exposed_comm_kind"))})
     fd.notes = ["Measured from profiler traces" + (f" ({', '.join(kinds)})" if kinds else "")
                 + ": exposed = communication not overlapped by computation; per iteration, mean over traced ranks."]
     if fd.predicted:
@@ -67,12 +68,12 @@ def data(tables, study) -> common.FigureData:
     return fd
 
 
-def draw(fd: common.FigureData, study):
+def draw(fd: prepare.FigureData, study):
     groups = [p for p in fd.panels if p != SHARE.label]
     shares = sorted({r["series"] for r in fd.rows if r["panel"] == SHARE.label})
-    fig, axes = common.figure_for(fd, legend_rows=common.legend_rows_for(fd))
+    fig, axes = drawing.figure_for(fd, legend_rows=drawing.legend_rows_for(fd))
     part_names = list(PART_NAMES.values())
-    colors = dict(zip(part_names, common.palette(len(part_names))))
+    colors = dict(zip(part_names, drawing.palette(len(part_names))))
     width = 0.8 / len(part_names)
     for ax, panel in zip(axes, groups):
         rows = [r for r in fd.rows if r["panel"] == panel]
@@ -82,13 +83,13 @@ def draw(fd: common.FigureData, study):
             drawn = [r for r in mine if r.get("y") is not None]
             if drawn:
                 xs = [worlds.index(r["x"]) - 0.4 + width * (k + 0.5) for r in drawn]
-                lo, hi = zip(*(common.interval(r) for r in drawn))
+                lo, hi = zip(*(drawing.interval(r) for r in drawn))
                 ax.bar(xs, [r["y"] for r in drawn], width=width * 0.95, color=colors[part], label=part,
                        yerr=[lo, hi], capsize=2, error_kw={"elinewidth": 0.8})
         for w in worlds:
             missing = [r for r in rows if r["x"] == w and r.get("y") is None]
             if len(missing) == len(part_names):
-                common.mark_failed(ax, worlds.index(w), "#b00020")
+                drawing.mark_failed(ax, worlds.index(w), "#b00020")
         ax.set_xticks(range(len(worlds)))
         ax.set_xticklabels([f"{w:g}" for w in worlds], rotation=45 if len(worlds) > 6 else 0)
         ax.set_xlim(-0.6, len(worlds) - 0.4)
@@ -97,11 +98,11 @@ def draw(fd: common.FigureData, study):
         ax.set_ylabel("time per iteration (ms)")
         if not any(r.get("y") is not None for r in rows):
             ax.set_ylim(0, 1)
-    share_fd = common.FigureData(fd.name, fd.title, rows=[r for r in fd.rows if r["panel"] == SHARE.label],
-                                 panels=[SHARE.label], description=fd.description)
+    share_fd = prepare.FigureData(fd.name, fd.title, rows=[r for r in fd.rows if r["panel"] == SHARE.label],
+                                  panels=[SHARE.label], description=fd.description)
     share_ax = axes[len(groups):len(groups) + 1]
-    colors_share = dict(zip(shares, common.palette(len(part_names) + len(shares))[len(part_names):]))
-    common.draw_lines(fig, share_ax, share_fd, colors=colors_share, legend=False)
-    common.figure_legend(fig, axes, order=lambda s: (part_names.index(s) if s in part_names else len(part_names),
-                                                     common.natural(s)))
+    colors_share = dict(zip(shares, drawing.palette(len(part_names) + len(shares))[len(part_names):]))
+    drawing.draw_lines(fig, share_ax, share_fd, colors=colors_share, legend=False)
+    drawing.figure_legend(fig, axes, order=lambda s: (part_names.index(s) if s in part_names else len(part_names),
+                                                      drawing.natural(s)))
     return fig

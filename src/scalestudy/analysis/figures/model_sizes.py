@@ -4,7 +4,7 @@ per model (and strategy family, backend, ... where they differ). Configurations:
 
 from __future__ import annotations
 
-from scalestudy.analysis.figures import common
+from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 
 NAME = "model_sizes"
@@ -20,7 +20,7 @@ DESCRIPTION = Description(
     quantities=(Quantity("tokens/s per device", "tokens/s", "tokens_per_s_per_device", log=True),
                 Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0)),
     category="Scaling",
-    notes=(common.FAILED_NOTE,),
+    notes=(drawing.FAILED_NOTE,),
 )
 
 
@@ -28,19 +28,19 @@ def _model_first(spec: dict) -> str:
     return str(spec.get("model"))
 
 
-def data(tables, study) -> common.FigureData:
-    fd, cfgs = common.begin(DESCRIPTION, tables, study, EXPERIMENTS)
+def data(tables, study) -> prepare.FigureData:
+    fd, cfgs = prepare.begin(DESCRIPTION, tables, study, EXPERIMENTS)
     if not cfgs:
         return fd
-    specs = common.specs_by_config(tables)
-    full = [common.config_spec(c, specs) for c in cfgs]
-    families = {common.family(s) for s in full}
-    lead = (lambda s: f"{s.get('model')}, {common.family(s)}") if len(families) > 1 else _model_first
-    series = common.series_names(cfgs, specs, "world_size", lead=lead, lead_fields=("model",))
-    fd.rows = common.metric_rows(cfgs, DESCRIPTION.quantities, series, "world_size", GPUS)
-    fd.cpu = common.is_cpu(cfgs)
-    fd.notes = [common.mfu_note(cfgs)]
+    specs = prepare.specs_by_config(tables)
+    full = [prepare.config_spec(c, specs) for c in cfgs]
+    families = {prepare.family(s) for s in full}
+    lead = (lambda s: f"{s.get('model')}, {prepare.family(s)}") if len(families) > 1 else _model_first
+    series = prepare.series_names(cfgs, specs, "world_size", lead=lead, lead_fields=("model",))
+    fd.rows = prepare.metric_rows(cfgs, DESCRIPTION.quantities, series, "world_size", GPUS)
+    fd.cpu = prepare.is_cpu(cfgs)
+    fd.notes = [prepare.mfu_note(cfgs)]
     return fd
 
 
-draw = common.draw_line_figure
+draw = drawing.draw_line_figure

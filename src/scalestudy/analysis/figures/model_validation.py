@@ -15,7 +15,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from scalestudy.analysis.figures import common
+from scalestudy.analysis.figures import drawing, prepare, save
 from scalestudy.analysis.figures.description import Description, Quantity
 
 NAME = "model_validation"
@@ -52,9 +52,9 @@ def _f(v):
     return float(v) if v not in (None, "") else None
 
 
-def data(ledger_csv: Path | str) -> common.FigureData:
+def data(ledger_csv: Path | str) -> prepare.FigureData:
     desc = DESCRIPTION
-    fd = common.FigureData(NAME, desc.heading(True), panels=list(PANELS), description=desc, predicted=True)
+    fd = prepare.FigureData(NAME, desc.heading(True), panels=list(PANELS), description=desc, predicted=True)
     rows = read_ledger_csv(ledger_csv)
     skipped: dict[str, int] = {}
     for r in rows:
@@ -81,16 +81,16 @@ def data(ledger_csv: Path | str) -> common.FigureData:
     return fd
 
 
-def draw(fd: common.FigureData):
+def draw(fd: prepare.FigureData):
     series = sorted({r["series"] for r in fd.rows})
-    colors = dict(zip(series, common.palette(len(series))))
-    fig, axes = common.figure_for(fd, ncols=2, panel_w=4.6, panel_h=3.6, legend_rows=1)
-    common.header(fig, fd, None)
+    colors = dict(zip(series, drawing.palette(len(series))))
+    fig, axes = drawing.figure_for(fd, ncols=2, panel_w=4.6, panel_h=3.6, legend_rows=1)
+    drawing.header(fig, fd, None)
     scatter, bars = axes[0], axes[1]
     if fd.empty_reason:
-        common.message_panel(scatter, fd.empty_reason)
-        common.message_panel(bars, fd.empty_reason)
-        common.footer(fig)
+        drawing.message_panel(scatter, fd.empty_reason)
+        drawing.message_panel(bars, fd.empty_reason)
+        drawing.footer(fig)
         return fig
     pts = [r for r in fd.rows if r["panel"] == PANELS[0]]
     for s in series:
@@ -121,8 +121,8 @@ def draw(fd: common.FigureData):
         bars.axvline(v, color="#999999", lw=0.6, ls="--")
     bars.set_xlabel(ERROR.label)
     bars.set_title("error of each row", fontsize=9)
-    common.figure_legend(fig, [scatter], ncol=3)
-    common.footer(fig)
+    drawing.figure_legend(fig, [scatter], ncol=3)
+    drawing.footer(fig)
     return fig
 
 
@@ -137,8 +137,8 @@ def render(ledger_csv: Path | str, out_base: Path | str) -> list[Path]:
 
     fd = data(ledger_csv)
     version = ledger_figure_version(ledger_model_version(ledger_csv))
-    with matplotlib.rc_context(common.style()):
+    with matplotlib.rc_context(drawing.style()):
         fig = draw(fd)
-        paths = common.save(fig, out_base, ("pdf", "png"), version)
-    paths.append(common.write_rows(out_base.with_name(out_base.name + ".csv"), fd.rows, version))
+        paths = save.save(fig, out_base, ("pdf", "png"), version)
+    paths.append(save.write_rows(out_base.with_name(out_base.name + ".csv"), fd.rows, version))
     return paths

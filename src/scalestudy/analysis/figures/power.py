@@ -7,7 +7,8 @@ panel. Configurations: experiment `power`."""
 
 from __future__ import annotations
 
-from scalestudy.analysis.figures import common
+from scalestudy.analysis.csv_format import split_list
+from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 
 NAME = "power"
@@ -25,7 +26,7 @@ DESCRIPTION = Description(
     quantities=(Quantity("total GPU power", "W", "power_w_total", log=True),
                 Quantity("tokens per joule", "tokens/J", "tokens_per_joule")),
     category="Power",
-    notes=(f"Power scope: {SCOPE}; CPU, memory and network power are not included.", common.FAILED_NOTE),
+    notes=(f"Power scope: {SCOPE}; CPU, memory and network power are not included.", drawing.FAILED_NOTE),
 )
 NO_CPU_POWER = "no GPU power data (CPU run)"
 BEST, OTHER = "best TP/PP", "other TP/PP"
@@ -33,17 +34,17 @@ TPP = "TP/PP"
 
 
 def _lead(s: dict) -> str:
-    return TPP if common.as_int(s.get("tp")) > 1 or common.as_int(s.get("pp")) > 1 else common.family(s)
+    return TPP if prepare.as_int(s.get("tp")) > 1 or prepare.as_int(s.get("pp")) > 1 else prepare.family(s)
 
 
-def data(tables, study) -> common.FigureData:
-    fd, cfgs = common.begin(DESCRIPTION, tables, study, EXPERIMENTS)
+def data(tables, study) -> prepare.FigureData:
+    fd, cfgs = prepare.begin(DESCRIPTION, tables, study, EXPERIMENTS)
     if not cfgs:
         return fd
-    fd.cpu = common.is_cpu(cfgs)
-    specs = common.specs_by_config(tables)
-    full = {c["config_id"]: common.config_spec(c, specs) for c in cfgs}
-    names = common.shown_names(full, _lead)
+    fd.cpu = prepare.is_cpu(cfgs)
+    specs = prepare.specs_by_config(tables)
+    full = {c["config_id"]: prepare.config_spec(c, specs) for c in cfgs}
+    names = prepare.shown_names(full, _lead)
     groups: dict[tuple, list[dict]] = {}
     for c in cfgs:
         if names[c["config_id"]].startswith(TPP):
@@ -54,9 +55,9 @@ def data(tables, study) -> common.FigureData:
         for c in cands:
             names[c["config_id"]] = name.replace(TPP, BEST if c is best else OTHER, 1)
     plain = [c for c in cfgs if not names[c["config_id"]].startswith(OTHER)]
-    names.update(common.distinguish(plain, full, {c["config_id"]: names[c["config_id"]] for c in plain},
-                                    "world_size"))
-    fd.rows = common.metric_rows(cfgs, DESCRIPTION.quantities, names, "world_size", GPUS)
+    names.update(prepare.distinguish(plain, full, {c["config_id"]: names[c["config_id"]] for c in plain},
+                                     "world_size"))
+    fd.rows = prepare.metric_rows(cfgs, DESCRIPTION.quantities, names, "world_size", GPUS)
     for r in fd.rows:
         if r["series"].startswith(BEST):
             r["note"] = f"best of the TP/PP configurations at {r['x']} GPUs by tokens per joule"
@@ -65,13 +66,13 @@ def data(tables, study) -> common.FigureData:
         for r in fd.rows:
             r["note"] = NO_CPU_POWER
     elif not any(r.get("y") is not None for r in fd.rows):
-        reasons = sorted({n for c in cfgs for n in common.split_list(c.get("notes")) if n.startswith("energy:")})
+        reasons = sorted({n for c in cfgs for n in split_list(c.get("notes")) if n.startswith("energy:")})
         fd.empty_reason = "no GPU power data" + (": " + "; ".join(reasons)[:300] if reasons else "")
     return fd
 
 
-def draw(fd: common.FigureData, study):
+def draw(fd: prepare.FigureData, study):
     muted = {r["series"] for r in fd.rows if r["series"].startswith(OTHER)}
-    fig, axes = common.figure_for(fd, legend_rows=common.legend_rows_for(fd))
-    common.draw_lines(fig, axes, fd, muted_series=muted)
+    fig, axes = drawing.figure_for(fd, legend_rows=drawing.legend_rows_for(fd))
+    drawing.draw_lines(fig, axes, fd, muted_series=muted)
     return fig

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scalestudy.analysis.figures import common
+from scalestudy.analysis.csv_format import split_list
+from scalestudy.analysis.figures import drawing, heatmap, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 from scalestudy.spec.rank_share import LABEL, PIPELINE_RULE
 
@@ -39,12 +40,12 @@ def configs(study, experiments) -> list[dict]:
     path = Path(study.tables_dir) / CONFIGS_FILE
     if not path.exists():
         return []
-    rows = common.records(read_table(path))
-    return [r for r in rows if set(common.split_list(r.get("experiments"))) & set(experiments)]
+    rows = prepare.records(read_table(path))
+    return [r for r in rows if set(split_list(r.get("experiments"))) & set(experiments)]
 
 
-def data(tables, study) -> common.FigureData:
-    fd = common.FigureData(NAME, DESCRIPTION.heading(False), description=DESCRIPTION, panels=[])
+def data(tables, study) -> prepare.FigureData:
+    fd = prepare.FigureData(NAME, DESCRIPTION.heading(False), description=DESCRIPTION, panels=[])
     cfgs = configs(study, EXPERIMENTS)
     if not cfgs:
         fd.panels = [STEP.label]
@@ -70,22 +71,22 @@ def data(tables, study) -> common.FigureData:
 FAILURES_IN_CELLS = True  # a cell that ran out of memory is hatched `oom`: no 'x', no list in the notes
 
 
-def cells(rows: list[dict]) -> list[common.Cell]:
+def cells(rows: list[dict]) -> list[heatmap.Cell]:
     out = []
     for r in rows:
         tp, pp, status, v = int(r["series"][3:]), int(r["x"]), r.get("status"), r.get("y")
         if status not in ("ok", "partial", "planned"):
-            out.append(common.Cell(tp, pp, v, status if v is None or status == "oom" else "", common.FAILED_HATCH))
+            out.append(heatmap.Cell(tp, pp, v, status if v is None or status == "oom" else "", heatmap.FAILED_HATCH))
         else:
-            out.append(common.Cell(tp, pp, v, "" if v is not None else status if status == "planned" else "no value"))
+            out.append(heatmap.Cell(tp, pp, v, "" if v is not None else status if status == "planned" else "no value"))
     return out
 
 
-def draw(fd: common.FigureData, study):
-    fig, axes = common.figure_for(fd, ncols=len(METRICS))
+def draw(fd: prepare.FigureData, study):
+    fig, axes = drawing.figure_for(fd, ncols=len(METRICS))
     fmts = {q.label: fmt for q, fmt in METRICS}
     for ax, panel in zip(axes, fd.panels):
         label = panel.rsplit("\n", 1)[-1]
-        common.heatmap_panel(ax, cells([r for r in fd.rows if r["panel"] == panel]), title=panel, value_label=label,
-                             fmt=fmts.get(label, "{:.3g}").format)
+        heatmap.heatmap_panel(ax, cells([r for r in fd.rows if r["panel"] == panel]), title=panel, value_label=label,
+                              fmt=fmts.get(label, "{:.3g}").format)
     return fig

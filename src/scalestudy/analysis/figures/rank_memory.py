@@ -5,7 +5,7 @@ are marked `oom`. One rank's share, communication not executed. Data: rank_confi
 
 from __future__ import annotations
 
-from scalestudy.analysis.figures import common
+from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 from scalestudy.analysis.figures.rank_grid import configs
 from scalestudy.spec.rank_share import LABEL
@@ -28,8 +28,8 @@ DESCRIPTION = Description(
 )
 
 
-def data(tables, study) -> common.FigureData:
-    fd = common.FigureData(NAME, DESCRIPTION.heading(False), description=DESCRIPTION, panels=[])
+def data(tables, study) -> prepare.FigureData:
+    fd = prepare.FigureData(NAME, DESCRIPTION.heading(False), description=DESCRIPTION, panels=[])
     cfgs = [c for c in configs(study, EXPERIMENTS) if c["status"] != "planned"]
     if not cfgs:
         fd.panels = [MEMORY.label]
@@ -40,7 +40,7 @@ def data(tables, study) -> common.FigureData:
         panel = model  # the y axis names the quantity; the panel title fits its panel
         fd.panels.append(panel)
         for c in sorted((c for c in cfgs if c["model"] == model), key=lambda c: c["world_size"]):
-            series = common.family(c) + f", micro batch {c['micro_batch']}"
+            series = prepare.family(c) + f", micro batch {c['micro_batch']}"
             v = c.get(MEMORY.metric) if c["status"] == "ok" else None
             fd.rows.append({"panel": panel, "series": series, "x_quantity": GPUS.label, "x": c["world_size"],
                             "y_quantity": MEMORY.label, "y": v * MEMORY.scale if v is not None else None,
@@ -51,9 +51,9 @@ def data(tables, study) -> common.FigureData:
     return fd
 
 
-def draw(fd: common.FigureData, study):
-    fig, axes = common.figure_for(fd, legend_rows=common.legend_rows_for(fd))
-    common.draw_lines(fig, axes, fd, log_x=True)
+def draw(fd: prepare.FigureData, study):
+    fig, axes = drawing.figure_for(fd, legend_rows=drawing.legend_rows_for(fd))
+    drawing.draw_lines(fig, axes, fd, log_x=True)
     caps = [n for n in fd.notes if n.startswith(CAP_NOTE)]
     cap = float(caps[0][len(CAP_NOTE):].split(",")[0].split(" ")[0]) if caps else None
     for ax in axes[:len(fd.panels)]:

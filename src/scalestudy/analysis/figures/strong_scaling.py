@@ -6,7 +6,7 @@ batch. Configurations: experiment `strong_scaling`."""
 
 from __future__ import annotations
 
-from scalestudy.analysis.figures import common
+from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 
 NAME = "strong_scaling"
@@ -21,16 +21,16 @@ DESCRIPTION = Description(
     series=("the line joins the best strategy at each GPU count (highest mean global tokens/s), the marker's shape "
             "naming its strategy family; grey dots are the other strategies tried"),
     x=GPUS, quantities=(TOKENS,), category="Scaling",
-    notes=(common.FAILED_NOTE,),
+    notes=(drawing.FAILED_NOTE,),
 )
 BEST, OTHER, FAILED = "best strategy", "other strategies", "failed"
 
 
-def data(tables, study) -> common.FigureData:
-    fd, cfgs = common.begin(DESCRIPTION, tables, study, EXPERIMENTS, panels=[], empty_panels=[TOKENS.label])
+def data(tables, study) -> prepare.FigureData:
+    fd, cfgs = prepare.begin(DESCRIPTION, tables, study, EXPERIMENTS, panels=[], empty_panels=[TOKENS.label])
     if not cfgs:
         return fd
-    specs = common.specs_by_config(tables)
+    specs = prepare.specs_by_config(tables)
     for gb in sorted({c["global_batch"] for c in cfgs}):
         panel = f"global batch {gb} sequences"
         fd.panels.append(panel)
@@ -47,26 +47,26 @@ def data(tables, study) -> common.FigureData:
                     series, note = OTHER, None
                 else:
                     series, note = FAILED, None
-                row = common.config_row(c, panel=panel, series=series, x_quantity=GPUS.label, x=world,
-                                        y_quantity=TOKENS.label, **common.stat(c, TOKENS.metric, 1.0, TOKENS))
+                row = prepare.config_row(c, panel=panel, series=series, x_quantity=GPUS.label, x=world,
+                                         y_quantity=TOKENS.label, **prepare.stat(c, TOKENS.metric, 1.0, TOKENS))
                 if note:
                     row["note"] = note
-                    row["annotation"] = common.family(common.config_spec(c, specs))
+                    row["annotation"] = prepare.family(prepare.config_spec(c, specs))
                 fd.rows.append(row)
-    fd.cpu = common.is_cpu(cfgs)
+    fd.cpu = prepare.is_cpu(cfgs)
     return fd
 
 
 FAMILY_MARKERS = "sD^vPp*h<>"
 
 
-def draw(fd: common.FigureData, study):
+def draw(fd: prepare.FigureData, study):
     """The best strategy's line, then its points again, one marker shape a strategy family (the
     family named in the legend, not written over the data)."""
     best = [r for r in fd.rows if r["series"] == BEST and r.get("y") is not None]
-    families = sorted({r["annotation"] for r in best if r.get("annotation")}, key=common.natural)
-    fig, axes = common.figure_for(fd, legend_rows=common.legend_rows_for(fd, extra=len(families)))
-    common.draw_lines(fig, axes, fd, muted_series={OTHER}, legend=False)
+    families = sorted({r["annotation"] for r in best if r.get("annotation")}, key=drawing.natural)
+    fig, axes = drawing.figure_for(fd, legend_rows=drawing.legend_rows_for(fd, extra=len(families)))
+    drawing.draw_lines(fig, axes, fd, muted_series={OTHER}, legend=False)
     for ax, panel in zip(axes, fd.panels):
         for k, fam in enumerate(families):
             pts = [r for r in best if r["panel"] == panel and r.get("annotation") == fam]
@@ -74,5 +74,5 @@ def draw(fd: common.FigureData, study):
                 ax.plot([r["x"] for r in pts], [r["y"] for r in pts], marker=FAMILY_MARKERS[k % len(FAMILY_MARKERS)],
                         linestyle="none", markersize=7, markerfacecolor="white", markeredgecolor="black",
                         markeredgewidth=1.1, label=f"best here: {fam}", zorder=4)
-    common.figure_legend(fig, axes, order=lambda s: (s != BEST, s == OTHER, s.startswith("x: "), common.natural(s)))
+    drawing.figure_legend(fig, axes, order=lambda s: (s != BEST, s == OTHER, s.startswith("x: "), drawing.natural(s)))
     return fig

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from scalestudy.analysis.figures import common
+from scalestudy.analysis.figures import drawing, heatmap, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 
 NAME = "tp_pp_grid"
@@ -30,15 +30,15 @@ DESCRIPTION = Description(
 METRICS = [(WPS, "{}"), (MFU, "{:.3g}"), (SHARE, "{:.3g}")]
 
 
-compact = common.compact
+compact = heatmap.compact
 
 
 def _group_title(c: dict) -> str:
     return f"{c['model']}, {c['world_size']} GPUs, global batch {c['global_batch']}"
 
 
-def data(tables, study) -> common.FigureData:
-    fd, cfgs = common.begin(DESCRIPTION, tables, study, EXPERIMENTS, panels=[], empty_panels=[WPS.label])
+def data(tables, study) -> prepare.FigureData:
+    fd, cfgs = prepare.begin(DESCRIPTION, tables, study, EXPERIMENTS, panels=[], empty_panels=[WPS.label])
     if not cfgs:
         return fd
     groups = sorted({(c["model"], c["world_size"], c["global_batch"]) for c in cfgs})
@@ -54,13 +54,13 @@ def data(tables, study) -> common.FigureData:
             for (tp, pp), cs in sorted(cells.items()):
                 for c in cs:
                     extra = {"series": f"TP={tp}" if len(cs) == 1 else f"TP={tp} [{c['config_id']}]"}
-                    row = common.config_row(c, panel=panel, x_quantity=PP.label, x=pp, y_quantity=q.label,
-                                            **extra, **common.stat(c, q.metric, q.scale, q))
+                    row = prepare.config_row(c, panel=panel, x_quantity=PP.label, x=pp, y_quantity=q.label,
+                                             **extra, **prepare.stat(c, q.metric, q.scale, q))
                     if row["y"] is None and row.get("status") in ("ok", "partial"):
                         row["note"] = "no trace data" if q is SHARE else "no value"
                     fd.rows.append(row)
-    fd.cpu = common.is_cpu(cfgs)
-    fd.notes = [common.mfu_note(cfgs)]
+    fd.cpu = prepare.is_cpu(cfgs)
+    fd.notes = [prepare.mfu_note(cfgs)]
     return fd
 
 
@@ -68,32 +68,32 @@ _TP = re.compile(r"^TP=(\d+)")
 FAILURES_IN_CELLS = True  # a failed cell is hatched with its status: no 'x', no list in the notes
 
 
-def cells(rows: list[dict]) -> list[common.Cell]:
+def cells(rows: list[dict]) -> list[heatmap.Cell]:
     out = []
     for r in rows:
         tp, pp = int(_TP.match(r["series"]).group(1)), int(r["x"])
         if r.get("y") is not None:
-            out.append(common.Cell(tp, pp, r["y"]))
+            out.append(heatmap.Cell(tp, pp, r["y"]))
         else:
             failed = r.get("status") not in ("ok", "partial", None)
-            out.append(common.Cell(tp, pp, None, _cell_status(r), common.FAILED_HATCH if failed else common.BLANK_HATCH))
+            out.append(heatmap.Cell(tp, pp, None, _cell_status(r), heatmap.FAILED_HATCH if failed else heatmap.BLANK_HATCH))
     return out
 
 
-def draw(fd: common.FigureData, study):
-    fig, axes = common.figure_for(fd, ncols=len(METRICS))
+def draw(fd: prepare.FigureData, study):
+    fig, axes = drawing.figure_for(fd, ncols=len(METRICS))
     fmts = {q.label: fmt for q, fmt in METRICS}
     for ax, panel in zip(axes, fd.panels):
         label = panel.rsplit("\n", 1)[-1]
         fmt = fmts.get(label, "{:.3g}")
-        common.heatmap_panel(ax, cells([r for r in fd.rows if r["panel"] == panel]), title=panel,
-                             value_label=label, fmt=common.compact if fmt == "{}" else fmt.format,
-                             compact_colorbar=fmt == "{}")
+        heatmap.heatmap_panel(ax, cells([r for r in fd.rows if r["panel"] == panel]), title=panel,
+                              value_label=label, fmt=heatmap.compact if fmt == "{}" else fmt.format,
+                              compact_colorbar=fmt == "{}")
     return fig
 
 
 def _cell_status(r: dict) -> str:
-    s = common.short_status(r)
-    short = {"no trace data": "no trace", "no value": "n/a", common.INVALID: "invalid", "invalid_config": "invalid\nconfig",
+    s = drawing.short_status(r)
+    short = {"no trace data": "no trace", "no value": "n/a", prepare.INVALID: "invalid", "invalid_config": "invalid\nconfig",
              "comm_error": "comm\nerror"}
     return short.get(s, s[:9])

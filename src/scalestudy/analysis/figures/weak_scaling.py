@@ -4,7 +4,7 @@ seeds. Configurations: the study's runs in experiment `weak_scaling`."""
 
 from __future__ import annotations
 
-from scalestudy.analysis.figures import common
+from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 
 NAME = "weak_scaling"
@@ -23,20 +23,20 @@ DESCRIPTION = Description(
                 Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0),
                 Quantity("global tokens/s", "tokens/s", "tokens_per_s", log=True)),
     category="Scaling",
-    notes=(common.FAILED_NOTE,),
+    notes=(drawing.FAILED_NOTE,),
     paper_result="per-device throughput of Llama-2 7B FSDP falls by 37.22% from 128 to 2048 GPUs (claim C1).",
 )
 
 
-def data(tables, study) -> common.FigureData:
-    fd, cfgs = common.begin(DESCRIPTION, tables, study, EXPERIMENTS)
+def data(tables, study) -> prepare.FigureData:
+    fd, cfgs = prepare.begin(DESCRIPTION, tables, study, EXPERIMENTS)
     if not cfgs:
         return fd
-    series = common.series_names(cfgs, common.specs_by_config(tables), "world_size")
-    fd.rows = common.metric_rows(cfgs, DESCRIPTION.quantities, series, "world_size", GPUS)
-    fd.cpu = common.is_cpu(cfgs)
-    fd.notes = [common.mfu_note(cfgs)]
+    series = prepare.series_names(cfgs, prepare.specs_by_config(tables), "world_size")
+    fd.rows = prepare.metric_rows(cfgs, DESCRIPTION.quantities, series, "world_size", GPUS)
+    fd.cpu = prepare.is_cpu(cfgs)
+    fd.notes = [prepare.mfu_note(cfgs)]
     return fd
 
 
-draw = common.draw_line_figure
+draw = drawing.draw_line_figure

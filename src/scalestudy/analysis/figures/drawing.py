@@ -1,0 +1,335 @@
+"""Drawing a figure from its rows: style and colours, the figure's frame (header, panels,
+legend, footer), line panels with their legend and failed marks, axes.
+
+A figure is three stacked subfigures: the header (title, study and hardware, CPU warning), the
+panels with their legend below them (constrained layout), and the footer (notes). Header and
+footer text is wrapped to the figure's width and their heights follow from their lines.
+Heatmap panels are in figures.heatmap.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable
+
+from scalestudy.analysis.figures.description import Description
+from scalestudy.analysis.figures.prepare import FigureData
+
+CPU_WARNING = "CPU smoke data — not comparable to the paper"
+FAILED_NOTE = ("x at the foot of a panel: a configuration that failed or has no value (which, and why: the note "
+               "'Without a value' and the CSV's status and note).")
+FAILED_LABEL = "x: failed / no value (see the notes)"
+NOTE_FONTSIZE = 7.0  # points: the smallest text of a figure, readable when printed at the PDF's size
+
+TITLE_FONTSIZE, SUBTITLE_FONTSIZE, WARNING_FONTSIZE = 11.0, 8.0, 9.0
+LINE_SPACING = 1.3
+MARGIN_IN = 0.07  # between the canvas's edges and anything drawn (about 5 pt)
+CHAR_WIDTH_EM = 0.6  # a generous mean character width of DejaVu Sans, in ems
+
+
+def style() -> dict:
+    import seaborn as sns
+
+    rc: dict = {}
+    rc.update(sns.axes_style("whitegrid"))
+    rc.update(sns.plotting_context("paper", font_scale=1.1))
+    rc.update({"svg.hashsalt": "scalestudy", "pdf.fonttype": 42, "ps.fonttype": 42, "font.family": "DejaVu Sans",
+               "axes.titlesize": 8.5, "axes.titleweight": "bold", "axes.labelsize": 8, "xtick.labelsize": 7.5,
+               "ytick.labelsize": 7.5, "legend.fontsize": 7.5, "legend.title_fontsize": 7.5, "savefig.dpi": 120,
+               "path.simplify": True})
+    return rc
+
+
+def palette(n: int) -> list:
+    """Categorical colours (strategies, backends): colour-blind safe."""
+    import seaborn as sns
+
+    return list(sns.color_palette("colorblind", max(n, 1)))
+
+
+def sequential(n: int) -> list:
+    """Ordered colours (node counts, sizes): viridis from dark to light, in the values' order."""
+    import seaborn as sns
+
+    return list(sns.color_palette("viridis", max(n, 1)))
+
+
+def wrap(text: str, width_in: float, fontsize: float) -> list[str]:
+    import textwrap
+
+    chars = max(20, int(width_in * 72 / (fontsize * CHAR_WIDTH_EM)))
+    return textwrap.wrap(text, chars, break_on_hyphens=False) or [""]
+
+
+def _height(lines: int, fontsize: float) -> float:
+    return lines * fontsize * LINE_SPACING / 72
+
+
+def figure_for(fd: FigureData, *, ncols: int | None = None, panel_w: float = 4.2, panel_h: float = 3.2,
+               legend_rows: int = 0):
+    """A figure sized for fd's panels, its header, its notes (wrapped) and `legend_rows` rows of
+    a legend below the panels; returns (figure, panel axes)."""
+    return new_figure(len(fd.panels), ncols=ncols, panel_w=panel_w, panel_h=panel_h, title=fd.title,
+                      subtitle=getattr(fd, "subtitle", ""), cpu=fd.cpu, notes=fd.notes, legend_rows=legend_rows)
+
+
+def draw_line_figure(fd: FigureData, study=None, **kw):
+    fig, axes = figure_for(fd, legend_rows=legend_rows_for(fd))
+    draw_lines(fig, axes, fd, **kw)
+    return fig
+
+
+def new_figure(n_panels: int, *, ncols: int | None = None, panel_w: float = 4.2, panel_h: float = 3.2,
+               title: str = "", subtitle: str = "", cpu: bool = False, notes: Iterable[str] = (),
+               legend_rows: int = 0):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    ncols = ncols or min(max(n_panels, 1), 3)
+    nrows = max(1, math.ceil(max(n_panels, 1) / ncols))
+    width = figure_width(n_panels, ncols, panel_w)
+    text_w = width - 2 * MARGIN_IN - 0.15
+    head = [(line, TITLE_FONTSIZE, "bold", "black") for line in wrap(title, text_w, TITLE_FONTSIZE)]
+    head += [(line, SUBTITLE_FONTSIZE, "normal", "black") for line in wrap(subtitle, text_w, SUBTITLE_FONTSIZE)
+             if subtitle]
+    if cpu:
+        head.append((CPU_WARNING, WARNING_FONTSIZE, "bold", "#b00020"))
+    foot = [line for n in notes if n for line in wrap(n, text_w, NOTE_FONTSIZE)]
+    head_in = MARGIN_IN + sum(_height(1, fs) for _, fs, _, _ in head) + 0.12
+    foot_in = _height(len(foot), NOTE_FONTSIZE) + 0.05 + MARGIN_IN if foot else MARGIN_IN
+    body_in = panel_h * nrows + legend_rows * LEGEND_FONTSIZE * 1.9 / 72 + (0.1 if legend_rows else 0)
+    fig = Figure(figsize=(width, head_in + body_in + foot_in), layout="constrained")
+    FigureCanvasAgg(fig)
+    fig.get_layout_engine().set(h_pad=MARGIN_IN, w_pad=MARGIN_IN, hspace=0.0, wspace=0.0)
+    top, body, bottom = fig.subfigures(3, 1, height_ratios=[head_in, body_in, foot_in])
+    for sub in (top, body, bottom):
+        sub.patch.set_visible(False)  # the figure's own background; theirs drew at float-noise offsets
+    fig.scalestudy = {"head": top, "body": body, "foot": bottom, "head_lines": head, "foot_lines": foot}
+    axes = [body.add_subplot(nrows, ncols, i + 1) for i in range(max(n_panels, 1))]
+    return fig, axes
+
+
+def body(fig):
+    return fig.scalestudy["body"] if hasattr(fig, "scalestudy") else fig
+
+
+def header(fig, fd: FigureData, study) -> None:
+    """The figure's title, study and hardware (and the CPU warning), as laid out by new_figure."""
+    frame = fig.scalestudy
+    top = frame["head"]
+    h = top.get_window_extent().height / top.dpi if hasattr(top, "dpi") else fig.get_figheight()
+    w = top.get_window_extent().width / top.dpi if hasattr(top, "dpi") else fig.get_figwidth()
+    y = 1.0 - MARGIN_IN / max(h, 1e-6)
+    for line, fs, weight, color in frame["head_lines"]:
+        top.text(MARGIN_IN / max(w, 1e-6), y, line, ha="left", va="top", fontsize=fs, fontweight=weight, color=color)
+        y -= _height(1, fs) / max(h, 1e-6)
+
+
+def footer(fig, notes: list[str] | None = None) -> None:
+    frame = fig.scalestudy
+    bottom = frame["foot"]
+    h = bottom.get_window_extent().height / bottom.dpi if hasattr(bottom, "dpi") else 1.0
+    w = bottom.get_window_extent().width / bottom.dpi if hasattr(bottom, "dpi") else fig.get_figwidth()
+    y = 1.0 - 0.04 / max(h, 1e-6)
+    for line in frame["foot_lines"]:
+        bottom.text(MARGIN_IN / max(w, 1e-6), y, line, ha="left", va="top", fontsize=NOTE_FONTSIZE, color="#444444")
+        y -= _height(1, NOTE_FONTSIZE) / max(h, 1e-6)
+
+
+def assumptions_note(study, limit: int = 400) -> str | None:
+    """The study's [assumed] settings, as STUDY.md asks every figure to name them."""
+    items = [str(a).rstrip(".") for a in (getattr(study, "assumptions", ()) or ())]
+    if not items:
+        return None
+    text = f"Assumptions of study {study.name}: " + "; ".join(items) + "."
+    return text if len(text) <= limit else text[:limit - 30].rsplit(" ", 1)[0] + " ... (see the study file)"
+
+
+def message_panel(ax, text: str, color: str = "#666666") -> None:
+    import textwrap
+
+    ax.set_axis_off()
+    ax.text(0.5, 0.5, "\n".join(textwrap.wrap(text, 60)), ha="center", va="center", fontsize=9, color=color,
+            transform=ax.transAxes, bbox={"boxstyle": "round", "facecolor": "#f4f4f4", "edgecolor": "#999999"})
+
+
+def log2_axis(ax, xs: list[float], formatter: Callable[[float], str] | None = None, max_ticks: int = 12) -> None:
+    """A log-2 x axis ticked at the data's x values (every other one, ... when there are more
+    than max_ticks)."""
+    xs = sorted({x for x in xs if isinstance(x, (int, float)) and x > 0})
+    if not xs:
+        return
+    ax.set_xscale("log", base=2)
+    step = max(1, math.ceil(len(xs) / max_ticks))
+    ticks = xs[::step]
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([formatter(x) if formatter else f"{x:g}" for x in ticks], rotation=45 if len(ticks) > 6 else 0,
+                       ha="right" if len(ticks) > 6 else "center")
+    ax.minorticks_off()
+    lo, hi = xs[0], xs[-1]
+    ax.set_xlim(lo / 2 ** 0.4, hi * 2 ** 0.4) if len(xs) > 1 else ax.set_xlim(lo / 2, lo * 2)
+
+
+def mark_failed(ax, x, color) -> None:
+    """An 'x' at the foot of the axes at data x. Its status is in the figure's notes
+    (failed_note), not written in the panel, where it would cover the data."""
+    tr = ax.get_xaxis_transform()
+    ax.plot([x], [0.04], marker="x", color=color, markersize=7, mew=2, transform=tr, linestyle="none", clip_on=False)
+
+
+def failed_note(rows: list[dict], limit: int = 12) -> str | None:
+    """'Without a value: FSDP: oom at 512 GPUs; ...': each configuration drawn as an 'x', by series
+    and status, with its x values. A configuration in several panels is named once, by the series
+    of its last panel (kernel_breakdown's share panel names the family, its bar panels the part),
+    and by that panel too where the configurations' last panels differ (one panel a model)."""
+    by_config: dict[str, dict] = {}
+    for r in rows:
+        if r.get("y") is None and r.get("x") is not None:
+            by_config[";".join(r.get("config_ids") or []) or f"{r['series']}@{r['x']}"] = r
+    if not by_config:
+        return None
+    by_panel = len({r["panel"] for r in by_config.values()}) > 1  # one panel a model, a batch: name it
+    groups: dict[tuple[str, str], list] = {}
+    for r in by_config.values():
+        name = f"{r['panel']}, {r['series']}" if by_panel else str(r["series"])
+        groups.setdefault((name, short_status(r)), []).append(r["x"])
+    unit = str(next(iter(by_config.values())).get("x_quantity") or "").split(" (")[0]
+    items = []
+    for (series, status), xs in sorted(groups.items(), key=lambda kv: (natural(kv[0][0]), kv[0][1])):
+        xs = sorted(set(xs), key=lambda x: (not isinstance(x, (int, float)), x if isinstance(x, (int, float)) else 0,
+                                            str(x)))
+        shown = ", ".join(f"{x:g}" if isinstance(x, (int, float)) else str(x) for x in xs)
+        items.append(f"{series}: {status} at {shown}{' ' + unit if unit else ''}")
+    more = len(items) - limit
+    text = "; ".join(items[:limit]) + (f"; and {more} more (see the CSV)" if more > 0 else "")
+    return f"Without a value: {text}."
+
+
+def short_status(row: dict) -> str:
+    s = row.get("status") or "?"
+    if s == "ok":
+        note = row.get("note") or "no value"
+        return note.replace("predicted by the model; ", "")
+    return s
+
+
+def natural(s: str) -> tuple:
+    """A sort key that orders the numbers in names by value: llama2-7b before llama2-13b, 2 nodes
+    before 16 nodes."""
+    import re
+
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", str(s)) if p)
+
+
+LEGEND_FONTSIZE = 7.5
+
+
+def legend_columns(labels: Iterable[str], width_in: float, most: int = 6) -> int:
+    """As many legend columns as the longest label lets fit across the figure (at most `most`)."""
+    labels = list(labels)
+    if not labels:
+        return 1
+    entry_in = (max(len(x) for x in labels) * LEGEND_FONTSIZE * CHAR_WIDTH_EM + 40) / 72  # marker and gap
+    return max(1, min(most, len(labels), int((width_in - 0.3) // entry_in)))
+
+
+def figure_width(n_panels: int, ncols: int | None = None, panel_w: float = 4.2) -> float:
+    ncols = ncols or min(max(n_panels, 1), 3)
+    return max(panel_w * ncols, 7.5)
+
+
+def legend_rows_for(fd: FigureData, ncols: int | None = None, extra: int = 0) -> int:
+    """The rows fd's legend (one entry a series, one for the failed mark) takes below its panels."""
+    labels = sorted({r["series"] for r in fd.rows})
+    if any(r.get("y") is None for r in fd.rows):
+        labels.append(FAILED_LABEL)
+    labels += [""] * extra
+    if not labels:
+        return 0
+    return math.ceil(len(labels) / legend_columns(labels, figure_width(len(fd.panels), ncols)))
+
+
+def figure_legend(fig, axes, ncol: int = 6, title: str | None = None, order: Callable | None = None) -> None:
+    """One legend for every panel, below them, in as many columns as fit (entries in `order`,
+    natural order by default)."""
+    entries: dict[str, object] = {}
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(lab, h)
+    if not entries:
+        return
+    labels = sorted(entries, key=lambda k: (k.startswith("x: "), order(k) if order else natural(k)))
+    ncol = min(ncol, legend_columns(labels, fig.get_figwidth()))
+    body(fig).legend([entries[k] for k in labels], labels, loc="outside lower center", ncol=ncol,
+                     frameon=False, title=title, fontsize=LEGEND_FONTSIZE)
+
+
+def interval(r: dict) -> tuple[float, float]:
+    lo = (r["y"] - r["ci95_low"]) if r.get("ci95_low") is not None else 0.0
+    hi = (r["ci95_high"] - r["y"]) if r.get("ci95_high") is not None else 0.0
+    return max(lo, 0.0), max(hi, 0.0)
+
+
+def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, muted_series: set[str] = frozenset(),
+               colors: dict[str, object] | None = None, order: Callable[[str], object] | None = None, legend_ncol: int = 6, legend: bool = True) -> None:
+    """Line panels: per panel, per series, the points with y (error bars where there is a CI),
+    joined in x order, and an 'x' for each row without y; one legend below the panels."""
+    order = order or (lambda s: (s in muted_series, natural(s)))
+    all_series = sorted({r["series"] for r in fd.rows}, key=order)
+    colors = colors or dict(zip(all_series, palette(len(all_series))))
+    failed_seen = False
+    for ax, panel in zip(axes, fd.panels):
+        rows = [r for r in fd.rows if r["panel"] == panel]
+        for s in [s for s in all_series if any(r["series"] == s for r in rows)]:
+            pts = sorted((r for r in rows if r["series"] == s and r.get("y") is not None), key=lambda r: r["x"])
+            muted = s in muted_series
+            color = "#aaaaaa" if muted else colors[s]
+            if pts:
+                lo, hi = zip(*(interval(r) for r in pts))
+                ax.errorbar([r["x"] for r in pts], [r["y"] for r in pts], yerr=[lo, hi], marker="." if muted else "o",
+                            linestyle="none" if muted else "-", color=color, label=s, capsize=2.5,
+                            markersize=4 if muted else 4.5, linewidth=1.3, elinewidth=0.9)
+            elif not muted:
+                ax.plot([], [], marker="x", linestyle="none", color=color, mew=2, label=f"{s} (no value)")
+        failed_here: dict = {}
+        for r in rows:
+            if r.get("y") is None and r.get("x") is not None and r["series"] in colors:
+                failed_here.setdefault(r["x"], []).append(r)
+        for x, fails in sorted(failed_here.items(), key=lambda kv: str(kv[0])):
+            mark_failed(ax, x, colors[fails[0]["series"]] if len(fails) == 1 else "#555555")
+            failed_seen = True
+        xs = [r["x"] for r in rows if r.get("x") is not None]
+        if log_x:
+            log2_axis(ax, xs, x_format)
+        ax.set_title(panel)
+        ax.set_xlabel(rows[0]["x_quantity"] if rows else "")
+        ax.set_ylabel(rows[0]["y_quantity"] if rows else panel)
+        if not any(r.get("y") is not None for r in rows):
+            ax.set_ylim(0, 1)
+        elif fd.description is not None:
+            bound_axis(ax, rows[0]["y_quantity"] if rows else panel, fd.description,
+                       [r["y"] for r in rows if r.get("y") is not None])
+    if failed_seen:
+        axes[0].plot([], [], marker="x", linestyle="none", color="#555555", mew=2, label=FAILED_LABEL)
+    if legend:
+        figure_legend(fig, axes, ncol=legend_ncol, order=order)
+
+
+def bound_axis(ax, quantity_label: str, desc: Description, ys: Iterable[float] = ()) -> None:
+    """Keep a panel's y axis within its quantity's possible range (no axis below zero for a
+    quantity that cannot be negative); a log axis for a quantity drawn so whose values span more
+    than a factor of ten."""
+    try:
+        q = desc.quantity(quantity_label)
+    except KeyError:
+        return
+    ys = [y for y in ys if y > 0]
+    if q.log and ys and max(ys) > 10 * min(ys):
+        ax.set_yscale("log")
+        return
+    lo, hi = ax.get_ylim()
+    if q.low is not None and lo < q.low:
+        ax.set_ylim(bottom=q.low)
+    if q.high is not None and hi > q.high:
+        ax.set_ylim(top=q.high)
+

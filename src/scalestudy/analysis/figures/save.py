@@ -1,0 +1,51 @@
+"""Writing a figure: its PDF and PNG, and its CSV of the rows drawn, each recording the code version.
+
+CSV columns (FIGURE_COLUMNS): panel, series, x_quantity, x, y_quantity, y, ci95_low, ci95_high
+(Student-t 95% CI over seeds, empty with one seed; truncated at the quantity's bound with a note
+where it reached beyond), n_seeds (seeds with a value), status (the configuration's status; a failed
+one has an empty y and is drawn as an 'x' with its status; `invalid` where the value cannot be: it
+is not drawn, its reason is in note), note, label (the study's name for the strategy), config_ids and run_ids (';'-joined), code_version
+(the package version and analysis-source hash that wrote the row, scalestudy.analysis.code_version).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+from scalestudy.analysis.csv_format import write_csv
+
+FIGURE_COLUMNS = ["panel", "series", "x_quantity", "x", "y_quantity", "y", "ci95_low", "ci95_high", "n_seeds",
+                  "status", "note", "label", "config_ids", "run_ids", "code_version"]
+FORMATS = ("pdf", "png", "csv")
+PDF_METADATA = {"CreationDate": None, "ModDate": None, "Producer": "scalestudy", "Creator": "scalestudy"}
+PNG_METADATA = {"Software": "scalestudy"}
+
+
+def write_rows(path: Path, rows: list[dict], version: str | None = None) -> Path:
+    """The figure's CSV; every row's code_version is `version` (default: this analysis code's)."""
+    from scalestudy.analysis.code_version import code_version
+
+    version = version or code_version()
+    return write_csv(path, FIGURE_COLUMNS, [{**r, "code_version": version} for r in rows])
+
+
+def save(fig, out_base: Path, formats: Iterable[str], version: str | None = None) -> list[Path]:
+    """The figure's PDF and PNG, recording `version` (default: this analysis code's) in their metadata."""
+    from scalestudy.analysis.code_version import code_version
+
+    version = version or code_version()
+    paths = []
+    for fmt in formats:
+        if fmt == "csv":
+            continue
+        p = out_base.with_name(f"{out_base.name}.{fmt}")
+        if fmt == "pdf":
+            fig.savefig(p, format="pdf", metadata={**PDF_METADATA, "Creator": version})
+        elif fmt == "png":
+            fig.savefig(p, format="png", metadata={**PNG_METADATA, "Software": version})
+        else:
+            raise ValueError(f"unknown figure format {fmt!r}")
+        paths.append(p)
+    return paths
+
