@@ -17,6 +17,7 @@ def child_env(**extra: str) -> dict:
     env = dict(os.environ)
     env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYTHONWARNINGS="ignore")
     env.pop("SCALESTUDY_INJECT_FAULT", None)
+    env.pop("PYTEST_CURRENT_TEST", None)  # names the test: would give each test a warm server of its own
     env.update(extra)
     return env
 
@@ -36,6 +37,27 @@ def local_workers(nproc: int, args: list[str], *, env: dict | None = None, timeo
 
     cmd = command(nproc, ["scalestudy", *args])
     return subprocess.run(cmd, env=env or child_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def warm_workers(nproc: int, args: list[str], *, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+    """`python -m scalestudy.launch.warm_workers --nproc N -- ARGS` in a subprocess, as a run of its
+    own (a fresh run token): the ranks fork from a server of this test process's lock directory
+    that imported torch and the harness once, as the workflow's CPU runs do (one server an
+    environment; it retires at the session's end). For the tests whose subject is what the ranks
+    compute, not how they were started."""
+    from scalestudy.launch.run_guard import TOKEN_ENV, new_token
+    from scalestudy.launch.warm_workers import command
+
+    env = dict(env or child_env())
+    env[TOKEN_ENV] = new_token()
+    cmd = command(nproc, ["scalestudy", *args])
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    from scalestudy.launch.warm_workers import stop_servers
+
+    stop_servers()  # this process's lock directory only (SCALESTUDY_LOCK_DIR above)
 
 
 @pytest.fixture

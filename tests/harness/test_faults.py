@@ -1,13 +1,14 @@
 """Each status is written and read back; classified failures exit 0, others fail loudly.
 
-The ranks are forked from one parent that imported torch once (scalestudy.launch.local_workers, the
-launcher's way for one-host CPU runs); a rank that dies is also tested under torchrun, which
-starts the ranks of GPU and SLURM runs."""
+The ranks are forked from a warm server that imported torch once (scalestudy.launch.warm_workers,
+the workflow's way for one-host CPU runs); a rank that dies is tested under each way a run's ranks
+start: local_workers (the launcher's own one-host start), torchrun (GPU and SLURM runs) and a warm
+server."""
 
 import json
 
 import pytest
-from conftest import child_env, local_workers, status_of, torchrun
+from conftest import child_env, local_workers, status_of, torchrun, warm_workers
 
 from scalestudy.measure import rawlog
 
@@ -17,7 +18,7 @@ ARGS = ["train", "--precision", "fp32", "--seq-len", "16", "--procs-per-node", "
         "--measured-iters", "3", "--quiet"]
 
 
-def launch(tmp_path, fault=None, extra=(), nproc=2, starter=local_workers):
+def launch(tmp_path, fault=None, extra=(), nproc=2, starter=warm_workers):
     d = tmp_path / "run"
     env = child_env(SCALESTUDY_INJECT_FAULT=fault) if fault else child_env()
     res = starter(nproc, ARGS + list(extra) + ["--run-dir", str(d)], env=env)
@@ -48,7 +49,7 @@ def test_unclassified_error_is_recorded_and_fails_loudly(tmp_path):
     assert "ZeroDivisionError" in st["error"]
 
 
-@pytest.mark.parametrize("starter", [local_workers, torchrun], ids=["local_workers", "torchrun"])
+@pytest.mark.parametrize("starter", [local_workers, torchrun, warm_workers], ids=["local_workers", "torchrun", "warm"])
 def test_dead_process_leaves_no_complete_directory(tmp_path, starter):
     d, res = launch(tmp_path, "exit:rank=1:step=1", starter=starter)
     assert res.returncode != 0

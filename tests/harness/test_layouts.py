@@ -3,12 +3,13 @@
 Plain SGD: unlike Adam, it does not normalise gradients away, so a gradient off by a constant
 factor (a sum where a mean belongs, a missing microbatch scale) changes the curve.
 
-The ranks are forked from one parent that imported torch once (scalestudy.launch.local_workers, what the
-launcher uses for one-host CPU runs); a given --peak-tflops skips the CPU peak calibration, which
-only MFU reads. torchrun's own start of the ranks is tested by the launch and SLURM tests."""
+The ranks are forked from a warm server that imported torch once (scalestudy.launch.warm_workers,
+what the workflow's CPU runs use); a given --peak-tflops skips the CPU peak calibration, which only
+MFU reads. local_workers' and torchrun's own start of the ranks is tested by the fault, launch and
+SLURM tests."""
 
 import pytest
-from conftest import local_workers, losses_by_step
+from conftest import losses_by_step, warm_workers
 
 pytestmark = pytest.mark.multiproc
 
@@ -48,7 +49,7 @@ LAYOUTS = {
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
     d = tmp_path_factory.mktemp("ref") / "run"
-    res = local_workers(1, COMMON + ["--run-dir", str(d)])
+    res = warm_workers(1, COMMON + ["--run-dir", str(d)])
     assert res.returncode == 0, res.stdout + res.stderr
     return losses_by_step(d)
 
@@ -56,7 +57,7 @@ def reference(tmp_path_factory):
 @pytest.fixture(scope="module")
 def reference_adamw(tmp_path_factory):
     d = tmp_path_factory.mktemp("ref") / "run"
-    res = local_workers(1, COMMON + ["--optimizer", "adamw", "--lr", "1e-3", "--run-dir", str(d)])
+    res = warm_workers(1, COMMON + ["--optimizer", "adamw", "--lr", "1e-3", "--run-dir", str(d)])
     assert res.returncode == 0, res.stdout + res.stderr
     return losses_by_step(d)
 
@@ -66,7 +67,7 @@ def test_layout_matches_single_process(name, reference, reference_adamw, tmp_pat
     nproc, extra = LAYOUTS[name]
     nodes = int(extra[extra.index("--nodes") + 1]) if "--nodes" in extra else 1
     d = tmp_path / "run"
-    res = local_workers(nproc, COMMON + extra + ["--procs-per-node", str(nproc // nodes), "--run-dir", str(d)])
+    res = warm_workers(nproc, COMMON + extra + ["--procs-per-node", str(nproc // nodes), "--run-dir", str(d)])
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     losses = losses_by_step(d)
     ref = reference_adamw if "adamw" in name else reference
