@@ -9,8 +9,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # the launcher's device locks (scalestudy.launch.run_guard) of this test process: tests that launch runs at
-# once (pytest-xdist) do not queue behind each other or behind runs of other checkouts on this host
-os.environ.setdefault("SCALESTUDY_LOCK_DIR", tempfile.mkdtemp(prefix="scalestudy-test-locks-"))
+# once do not queue behind runs of other checkouts on this host, nor behind the other pytest-xdist
+# worker's (each worker inherits the controller's environment, so the directory is made per process)
+_LOCKS_OWNER = "SCALESTUDY_TEST_LOCKS_OWNER"
+if "SCALESTUDY_LOCK_DIR" not in os.environ or os.environ.get(_LOCKS_OWNER, str(os.getpid())) != str(os.getpid()):
+    os.environ["SCALESTUDY_LOCK_DIR"] = tempfile.mkdtemp(prefix="scalestudy-test-locks-")
+    os.environ[_LOCKS_OWNER] = str(os.getpid())
 
 
 def child_env(**extra: str) -> dict:
