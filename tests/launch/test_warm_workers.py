@@ -57,6 +57,10 @@ def test_the_server_key_ignores_the_run_identity_but_not_the_environment():
     run_b = {**env, run_guard.TOKEN_ENV: "b" * 32, run_guard.LAUNCHER_PID_ENV: "2", "OLDPWD": "/y"}
     assert server_key(run_a) == server_key(run_b)
     assert server_key({**run_a, "MKL_NUM_THREADS": "4"}) != server_key(run_a)
+    # the fault switch is read when a run starts (FaultInjector), not by an import
+    from scalestudy.harness.faults import INJECT_ENV
+
+    assert server_key({**run_a, INJECT_ENV: "oom:rank=1"}) == server_key(run_a)
 
 
 def _server_pids(lock_dir: Path) -> list[int]:

@@ -20,7 +20,7 @@ processes - shows them and forked workers inherit them; it joins a session of it
 with the launcher (run_guard.guard_worker). The server's own token is run_guard.NO_RUN_TOKEN,
 never a run's. A server serves one environment: its key is the interpreter, the package's
 files, the installed packages' directories and every environment variable except the run's
-identity and the shell's bookkeeping, so that the workers have imported what a fresh start
+identity, the shell's bookkeeping and the tests' fault switch (read when a run starts), so that the workers have imported what a fresh start
 would have. It ends after SCALESTUDY_WARM_IDLE_S seconds (default 120) without a run, or when
 stop_servers (the workflow's end) removes its socket.
 """
@@ -54,6 +54,9 @@ START_TIMEOUT_S = 120.0  # the server's imports, on a busy host
 _PER_RUN = (run_guard.TOKEN_ENV, run_guard.LAUNCHER_PID_ENV, run_guard.LAUNCHER_START_ENV, run_guard.LAUNCHER_HOST_ENV)
 # the shell's bookkeeping, which no import reads: left out of the key too
 _SHELL = ("OLDPWD", "PWD", "SHLVL", "_")
+# read when a run starts, by no import (harness.faults.INJECT_ENV, the tests' fault switch): left
+# out of the key; the run's parent takes the run's own value with the rest of its environment
+_READ_AT_RUN = ("SCALESTUDY_INJECT_FAULT",)
 _SLOT = 64  # room for a pid, a start time or a host name
 _MAX_REQUEST = 1 << 20
 _SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes
@@ -85,7 +88,7 @@ def server_key(env: dict) -> str:
         except OSError:
             pass
     for k in sorted(env):
-        if k not in _PER_RUN and k not in _SHELL:
+        if k not in _PER_RUN and k not in _SHELL and k not in _READ_AT_RUN:
             h.update(f"{k}={env[k]}\0".encode())
     return h.hexdigest()[:16]
 
@@ -310,7 +313,7 @@ def _start_server(path: Path, env: dict) -> socket.socket:
         conn = _connect(path)
         if conn is not None:
             return conn
-        server_env = {**{k: v for k, v in env.items() if k not in _PER_RUN}, **placeholders()}
+        server_env = {**{k: v for k, v in env.items() if k not in _PER_RUN + _READ_AT_RUN}, **placeholders()}
         idle = env.get(IDLE_ENV, str(DEFAULT_IDLE_S))
         with open(path.with_suffix(".log"), "a") as log:
             server = subprocess.Popen([sys.executable, "-m", "scalestudy.launch.warm_workers", "--serve", str(path),
