@@ -209,15 +209,16 @@ def _gpt_pieces_forward(gpt, tokens: torch.Tensor) -> torch.Tensor:
     return logits  # [s, b, vocab / tp]
 
 
-def case_decoder(rank: int, world: int) -> dict:
+def case_decoder(rank: int, world: int, tp: int | None = None) -> dict:
     """A GPTModel (tiny shape: GQA, SwiGLU, RoPE) with weights copied from the torch backend's
     Transformer by name: logits, loss and every parameter's gradient (the torch gradient mapped
-    by the same name map) agree, at TP = world size, float32."""
+    by the same name map) agree, at TP = `tp` (default: the world size; the rest data-parallel), float32."""
     from megatron.core import parallel_state as ps
     from megatron.core import tensor_parallel
 
     s, b = 16, 2
-    spec = RunSpec(model="tiny", tp=world, procs_per_node=world, seq_len=s, precision="fp32", device="cpu")
+    tp = tp or world
+    spec = RunSpec(model="tiny", tp=tp, procs_per_node=world, seq_len=s, precision="fp32", device="cpu")
     plan = megatron_init(spec)
     cfg = spec.model_config()
     tp_rank = ps.get_tensor_model_parallel_rank()
@@ -226,7 +227,7 @@ def case_decoder(rank: int, world: int) -> dict:
     init_weights(ref, cfg, seed=3, device=CPU)
     config = mmodel.transformer_config(plan)
     (gpt,) = mmodel.build_chunks(plan, config)
-    mmodel.load_from_torch(gpt, cfg, mmodel.state_dict_fetch(ref.state_dict()), tp_rank, world)
+    mmodel.load_from_torch(gpt, cfg, mmodel.state_dict_fetch(ref.state_dict()), tp_rank, tp)
 
     gen = torch.Generator().manual_seed(1)
     seqs = torch.randint(0, cfg.vocab_size, (b, s + 1), generator=gen)
@@ -243,7 +244,7 @@ def case_decoder(rank: int, world: int) -> dict:
     loss = per_token.mean()
     loss.backward()
 
-    v = cfg.vocab_size // world
+    v = cfg.vocab_size // tp
     checks = {
         "logits": err(logits.transpose(0, 1), logits_ref[..., tp_rank * v:(tp_rank + 1) * v]),
         "loss": err(loss, loss_ref),
@@ -252,7 +253,7 @@ def case_decoder(rank: int, world: int) -> dict:
     for name, p in gpt.named_parameters():
         m = mmodel._LAYER.match(name)
         layer = mmodel.global_layer_index(gpt, int(m.group(1))) if m else None
-        want, _ = mmodel.megatron_value(name, layer, cfg, grads.__getitem__, tp_rank, world)
+        want, _ = mmodel.megatron_value(name, layer, cfg, grads.__getitem__, tp_rank, tp)
         checks[f"grad:{name}"] = err(p.grad, want)
     return {"checks": checks}
 
@@ -294,18 +295,21 @@ def case_pp_chunks(rank: int, world: int) -> dict:
 
 
 CASES = {"tp_layers": case_tp_layers, "parallel_state": case_parallel_state, "decoder": case_decoder,
-         "pp_chunks": case_pp_chunks}
+         "decoder_tp1": lambda rank, world: case_decoder(rank, world, tp=1), "pp_chunks": case_pp_chunks}
 
 
 def main() -> None:
-    case, out_dir = sys.argv[1], Path(sys.argv[2])
+    """megatron_worker.py CASE[,CASE...] OUT: each case in turn, its results in OUT/CASE/rank-R.json."""
+    cases, out_dir = sys.argv[1].split(","), Path(sys.argv[2])
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
-    torch.manual_seed(0)
-    result = CASES[case](rank, world)
-    result.update(rank=rank, world=world)
-    (out_dir / f"rank-{rank}.json").write_text(json.dumps(result))
-    dist.barrier()
+    for case in cases:
+        torch.manual_seed(0)
+        result = CASES[case](rank, world)
+        result.update(rank=rank, world=world)
+        (out_dir / case).mkdir(parents=True, exist_ok=True)
+        (out_dir / case / f"rank-{rank}.json").write_text(json.dumps(result))
+        dist.barrier()
     dist.destroy_process_group()
 
 

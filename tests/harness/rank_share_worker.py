@@ -25,7 +25,7 @@ from scalestudy.harness.train import Trainer  # noqa: E402
 from scalestudy.spec.run import RunSpec  # noqa: E402
 
 WORLD = 4
-BASE = dict(model="tiny", seq_len=32, micro_batch=1, precision="fp32", optimizer="adamw", nodes=1,
+BASE = dict(model="tiny", n_layers=2, seq_len=32, micro_batch=1, precision="fp32", optimizer="adamw", nodes=1,
             procs_per_node=WORLD, warmup_iters=0, measured_iters=1)
 # layout: (spec fields, ranks the fake process emulates)
 CASES = {

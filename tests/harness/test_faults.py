@@ -14,7 +14,7 @@ from scalestudy.measure import rawlog
 
 pytestmark = pytest.mark.multiproc
 
-ARGS = ["train", "--precision", "fp32", "--seq-len", "16", "--procs-per-node", "2", "--warmup-iters", "1",
+ARGS = ["train", "--precision", "fp32", "--n-layers", "2", "--seq-len", "16", "--procs-per-node", "2", "--warmup-iters", "1",
         "--measured-iters", "3", "--quiet"]
 
 

@@ -13,10 +13,13 @@ from conftest import losses_by_step, warm_workers
 
 pytestmark = pytest.mark.multiproc
 
-# 4 of the tiny model's 8 layers: still one layer a stage for 4 pipeline stages
-COMMON = ["train", "--precision", "fp32", "--n-layers", "4", "--seq-len", "32", "--global-batch", "8", "--micro-batch", "1",
+# 2 of the tiny model's 8 layers (4 where a run has 4 pipeline stages: one layer a stage)
+COMMON = ["train", "--precision", "fp32", "--seq-len", "32", "--global-batch", "8", "--micro-batch", "1",
           "--warmup-iters", "1", "--measured-iters", "3", "--quiet", "--optimizer", "sgd", "--lr", "0.5",
           "--peak-tflops", "1"]
+# what the one-process reference must share with a layout: the model's depth and the optimizer
+MODEL_FLAGS = ("--n-layers", "--optimizer", "--lr")
+FOUR = ["--n-layers", "4"]
 
 LAYOUTS = {
     # world size 2
@@ -26,7 +29,7 @@ LAYOUTS = {
     "tp-sp-2": (2, ["--tp", "2", "--sequence-parallel"]),
     "pp-gpipe-2": (2, ["--pp", "2", "--pp-schedule", "gpipe"]),
     "pp-1f1b-2": (2, ["--pp", "2", "--pp-schedule", "1f1b"]),
-    "pp-interleaved-2": (2, ["--pp", "2", "--pp-schedule", "interleaved_1f1b", "--pp-stages-per-rank", "2"]),
+    "pp-interleaved-2": (2, FOUR + ["--pp", "2", "--pp-schedule", "interleaved_1f1b", "--pp-stages-per-rank", "2"]),
     "fsdp-reshard-2": (2, ["--reshard-after-forward", "--fsdp-forward-prefetch", "0"]),
     "fsdp-ac-2": (2, ["--activation-checkpointing", "full"]),
     "fsdp-adamw-2": (2, ["--optimizer", "adamw", "--lr", "1e-3"]),
@@ -37,8 +40,8 @@ LAYOUTS = {
     "fsdp-tp-sp-4": (4, ["--tp", "2", "--sequence-parallel"]),
     "fsdp-pp-4": (4, ["--pp", "2"]),
     "tp-pp-4": (4, ["--tp", "2", "--pp", "2"]),
-    "pp-1f1b-4": (4, ["--pp", "4"]),
-    "fsdp-pp-interleaved-4": (4, ["--pp", "2", "--pp-schedule", "interleaved_1f1b", "--pp-stages-per-rank", "2"]),
+    "pp-1f1b-4": (4, FOUR + ["--pp", "4"]),
+    "fsdp-pp-interleaved-4": (4, FOUR + ["--pp", "2", "--pp-schedule", "interleaved_1f1b", "--pp-stages-per-rank", "2"]),
     "ddp-tp-4": (4, ["--nodes", "2", "--dp-replicate", "2", "--tp", "2"]),
     # combinations that need 8 processes
     "hsdp-tp-8": (8, ["--nodes", "2", "--dp-replicate", "2", "--tp", "2"]),
@@ -46,31 +49,42 @@ LAYOUTS = {
 }
 
 
+def layout_args(name: str) -> tuple[int, list[str]]:
+    """A layout's process count and arguments, 2 layers unless it says otherwise."""
+    nproc, extra = LAYOUTS[name]
+    return nproc, extra if "--n-layers" in extra else ["--n-layers", "2", *extra]
+
+
+def model_args(args: list[str]) -> list[str]:
+    """The depth and optimizer flags among a layout's arguments, with their values."""
+    return [w for f in MODEL_FLAGS if f in args for w in (f, args[args.index(f) + 1])]
+
+
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    d = tmp_path_factory.mktemp("ref") / "run"
-    res = warm_workers(1, COMMON + ["--run-dir", str(d)])
-    assert res.returncode == 0, res.stdout + res.stderr
-    return losses_by_step(d)
+    """The one-process loss curve of a model depth and optimizer, run once each."""
+    curves = {}
 
+    def curve(args: list[str]) -> list[float]:
+        if tuple(args) not in curves:
+            d = tmp_path_factory.mktemp("ref") / "run"
+            res = warm_workers(1, COMMON + args + ["--run-dir", str(d)])
+            assert res.returncode == 0, res.stdout + res.stderr
+            curves[tuple(args)] = losses_by_step(d)
+        return curves[tuple(args)]
 
-@pytest.fixture(scope="module")
-def reference_adamw(tmp_path_factory):
-    d = tmp_path_factory.mktemp("ref") / "run"
-    res = warm_workers(1, COMMON + ["--optimizer", "adamw", "--lr", "1e-3", "--run-dir", str(d)])
-    assert res.returncode == 0, res.stdout + res.stderr
-    return losses_by_step(d)
+    return curve
 
 
 @pytest.mark.parametrize("name", list(LAYOUTS))
-def test_layout_matches_single_process(name, reference, reference_adamw, tmp_path):
-    nproc, extra = LAYOUTS[name]
+def test_layout_matches_single_process(name, reference, tmp_path):
+    nproc, extra = layout_args(name)
+    ref = reference(model_args(extra))
     nodes = int(extra[extra.index("--nodes") + 1]) if "--nodes" in extra else 1
     d = tmp_path / "run"
     res = warm_workers(nproc, COMMON + extra + ["--procs-per-node", str(nproc // nodes), "--run-dir", str(d)])
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     losses = losses_by_step(d)
-    ref = reference_adamw if "adamw" in name else reference
     assert len(losses) == len(ref) == 4
     # AdamW's first steps are nearly sign(gradient): float32 reordering flips a few tiny
     # components, so its tolerance is looser

@@ -23,13 +23,15 @@ pytestmark = [
 WORKER = Path(__file__).with_name("megatron_worker.py")
 
 
-def run_worker(case: str, nproc: int, out: Path, timeout: float = 240) -> list[dict]:
+def run_worker(cases: list[str], nproc: int, out: Path, timeout: float = 240) -> dict[str, list[dict]]:
+    """The cases in one torchrun of `nproc` processes (one torch and megatron import for all):
+    each case's result, rank by rank."""
     out.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           str(WORKER), case, str(out)]
+           str(WORKER), ",".join(cases), str(out)]
     res = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=timeout)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
-    return [json.loads((out / f"rank-{r}.json").read_text()) for r in range(nproc)]
+    return {c: [json.loads((out / c / f"rank-{r}.json").read_text()) for r in range(nproc)] for c in cases}
 
 
 def assert_close(checks: dict, rel: float) -> None:
@@ -38,14 +40,14 @@ def assert_close(checks: dict, rel: float) -> None:
 
 
 def test_tensor_parallel_layers_match_dtensor_and_linear(tmp_path):
-    ranks = run_worker("tp_layers", 2, tmp_path)
+    ranks = run_worker(["tp_layers"], 2, tmp_path)["tp_layers"]
     for r in ranks:
         assert len(r["checks"]) == 8
         assert_close(r["checks"], rel=1e-6)
 
 
 def test_parallel_state_groups_match_the_torch_mesh(tmp_path):
-    ranks = run_worker("parallel_state", 4, tmp_path)
+    ranks = run_worker(["parallel_state"], 4, tmp_path)["parallel_state"]
     for r in ranks:
         for name, layout in r["layouts"].items():
             assert layout["got"] == layout["want"], (r["rank"], name, layout)

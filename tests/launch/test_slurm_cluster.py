@@ -1,7 +1,7 @@
 """On a real SLURM cluster brought up on this machine (tests/launch/slurm_cluster.py): sbatch and srun
-work on every node; a run of two nodes meets in a c10d rendezvous across them; and
-`snakemake --profile slurm` runs a reduced smoke study (tests/studies/slurm-mini.yaml) from the
-root of a copy of the workflow, every run an sbatch job whose id its provenance records. One
+work on every node; `snakemake --profile slurm` runs a reduced smoke study
+(tests/studies/slurm-mini.yaml) from the root of a copy of the workflow, every run an sbatch job
+whose id its provenance records, and its run of two nodes meets in a c10d rendezvous across them. One
 run is cancelled while it trains: its raw log says `preempted`, is kept under interrupted/ and
 never counted, and the workflow runs it again. `scalestudy status` counts the study's jobs that
 squeue lists (held: pending; sleeping: running) by the comment the executor plugin gives them.
@@ -79,33 +79,6 @@ def test_srun_and_sbatch_on_every_node(cluster, tmp_path):
                  tmp_path)
     assert cluster.wait_job(jid, 60) == "COMPLETED"
     assert (tmp_path / f"{jid}.out").read_text().startswith(f"job {jid} on ")
-
-
-def test_a_two_node_run_meets_in_one_rendezvous(cluster, tmp_path):
-    """scalestudy launch in an sbatch job of 2 nodes: srun starts one torchrun agent a node, the
-    agents meet on the first host, 4 processes train, and the provenance names both hosts."""
-    need_two_nodes(cluster)
-    from scalestudy.measure.rawlog import read_run
-
-    (tmp_path / "spec.json").write_text(json.dumps({
-        "model": "tiny", "n_layers": 2, "device": "cpu", "precision": "fp32", "seq_len": 32, "nodes": 2,
-        "procs_per_node": 2, "warmup_iters": 1, "measured_iters": 3}))
-    launch = f"exec {sys.executable} -m scalestudy launch --spec-json spec.json --run-dir runs/two --log runs/two.log"
-    jid = sbatch(["--nodes=2", "--ntasks-per-node=1", "--cpus-per-task=2", "--output", str(tmp_path / "%j.out"),
-                  "--wrap", launch], tmp_path)
-    state = cluster.wait_job(jid, 240)
-    log = (tmp_path / "runs" / "two.log").read_text() if (tmp_path / "runs" / "two.log").exists() else ""
-    assert state == "COMPLETED", (tmp_path / f"{jid}.out").read_text() + log
-    first = cluster.node_names[0]
-    assert "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=2" in log
-    assert f"--nnodes=2 --nproc_per_node=2 --rdzv-backend=c10d --rdzv-endpoint={first}:" in log
-    assert f"--rdzv-id={jid}" in log
-    run = read_run(tmp_path / "runs" / "two")
-    assert run.status["status"] == "ok"
-    prov = run.run["provenance"]
-    assert prov["slurm"]["job_id"] == jid and prov["slurm"]["nnodes"] == "2"
-    assert prov["hosts"] == sorted(cluster.node_names)
-    assert prov["devices"]["count"] == 4
 
 
 # ---- scalestudy status: the study's jobs in SLURM's queue --------------------------------
@@ -239,12 +212,29 @@ def test_every_run_went_through_sbatch(workflow_run, cluster):
     comments = dict(line.split("|", 1) for line in listed)
     assert {r: comments.get(j) for r, j in job_ids.items()} == {
         r: job_comment("collectives" if r in study.collectives_ids else "run", STUDY, r) for r in job_ids}
-    for r in study.runs:
-        if r.spec.nodes == 2:  # the two-node run of the workflow: an mpi job, srun on both nodes
-            run = read_run(root / "data" / STUDY / "raw" / r.run_id)
-            assert run.run["provenance"]["hosts"] == sorted(cluster.node_names)
-            log = (root / "data" / STUDY / "logs" / "runs" / f"{r.run_id}.log").read_text()
-            assert "srun --nodes=2 --ntasks=2 --ntasks-per-node=1" in log
+
+
+def test_a_two_node_run_meets_in_one_rendezvous(workflow_run, cluster):
+    """The workflow's run of 2 nodes x 2 processes: scalestudy launch in its sbatch job has srun
+    start one torchrun agent a node, the agents meet on the first host, 4 processes train, and
+    the provenance names both hosts."""
+    need_two_nodes(cluster)
+    from scalestudy.measure.rawlog import read_run
+
+    w = workflow_run
+    assert w["rc"] == 0, w["output"][-3000:]
+    (r,) = [r for r in w["study"].runs if r.spec.nodes == 2]
+    run = read_run(w["root"] / "data" / STUDY / "raw" / r.run_id)
+    assert run.status["status"] == "ok"
+    prov = run.run["provenance"]
+    jid = prov["slurm"]["job_id"]
+    assert prov["slurm"]["nnodes"] == "2"
+    assert prov["hosts"] == sorted(cluster.node_names)
+    assert prov["devices"]["count"] == 4
+    log = (w["root"] / "data" / STUDY / "logs" / "runs" / f"{r.run_id}.log").read_text()
+    assert "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=2" in log
+    assert f"--nnodes=2 --nproc_per_node=2 --rdzv-backend=c10d --rdzv-endpoint={cluster.node_names[0]}:" in log
+    assert f"--rdzv-id={jid}" in log
 
 
 def test_a_cancelled_run_is_preempted_kept_aside_and_run_again(workflow_run, cluster):
