@@ -20,8 +20,8 @@ processes - shows them and forked workers inherit them; it joins a session of it
 with the launcher (run_guard.guard_worker). The server's own token is run_guard.NO_RUN_TOKEN,
 never a run's. A server serves one environment: its key is the interpreter, the package's
 files, the installed packages' directories and every environment variable except the run's
-identity, the shell's bookkeeping and the tests' fault switch (read when a run starts), so that the workers have imported what a fresh start
-would have. It ends after SCALESTUDY_WARM_IDLE_S seconds (default 120) without a run, or when
+identity, the shell's bookkeeping and the tests' fault switch (read when a run starts), so that
+the workers have imported what a fresh start would have. It ends after SCALESTUDY_WARM_IDLE_S seconds (default 120) without a run, or when
 stop_servers (the workflow's end) removes its socket.
 """
 
