@@ -109,3 +109,25 @@ def test_ok_run_has_complete_raw_log(tmp_path):
         assert key in prov
     assert prov["devices"]["count"] == 2
     assert json.loads((d / "run.json").read_text())["end_time_unix"] > 0
+
+
+def test_a_classified_failure_releases_its_gloo_group(tmp_path, monkeypatch):
+    """Left to the interpreter's exit, a gloo group's worker threads can abort the process
+    (std::terminate) and turn a classified failure into a crash; the failure path destroys it."""
+    import torch
+    import torch.distributed as dist
+
+    from scalestudy.harness import faults
+    from scalestudy.harness.run_start import RunContext, _free_port
+
+    monkeypatch.setattr(faults, "ignore_sigterm", lambda: None)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
+    try:
+        run = RunContext(spec=None, run_dir=tmp_path, rank=0, world=1, device=torch.device("cpu"),
+                         log=rawlog.RankLog(tmp_path, 0, "r"), injector=faults.FaultInjector(0, ""), facts=[])
+        err = torch.distributed.DistNetworkError("injected fault: Connection closed by peer")
+        assert run.fail(err, quiet=True) == "comm_error"
+        assert not dist.is_initialized()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()

@@ -106,6 +106,7 @@ class RunContext:
         if self.rank == 0 or not quiet:
             print(f"[scalestudy] rank {self.rank}: run ended with status {status}: {type(e).__name__}: {e}",
                   flush=True)
+        _release_gloo_group()
         return status
 
     def finish(self) -> str:
@@ -114,6 +115,16 @@ class RunContext:
         rawlog.try_finalize(self.run_dir, self.world)
         dist.destroy_process_group()
         return "ok"
+
+
+def _release_gloo_group() -> None:
+    """Destroy a gloo process group after a failure, while the interpreter is still whole: left to
+    the interpreter's exit, a gloo worker thread can still hold a failed collective's tensors, and
+    freeing them then aborts the process (std::terminate), turning a classified failure into a
+    crash of the launcher. NCCL groups are left alone (destroying one after a communication error
+    can block on the peers)."""
+    if dist.is_initialized() and dist.get_backend() == "gloo":
+        dist.destroy_process_group()
 
 
 def begin_run(spec, run_dir: Path) -> RunContext:
