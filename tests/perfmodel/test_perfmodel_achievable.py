@@ -23,10 +23,10 @@ gpus:
 
 def test_the_ratio_of_achievable_fractions_applies_where_both_gpus_have_a_rate(fresh_catalog):
     c = tensor_carry(A100, H200)
-    assert c.factor == pytest.approx((271.2 / 312) / (790 / 989.4)) and not c.missing
-    assert "MAMF" in c.target.source and "measured" in c.calibration.source and "x 1.089" in c.describe()
+    assert c.factor == pytest.approx((271.2 / 312) / (817.75 / 989.4)) and not c.missing
+    assert "MAMF" in c.target.source and "measured" in c.calibration.source and f"x {c.factor:.3f}" in c.describe()
     assert tensor_carry("a100-sxm-40gb", "h200").factor == pytest.approx(c.factor)  # aliases resolve
-    assert tensor_carry(H100, H200).factor == pytest.approx(794.5 / 790)
+    assert tensor_carry(H100, H200).factor == pytest.approx(794.5 / 817.75)
     assert tensor_carry(H200, H200).factor == 1.0
 
 
@@ -66,3 +66,20 @@ def test_the_schema_wants_a_source_with_the_rate_and_known_dtypes(fresh_catalog,
         with pytest.raises(catalog.CatalogError, match=message):
             catalog.add_catalog_file(f)
         catalog.reset()
+
+
+def test_the_h200_rate_is_the_best_of_the_committed_sweep(fresh_catalog):
+    """gpus.yaml's H200 rate and the sweep file's checksum in its source are those of
+    data/h200-matmul (benchmarks/matmul_sweep.py): a new sweep must change both."""
+    import gzip
+    import hashlib
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "data" / "h200-matmul" / "h200-matmul-sweep.jsonl.gz"
+    recs = [json.loads(line) for line in gzip.open(path, "rt")]
+    rates = [r["value"]["tflops"] for r in recs if r["key"] == "gemm"]
+    assert recs[-1] == {**recs[-1], "key": "best"} and recs[-1]["value"]["tflops"] == max(rates)
+    rate = achievable_rate(H200, "bf16")
+    assert rate.tflops == pytest.approx(max(rates))
+    assert hashlib.sha256(path.read_bytes()).hexdigest() in rate.source and str(path.relative_to(path.parents[2])) in rate.source
