@@ -210,3 +210,76 @@ def test_a_known_artefact_of_a_run_the_study_lacks_is_refused(tmp_path):
     data["known_artefacts"] = {"llama2-7b-no-such-run-seed0": "a reason"}
     with pytest.raises(StudyError, match=r"paper-rank\.yaml.*llama2-7b-no-such-run-seed0.*not a run"):
         study_from_dict("paper-rank", data, root=REPO, source=path)
+
+
+@pytest.fixture(scope="module")
+def measured_project(tmp_path_factory):
+    """A prediction study with `rank_shares: paper-rank` (the committed rank-share table): FSDP at
+    16 and 256 GPUs, whose shares paper-rank measured, and HSDP at 32, whose share it did not."""
+    import copy
+
+    root = tmp_path_factory.mktemp("measured")
+    for rid in CAL_RUNS:
+        shutil.copytree(REPO / "data/h200-reference/raw" / rid, root / "data/h200-reference/raw" / rid)
+    (root / "workflow/studies").mkdir(parents=True)
+    shutil.copy(REPO / "workflow/studies/paper-rank.yaml", root / "workflow/studies/paper-rank.yaml")
+    (root / "data/paper-rank/tables").mkdir(parents=True)
+    shutil.copy(REPO / "data/paper-rank/tables/rank_configs.csv", root / "data/paper-rank/tables/rank_configs.csv")
+    data = copy.deepcopy(STUDY)
+    data["prediction"] = {"cluster": "h100-paper", "calibration": ["data/h200-reference/raw"],
+                          "rank_shares": "paper-rank"}
+    data["experiments"] = data["experiments"][:2]
+    data["experiments"][1]["grid"] = {"nodes": [4]}
+    data.pop("collectives")
+    (root / "workflow/studies/mini-measured.yaml").write_text(yaml.safe_dump(data))
+    study = load_study("mini-measured", root)
+    predict_study(study, root=root)
+    agg.write_tables(agg.build_tables(study), study.tables_dir)
+    loaded = agg.load_tables(study.tables_dir)
+    claims(study, loaded)
+    for name in ("weak_scaling", "tp_pp_grid"):
+        render(name, study, loaded, formats=("csv", "png"))
+    return root, study
+
+
+def test_a_measured_share_is_a_variant_of_its_own_never_mixed_into_the_models_series(measured_project):
+    from scalestudy.spec.rank_share import MEASURED_SERIES, MEASURED_SUFFIX
+
+    root, study = measured_project
+    variants = [p for p in study.runs if p.variant]
+    assert sorted(p.spec.world_size for p in variants) == [128, 2048]  # HSDP at 32 GPUs: no share measured
+    assert all(p.run_id.endswith(MEASURED_SUFFIX) and p.label.endswith(MEASURED_SERIES) for p in variants)
+
+    def inputs_from(run_id):
+        recs = [json.loads(line) for line in (study.raw_dir / run_id / "metrics.jsonl").read_text().splitlines()]
+        return next(r["value"]["sources"]["inputs_from"] for r in recs if r["key"] == "prediction")
+
+    for p in variants:  # the run as planned: the model alone; its variant: the measured share
+        assert inputs_from(p.run_id.removesuffix(MEASURED_SUFFIX))["compute"].startswith("the model")
+        assert inputs_from(p.run_id)["compute"].startswith("measured")
+    summary = {r["config_id"]: r for r in read_csv_rows(study.tables_dir / "summary.csv")}
+    assert {cid: r["measured_inputs"] for cid, r in summary.items() if r["measured_inputs"]} == {
+        p.config_id: "compute, memory" for p in variants}
+    rows = read_csv_rows(study.figures_dir / "weak_scaling.csv")
+    by_series: dict[str, set] = {}
+    for r in rows:
+        by_series.setdefault(r["series"], set()).add(r["measured_inputs"])
+    assert all(len(v) == 1 for v in by_series.values()), by_series  # no series mixes
+    assert {s for s, v in by_series.items() if v != {""}} == {s + MEASURED_SERIES for s, v in by_series.items()
+                                                             if v == {""} and s.startswith("FSDP")}
+
+
+def test_claims_are_given_both_ways_with_the_model_alone_as_headline(measured_project):
+    from scalestudy.analysis.claims import MODEL_ALONE, WITH_MEASURED
+
+    root, study = measured_project
+    rows = read_csv_rows(study.figures_dir / "claims.csv")
+    alone = {r["id"]: r for r in rows if r["inputs"] == MODEL_ALONE}
+    measured = {r["id"]: r for r in rows if r["inputs"] == WITH_MEASURED}
+    assert set(alone) == set(measured) and "C1" in alone and len(rows) == 2 * len(alone)
+    assert not any("measured-inputs" in r["config_ids"] for r in alone.values())
+    assert all(c.endswith("--measured-inputs") for c in measured["C1"]["config_ids"].split(";"))
+    assert alone["C1"]["ours"] != measured["C1"]["ours"]
+    md = (study.figures_dir / "claims.md").read_text()
+    assert f"ours, {MODEL_ALONE} (headline)" in md and f"ours, {WITH_MEASURED}" in md
+    assert audit(study, figures=False) == []  # the claims, both ways, follow from the raw logs

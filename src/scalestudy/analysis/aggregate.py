@@ -58,7 +58,7 @@ CONFIG_COLUMNS = ["config_id", "label", "kind", "experiments", "status", "n_seed
                   "error", "layout", "model", "world_size", "nodes", "procs_per_node", "dp_replicate", "dp_shard",
                   "tp", "pp", "global_batch", "local_batch", "seq_len", "tokens_per_step", "device", "device_names",
                   "sequence_parallel", "precision", "flops_per_token", "flops_formula", "mfu_peak_source",
-                  "energy_scope", "exposed_comm_kind", "seeds", "run_ids"]
+                  "energy_scope", "exposed_comm_kind", "seeds", "run_ids", "measured_inputs"]
 SUMMARY_COLUMNS = (CONFIG_COLUMNS + [f"{m}_{s}" for m in run_table.METRICS for s in STAT_SUFFIXES] + ["notes"])
 UNPLANNED_COLUMNS = ["raw_dir", "run_id", "complete", "reason"]
 
@@ -307,7 +307,8 @@ def summarize_configs(runs: list[dict], bands: dict[str, dict] | None = None) ->
                    error=next((r["error"] for r in g if r["status"] != "ok" and r.get("error")), None),
                    device_names=sorted({n for r in g for n in (r.get("device_names") or [])}),
                    sequence_parallel=first.get("spec.sequence_parallel"), precision=first.get("spec.precision"),
-                   seeds=[r["seed"] for r in g], run_ids=[r["run_id"] for r in g])
+                   seeds=[r["seed"] for r in g], run_ids=[r["run_id"] for r in g],
+                   measured_inputs=first.get("measured_inputs"))
         for s in ALL_STATUSES:
             row[f"n_{s}"] = statuses.count(s)
         for c in ("flops_per_token", "flops_formula"):

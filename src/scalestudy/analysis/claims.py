@@ -36,13 +36,23 @@ from scalestudy.analysis.csv_format import split_list, write_csv
 from scalestudy.analysis.markdown_html import to_html
 from scalestudy.analysis.run_table import CAVEAT_PREFIX
 from scalestudy.analysis.stats import Comparison, Summary, difference, from_columns, relative_change
+from scalestudy.spec.rank_share import measured_base
 
 CLAIMS_CSV = "claims.csv"
 CLAIMS_MD = "claims.md"
 CLAIMS_HTML = "claims.html"  # claims.md as a page of the Snakemake report
 CONSISTENT, NOT_CONSISTENT, NOT_COMPARABLE = "consistent", "not consistent", "not comparable"
-CLAIM_COLUMNS = ["id", "claim", "where", "paper", "paper_value", "unit", "ours", "ours_ci95_low", "ours_ci95_high",
-                 "n_seeds", "ours_text", "verdict", "reason", "rule", "config_ids", "run_ids"]
+CLAIM_COLUMNS = ["id", "inputs", "claim", "where", "paper", "paper_value", "unit", "ours", "ours_ci95_low",
+                 "ours_ci95_high", "n_seeds", "ours_text", "verdict", "reason", "rule", "config_ids", "run_ids"]
+# What a predicted claim is read from (a measured study's claims: MODEL_ALONE's rows, column empty).
+# MODEL_ALONE, the headline: every configuration predicted by the model alone. WITH_MEASURED: a
+# configuration whose rank share was measured (its "--measured-inputs" variant, perfmodel.study)
+# replaced by that variant, the others as in the headline.
+MODEL_ALONE, WITH_MEASURED = "model alone", "with measured inputs"
+HEADLINE_WHY = ("every configuration of a claim is then predicted the same way, from the calibration and the "
+                "cited sources alone; measured rank shares exist for some configurations only, ran on an H200 "
+                "standing in for an H100 (carried by the model's own kernel-time ratio), so a claim that compares "
+                "a configuration with a measured share against one without would mix the two")
 MODEL_7B = "llama2-7b"
 
 RULES = {
@@ -70,10 +80,24 @@ PREDICTED_REASON = ("PREDICTED by scalestudy.perfmodel, not measured (the interv
 CAVEAT_REASON = "CAVEAT on an input: "
 
 
-def _configs(tables) -> list[dict]:
+def inputs_view(cfgs: list[dict], inputs: str = MODEL_ALONE) -> list[dict]:
+    """The configurations a claim is read from: without the measured-inputs variants (MODEL_ALONE),
+    or with each variant in place of its base configuration (WITH_MEASURED)."""
+    variants = {measured_base(c["config_id"]): c for c in cfgs if measured_base(c["config_id"])}
+    base = [c for c in cfgs if not measured_base(c["config_id"])]
+    return base if inputs == MODEL_ALONE else [variants.get(c["config_id"], c) for c in base]
+
+
+def has_measured_inputs(tables) -> bool:
     from scalestudy.analysis.figures.prepare import records
 
-    cfgs = records(tables.summary)
+    return any(measured_base(str(c["config_id"])) for c in records(tables.summary))
+
+
+def _configs(tables, inputs: str = MODEL_ALONE) -> list[dict]:
+    from scalestudy.analysis.figures.prepare import records
+
+    cfgs = inputs_view(records(tables.summary), inputs)
     pred = getattr(tables, "predictions", None)
     if pred is not None:
         corners: dict[str, dict] = {}
@@ -513,9 +537,10 @@ def hsdp(cfgs: list[dict]) -> list[dict]:
     return out
 
 
-def evaluate(tables) -> list[dict]:
-    """Every claim's row, in the order C1..C7, HSDP-256, HSDP-2048."""
-    cfgs = _configs(tables)
+def evaluate(tables, inputs: str = MODEL_ALONE) -> list[dict]:
+    """Every claim's row, in the order C1..C7, HSDP-256, HSDP-2048, read from the configurations of
+    `inputs` (inputs_view)."""
+    cfgs = _configs(tables, inputs)
     own = own_cluster(cfgs)
     rows = c1_c2(own) + [c3(own), c4(cfgs), c5(own), c6(tables), c7(own)] + hsdp(own)
     predicted = {c["config_id"] for c in cfgs if _predicted(c)}
@@ -550,6 +575,7 @@ def evaluate(tables) -> list[dict]:
             r["reason"] = "; ".join([x for x in [r.get("reason")] if x]
                                     + [CAVEAT_REASON + n.removeprefix(CAVEAT_PREFIX) for n in said])
     for r in rows:
+        r["inputs"] = inputs if predicted else None
         for k in CLAIM_COLUMNS:
             r.setdefault(k, None)
         for k in ("ours", "ours_ci95_low", "ours_ci95_high"):
@@ -558,7 +584,7 @@ def evaluate(tables) -> list[dict]:
     return rows
 
 
-def markdown(rows: list[dict], study) -> str:
+def markdown(rows: list[dict], study, measured: list[dict] | None = None) -> str:
     def cell(v):
         from scalestudy.analysis.csv_format import format_value
 
@@ -581,10 +607,33 @@ def markdown(rows: list[dict], study) -> str:
                   "verdict is computed as for any other row.", ""]
     if any("CPU smoke data" in (r.get("reason") or "") for r in rows):
         lines += ["**CPU smoke data — not comparable to the paper.**", ""]
-    lines += ["| id | claim | paper | ours | verdict | reason |", "|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['id']} | {cell(r['claim'])} ({cell(r['where'])}) | {cell(r['paper'])} | "
-                     f"{cell(r['ours_text'] or 'n/a')} | **{r['verdict']}** | {cell(r['reason'])} |")
+    if measured:
+        shares = (getattr(study, "prediction", None) or {}).get("rank_shares") or "its rank-share study"
+        lines += [f"**Both ways**: each claim is given from the model alone and {WITH_MEASURED}: a configuration "
+                  f"whose rank share study `{shares}` measured is predicted with that share's compute and memory, "
+                  "the others as in the headline. The headline is the model alone: "
+                  f"{HEADLINE_WHY}.", ""]
+        lines += [f"| id | claim | paper | ours, {MODEL_ALONE} (headline) | verdict | ours, {WITH_MEASURED} | verdict "
+                  "| reason |", "|---|---|---|---|---|---|---|---|"]
+        by_id = {r["id"]: r for r in measured}
+        for r in rows:
+            m = by_id.get(r["id"]) or {}
+            same = m.get("config_ids") == r.get("config_ids")
+            lines.append(f"| {r['id']} | {cell(r['claim'])} ({cell(r['where'])}) | {cell(r['paper'])} | "
+                         f"{cell(r['ours_text'] or 'n/a')} | **{r['verdict']}** | "
+                         f"{'the same: no measured input' if same else cell(m.get('ours_text') or 'n/a')} | "
+                         f"{'' if same else '**' + str(m.get('verdict')) + '**'} | {cell(r['reason'])} |")
+    else:
+        lines += ["| id | claim | paper | ours | verdict | reason |", "|---|---|---|---|---|---|"]
+        for r in rows:
+            lines.append(f"| {r['id']} | {cell(r['claim'])} ({cell(r['where'])}) | {cell(r['paper'])} | "
+                         f"{cell(r['ours_text'] or 'n/a')} | **{r['verdict']}** | {cell(r['reason'])} |")
+    if measured:
+        lines += ["", f"## Reasons, {WITH_MEASURED}", ""]
+        for r, m in zip(rows, measured):
+            if m.get("config_ids") != r.get("config_ids"):
+                lines.append(f"- **{m['id']}**: {cell(m['reason'])} (configurations: "
+                             f"{', '.join(f'`{c}`' for c in m.get('config_ids') or [])})")
     lines += ["", "## Comparison rules", ""]
     for r in rows:
         lines.append(f"- **{r['id']}**: {r['rule']}.")
@@ -598,9 +647,10 @@ def markdown(rows: list[dict], study) -> str:
 def write_claims(tables, study, out_dir: Path | str | None = None) -> list[Path]:
     out = Path(out_dir) if out_dir is not None else Path(study.figures_dir)
     rows = evaluate(tables)
-    csv_path = write_csv(out / CLAIMS_CSV, CLAIM_COLUMNS, rows)
+    measured = evaluate(tables, WITH_MEASURED) if has_measured_inputs(tables) else None
+    csv_path = write_csv(out / CLAIMS_CSV, CLAIM_COLUMNS, rows + (measured or []))
     md_path = out / CLAIMS_MD
-    text = markdown(rows, study)
+    text = markdown(rows, study, measured)
     md_path.write_text(text, encoding="utf-8")
     html_path = out / CLAIMS_HTML
     html_path.write_text(to_html(text, title=f"Claims against study {study.name}"), encoding="utf-8")

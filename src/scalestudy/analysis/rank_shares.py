@@ -22,7 +22,7 @@ from scalestudy.spec import rank_share
 from scalestudy.spec.run import RunSpec
 
 SHARES_FILE = "rank_shares.csv"
-CONFIGS_FILE = "rank_configs.csv"
+CONFIGS_FILE = rank_share.CONFIGS_TABLE
 STAGE_ORDER = ("only", "first", "middle", "last")
 PLANNED = "planned"  # no raw log: the run was planned, not measured
 REAL_LABEL = "real run on one GPU (communication executed)"
@@ -36,11 +36,6 @@ SHARE_COLUMNS = ["run_id", "config_id", "experiments", "label", *_SPEC, "rank_em
 CONFIG_COLUMNS = ["group_id", "experiments", "label", *_SPEC, "status", "stages_measured", "stages_planned",
                   "slowest_stage", "stage_compute_times_s", "rank_step_time_s", "step_rule", "peak_allocated_bytes",
                   "peak_reserved_bytes", "fits_cap", "run_ids"]
-
-
-def share_group(spec: RunSpec) -> str:
-    """The configuration a rank share belongs to: its config id without the emulated rank."""
-    return spec.replace(emulate_rank=0).config_id
 
 
 def _spec_columns(spec: RunSpec) -> dict:
@@ -95,7 +90,7 @@ def config_rows(shares: list[dict], study) -> list[dict]:
     for r in shares:
         if r["comm"] != "fake":
             continue
-        groups.setdefault(share_group(by_id[r["run_id"]].spec), []).append(r)
+        groups.setdefault(rank_share.share_group(by_id[r["run_id"]].spec), []).append(r)
     out = []
     for gid, members in groups.items():
         spec = by_id[members[0]["run_id"]].spec

@@ -15,7 +15,9 @@ identity      run_id, config_id, seed, label, experiments (';'-joined), kind, st
               while it measured; empty where the run recorded no load), outlier (why its throughput
               is an outlier against the other seeds, aggregate.seed_outliers; empty if it is not),
               caveats (a predicted run's notes starting "caveat: ": a measured input it takes has a
-              known artefact, perfmodel.rank_shares; empty otherwise)
+              known artefact, perfmodel.rank_shares; empty otherwise), measured_inputs (a predicted
+              run's inputs taken from a measurement, e.g. "compute, memory" from a rank share; empty:
+              the model alone)
 layout        layout, model, world_size, nodes, procs_per_node, dp_replicate, dp_shard, tp, pp,
               global_batch, local_batch, seq_len, tokens_per_step, device, device_names, n_hosts
 throughput    n_measured_steps, tokens_per_s (global), tokens_per_s_per_device, step_time_mean_s,
@@ -48,7 +50,7 @@ from scalestudy.spec.run import RunSpec, SpecError
 SPEC_PREFIX = "spec."
 
 IDENTITY_COLUMNS = ["run_id", "config_id", "seed", "label", "experiments", "kind", "status", "error",
-                    "culprit_ranks", "raw_dir", "contaminated", "outlier", "caveats"]
+                    "culprit_ranks", "raw_dir", "contaminated", "outlier", "caveats", "measured_inputs"]
 LAYOUT_COLUMNS = ["layout", "model", "world_size", "nodes", "procs_per_node", "dp_replicate", "dp_shard", "tp",
                   "pp", "global_batch", "local_batch", "seq_len", "tokens_per_step", "device", "device_names",
                   "n_hosts"]
@@ -118,7 +120,8 @@ def unread_row(planned, status: str, error: str, raw_dir: str | None) -> dict:
     row = {"run_id": planned.run_id, "config_id": getattr(planned, "config_id", spec.config_id), "seed": spec.seed,
            "kind": "train",
            "status": status, "error": error, "culprit_ranks": None, "raw_dir": raw_dir, "contaminated": None,
-           "outlier": None, "caveats": [], **planned_columns(planned), **layout_columns(spec), "device_names": None, "n_hosts": None,
+           "outlier": None, "caveats": [], "measured_inputs": None, **planned_columns(planned), **layout_columns(spec),
+           "device_names": None, "n_hosts": None,
            **_null_metrics(f"run {status}"), **spec_columns(spec)}
     return row
 
@@ -135,7 +138,7 @@ def run_row(log: RunLog, planned=None, raw_dir: str | None = None, *, traces: bo
         **planned_columns(planned), "kind": log.run.get("kind", "train"), "status": status,
         "error": log.status.get("error"), "culprit_ranks": log.status.get("culprit_ranks") or [],
         "raw_dir": raw_dir, "contaminated": (log.status.get("load") or {}).get("contaminated"), "outlier": None,
-        "caveats": [],
+        "caveats": [], "measured_inputs": None,
         **layout_columns(spec), "device_names": sorted(devices),
         "n_hosts": len(prov.get("hosts") or []) or None,
     }
@@ -177,6 +180,8 @@ def _predicted(log: RunLog, spec: RunSpec, row: dict) -> dict:
     p = recs[0]["value"]
     v = p["values"]
     out["caveats"] = [str(n) for n in p.get("notes") or [] if str(n).startswith(CAVEAT_PREFIX)]
+    inputs = (p.get("sources") or {}).get("inputs_from") or {}
+    out["measured_inputs"] = ", ".join(k for k, v in sorted(inputs.items()) if str(v).startswith("measured")) or None
     step = row.get("step_time_mean_s")
     if v.get("power_w_per_gpu") is not None and step:
         total = v["power_w_per_gpu"] * spec.world_size

@@ -30,15 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scalestudy.analysis.run_table import CAVEAT_PREFIX
+from scalestudy.spec.rank_share import KEY_FIELDS, share_group, work_key  # noqa: F401 - KEY_FIELDS re-exported
 from scalestudy.spec.run import RunSpec
-
-# the fields that set a rank's shapes and work; a predicted run and a rank share with equal
-# values here compute the same thing (warm-up counts, seeds, comm mode, memory cap do not)
-KEY_FIELDS = ("model", "n_layers", "seq_len", "micro_batch", "global_batch", "dp_replicate", "dp_shard", "tp", "pp",
-              "pp_schedule", "pp_microbatches", "pp_stages_per_rank", "sequence_parallel", "reshard_after_forward",
-              "fsdp_forward_prefetch", "fsdp_backward_prefetch", "activation_checkpointing", "compile", "precision",
-              "backend", "optimizer")
-
 
 def gpu_kind(name: str) -> str:
     """The catalog's name for a GPU kind (aliases resolved); an unknown name stays as given."""
@@ -49,7 +42,7 @@ def gpu_kind(name: str) -> str:
 
 def share_key(spec: RunSpec, gpu: str) -> tuple:
     """The key of a measured share: the GPU kind it stands for and the fields that set the rank's work."""
-    return (gpu_kind(gpu), spec.world_size, *(getattr(spec, f) for f in KEY_FIELDS))
+    return (gpu_kind(gpu), *work_key(spec))
 
 
 def stands_in_for(study) -> str:
@@ -113,7 +106,7 @@ def load_shares(study_name: str, root: Path | str = ".") -> dict[tuple, Measured
     """The measured configurations of a rank-share study, by share_key with the GPU kind the study
     stands in for (from its committed rank_configs.csv; none where the table is missing)."""
     from scalestudy.analysis.csv_format import read_csv_rows, split_list
-    from scalestudy.analysis.rank_shares import CONFIGS_FILE, share_group
+    from scalestudy.analysis.rank_shares import CONFIGS_FILE
     from scalestudy.spec.studies import load_study
 
     study = load_study(study_name, root)

@@ -7,7 +7,14 @@ marked predicted at every step.
       cluster: h100-paper                      # workflow/clusters/<name>.yaml
       calibration: [data/h200-reference/raw]   # measured runs to calibrate from
       variants: {a100-paper: [hardware_generations]}   # the same specs on a further cluster
+      rank_shares: paper-rank                  # measured rank shares: see below
       options: {tp_loss: vocab_parallel, tp_comm_overlap: false}   # perfmodel/options.py
+
+With `rank_shares`, every run is predicted from the model alone; a run of which the rank-share
+study measured a share (status ok or oom) is planned once more, as variant MEASURED_INPUTS
+("<run id>--measured-inputs", spec.studies), and predicted with that share's compute and memory
+(perfmodel.rank_shares). The two never mix in one series: figures draw the variants as a series
+of their own and claims give both.
 
 A run that the cluster cannot hold (more GPUs than it has, another number a node) is written
 with status invalid_config and the reason.
@@ -25,6 +32,7 @@ from scalestudy.perfmodel.options import ModelOptions
 from scalestudy.perfmodel.predict import calibrate, predict
 from scalestudy.perfmodel.rawlog_out import KIND, finish_run_dir, predicted_provenance, write_predicted_collectives, \
     write_predicted_run
+from scalestudy.spec.rank_share import MEASURED_INPUTS
 
 
 def predict_study(study, out_dir: Path | str | None = None, root: Path | str | None = None,
@@ -53,13 +61,17 @@ def predict_study(study, out_dir: Path | str | None = None, root: Path | str | N
     written = []
     out.mkdir(parents=True, exist_ok=True)
     for i, p in enumerate(study.runs):
-        cl, cm = cluster(p.variant or cfg["cluster"])
+        measured_inputs = p.variant == MEASURED_INPUTS
+        cl, cm = cluster(cfg["cluster"] if measured_inputs else (p.variant or cfg["cluster"]))
         run_dir = out / p.run_id
         if run_dir.exists():
             shutil.rmtree(run_dir)
         try:
-            # shares apply where the cluster's GPU is the kind they stand in for (not the A100 variant)
-            pred = predict(p.spec, cl, cal, cm, options=options, shares=shares)
+            # a run as planned: the model alone; its measured-inputs variant: with the measured share
+            pred = predict(p.spec, cl, cal, cm, options=options, shares=shares if measured_inputs else None)
+            if measured_inputs and not any(str(v).startswith("measured") for v in pred.sources["inputs_from"].values()):
+                raise ValueError(f"no measured rank share of study {cfg['rank_shares']} applies to it on "
+                                 f"{cl.gpu}: {pred.sources['inputs_from']['compute']}")
         except ValueError as e:
             run = {"kind": KIND, "run_id": p.run_id, "config_id": p.config_id, "spec": p.spec.to_dict(),
                    "provenance": predicted_provenance(cl, cal, p.spec.world_size, root, command), "launch": None}

@@ -7,9 +7,58 @@ rank's own computation only, and every table, figure and claim built on it carri
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass
+from pathlib import Path
 
 LABEL = "one rank's share, communication not executed"
+
+# the fields that set a rank's shapes and work; a predicted run and a rank share with equal
+# values here compute the same thing (warm-up counts, seeds, comm mode, memory cap do not)
+KEY_FIELDS = ("model", "n_layers", "seq_len", "micro_batch", "global_batch", "dp_replicate", "dp_shard", "tp", "pp",
+              "pp_schedule", "pp_microbatches", "pp_stages_per_rank", "sequence_parallel", "reshard_after_forward",
+              "fsdp_forward_prefetch", "fsdp_backward_prefetch", "activation_checkpointing", "compile", "precision",
+              "backend", "optimizer")
+
+# A prediction study with `rank_shares: STUDY` predicts each run twice where STUDY measured a share
+# of the same work: from the model alone (the run id as planned) and with the measured share's
+# compute and memory (the variant "<run id>--measured-inputs").
+MEASURED_INPUTS = "measured-inputs"
+MEASURED_SUFFIX = f"--{MEASURED_INPUTS}"  # of the variant's run id and config id
+MEASURED_SERIES = " (measured rank share)"  # of its label and its series in a figure
+CONFIGS_TABLE = "rank_configs.csv"  # analysis/rank_shares.py writes it: one row a share (configuration)
+INPUT_STATUSES = ("ok", "oom")  # a share that gives a measured input (an ok compute time, or an oom verdict)
+
+
+def measured_base(config_id: str) -> str | None:
+    """The configuration a measured-inputs variant was planned from (None for any other)."""
+    return config_id.removesuffix(MEASURED_SUFFIX) if config_id.endswith(MEASURED_SUFFIX) else None
+
+
+def work_key(spec) -> tuple:
+    """What sets a rank's work: the world size and KEY_FIELDS."""
+    return (spec.world_size, *(getattr(spec, f) for f in KEY_FIELDS))
+
+
+def share_group(spec) -> str:
+    """The configuration a rank share belongs to: its config id without the emulated rank."""
+    return spec.replace(emulate_rank=0).config_id
+
+
+def measured_work(rank_study) -> dict[tuple, str]:
+    """work_key -> status of the shares the rank-share study measured (status ok or oom in its
+    committed configurations table); none where the table is missing."""
+    path = Path(rank_study.tables_dir) / CONFIGS_TABLE
+    if not path.exists():
+        return {}
+    with open(path, newline="") as f:
+        status = {r["group_id"]: r["status"] for r in csv.DictReader(f)}
+    out = {}
+    for p in rank_study.runs:
+        st = status.get(share_group(p.spec))
+        if p.spec.comm == "fake" and st in INPUT_STATUSES:
+            out[work_key(p.spec)] = st
+    return out
 
 # How the step of a pipelined configuration is made from its stages' times (GPipe and 1F1B
 # share it): M microbatches flow through pp stages, so the slowest stage, which spends

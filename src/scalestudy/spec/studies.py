@@ -329,6 +329,19 @@ def _error_words(e) -> str:
     return e.message
 
 
+def _measured_input_variants(planned: tuple[PlannedRun, ...], prediction: dict, root: Path | str) -> tuple:
+    """The runs of the study's own cluster that its rank-share study (`rank_shares: STUDY`)
+    measured a share of, once more as variant MEASURED_INPUTS: predicted with that share's compute
+    and memory (the run as planned is predicted from the model alone)."""
+    from scalestudy.spec.rank_share import MEASURED_INPUTS, MEASURED_SERIES, measured_work, work_key
+
+    if not prediction.get("rank_shares"):
+        return ()
+    measured = measured_work(load_study(prediction["rank_shares"], root))
+    return tuple(PlannedRun(p.spec, p.experiments, p.label + MEASURED_SERIES, variant=MEASURED_INPUTS)
+                 for p in planned if not p.variant and work_key(p.spec) in measured)
+
+
 def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Path | None = None) -> Study:
     validate_study_dict(name, data, root)
     try:
@@ -358,7 +371,7 @@ def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Pat
                 mine = tuple(e for e in p.experiments if e in exps)
                 if mine:
                     extra.append(PlannedRun(p.spec, mine, f"{p.label} ({cluster})", variant=cluster))
-        planned += tuple(extra)
+        planned += tuple(extra) + _measured_input_variants(planned, prediction, root)
     collectives = _collectives(name, data.get("collectives"))
     artefacts = dict(data.get("known_artefacts") or {})
     unknown = sorted(set(artefacts) - {p.run_id for p in planned} - {c.run_id for c in collectives})

@@ -73,6 +73,26 @@ def figure_for(fd: FigureData, *, ncols: int | None = None, panel_w: float = 4.2
                       subtitle=getattr(fd, "subtitle", ""), cpu=fd.cpu, notes=fd.notes, legend_rows=legend_rows)
 
 
+def series_colors(series: list[str]) -> dict[str, object]:
+    """A palette colour a series; a measured-inputs series (MEASURED_SERIES) takes its base
+    series' colour, and its own marker and dashes (line_style)."""
+    from scalestudy.spec.rank_share import MEASURED_SERIES
+
+    own = [s for s in series if not (s.endswith(MEASURED_SERIES) and s.removesuffix(MEASURED_SERIES) in series)]
+    colors = dict(zip(own, palette(len(own))))
+    return {s: colors.get(s) or colors[s.removesuffix(MEASURED_SERIES)] for s in series}
+
+
+def line_style(series: str, muted: bool = False) -> dict:
+    from scalestudy.spec.rank_share import MEASURED_SERIES
+
+    if muted:
+        return {"marker": ".", "linestyle": "none", "markersize": 4}
+    if series.endswith(MEASURED_SERIES):  # predicted with a measured input: never joined to model-only points
+        return {"marker": "D", "linestyle": "--", "markersize": 5, "markerfacecolor": "white", "markeredgewidth": 1.3}
+    return {"marker": "o", "linestyle": "-", "markersize": 4.5}
+
+
 def draw_line_figure(fd: FigureData, study=None, **kw):
     fig, axes = figure_for(fd, legend_rows=legend_rows_for(fd))
     draw_lines(fig, axes, fd, **kw)
@@ -276,7 +296,7 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
     joined in x order, and an 'x' for each row without y; one legend below the panels."""
     order = order or (lambda s: (s in muted_series, natural(s)))
     all_series = sorted({r["series"] for r in fd.rows}, key=order)
-    colors = colors or dict(zip(all_series, palette(len(all_series))))
+    colors = colors or series_colors(all_series)
     failed_seen = False
     for ax, panel in zip(axes, fd.panels):
         rows = [r for r in fd.rows if r["panel"] == panel]
@@ -286,9 +306,8 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
             color = "#aaaaaa" if muted else colors[s]
             if pts:
                 lo, hi = zip(*(interval(r) for r in pts))
-                ax.errorbar([r["x"] for r in pts], [r["y"] for r in pts], yerr=[lo, hi], marker="." if muted else "o",
-                            linestyle="none" if muted else "-", color=color, label=s, capsize=2.5,
-                            markersize=4 if muted else 4.5, linewidth=1.3, elinewidth=0.9)
+                ax.errorbar([r["x"] for r in pts], [r["y"] for r in pts], yerr=[lo, hi], color=color, label=s,
+                            capsize=2.5, linewidth=1.3, elinewidth=0.9, **line_style(s, muted))
             elif not muted:
                 ax.plot([], [], marker="x", linestyle="none", color=color, mew=2, label=f"{s} (no value)")
         failed_here: dict = {}

@@ -203,9 +203,11 @@ def shown_names(full: dict[str, dict], lead: Callable[[dict], str] = family,
                 lead_fields: Iterable[str] = ()) -> dict[str, str]:
     """`lead` of each configuration's spec, then every shown field (not in lead_fields) that
     differs between the configurations, e.g. "FSDP, compiled"."""
+    from scalestudy.spec.rank_share import MEASURED_SERIES, measured_base
+
     shown = [n for n in _varying(list(full.values()), SHOWN_FIELDS) if n not in lead_fields]
     return {cid: ", ".join([lead(s), *(p for p in (shown_field(n, s) for n in shown) if p)])
-            for cid, s in full.items()}
+            + (MEASURED_SERIES if measured_base(cid) else "") for cid, s in full.items()}
 
 
 def distinguish(cfgs: list[dict], full: dict[str, dict], names: dict[str, str], x_col: str) -> dict[str, str]:
@@ -271,8 +273,8 @@ def check_range(row: dict, q: Quantity) -> dict:
 
 
 def config_row(cfg: dict, **kw) -> dict:
-    row = {"status": cfg.get("status"), "label": cfg.get("label"), "config_ids": [cfg["config_id"]],
-           "run_ids": split_list(cfg.get("run_ids"))}
+    row = {"status": cfg.get("status"), "label": cfg.get("label"), "measured_inputs": cfg.get("measured_inputs"),
+           "config_ids": [cfg["config_id"]], "run_ids": split_list(cfg.get("run_ids"))}
     if cfg.get("status") not in ("ok", "partial") and cfg.get("error"):
         row["note"] = str(cfg["error"])[:200]
     elif cfg.get("status") == "partial":

@@ -4,7 +4,9 @@ CSV columns (FIGURE_COLUMNS): panel, series, x_quantity, x, y_quantity, y, ci95_
 (Student-t 95% CI over seeds, empty with one seed; truncated at the quantity's bound with a note
 where it reached beyond), n_seeds (seeds with a value), status (the configuration's status; a failed
 one has an empty y and is drawn as an 'x' with its status; `invalid` where the value cannot be: it
-is not drawn, its reason is in note), note, label (the study's name for the strategy), config_ids and run_ids (';'-joined), code_version
+is not drawn, its reason is in note), note, label (the study's name for the strategy), measured_inputs
+(a prediction's inputs taken from a measurement, e.g. "compute, memory" of a rank share; empty: the
+model alone, or a measurement), config_ids and run_ids (';'-joined), code_version
 (the package version and analysis-source hash that wrote the row, scalestudy.analysis.code_version).
 """
 
@@ -16,7 +18,7 @@ from typing import Iterable
 from scalestudy.analysis.csv_format import write_csv
 
 FIGURE_COLUMNS = ["panel", "series", "x_quantity", "x", "y_quantity", "y", "ci95_low", "ci95_high", "n_seeds",
-                  "status", "note", "label", "config_ids", "run_ids", "code_version"]
+                  "status", "note", "label", "measured_inputs", "config_ids", "run_ids", "code_version"]
 FORMATS = ("pdf", "png", "csv")
 PDF_METADATA = {"CreationDate": None, "ModDate": None, "Producer": "scalestudy", "Creator": "scalestudy"}
 PNG_METADATA = {"Software": "scalestudy"}

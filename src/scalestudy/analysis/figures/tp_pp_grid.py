@@ -9,6 +9,7 @@ import re
 
 from scalestudy.analysis.figures import drawing, heatmap, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
+from scalestudy.spec.rank_share import MEASURED_SERIES, measured_base
 
 NAME = "tp_pp_grid"
 EXPERIMENTS = ("tp_pp_grid",)
@@ -21,7 +22,8 @@ DESCRIPTION = Description(
     paper="the paper's Figs 6-8",
     shows=("Heatmaps over tensor (rows) x pipeline (columns) parallel degrees of the global throughput in tokens "
            "per second (WPS, all GPUs together), MFU and the exposed-communication share of the step time"),
-    series="one row of panels per model, GPU count and global batch; a cell is one configuration",
+    series=("one row of panels per model, GPU count and global batch; a cell is one configuration; predictions "
+            "that take a measured rank share get a row of panels of their own"),
     x=PP, quantities=(WPS, MFU, SHARE), category="Parallelism",
     notes=("Cell: the configuration's value (the mean over seeds where measured; the CSV holds the interval), in "
            "compact units (12.3k = 12 300, 2.6M = 2 600 000). "
@@ -33,17 +35,23 @@ METRICS = [(WPS, "{}"), (MFU, "{:.3g}"), (SHARE, "{:.3g}")]
 compact = heatmap.compact
 
 
+def _group(c: dict) -> tuple:
+    """A row of panels: model, GPUs, global batch, and whether predicted with measured inputs
+    (those cells get a row of their own, never mixed into the model's)."""
+    return c["model"], c["world_size"], c["global_batch"], measured_base(c["config_id"]) is not None
+
+
 def _group_title(c: dict) -> str:
-    return f"{c['model']}, {c['world_size']} GPUs, global batch {c['global_batch']}"
+    return (f"{c['model']}, {c['world_size']} GPUs, global batch {c['global_batch']}"
+            + (f"\n{MEASURED_SERIES.strip()}" if measured_base(c["config_id"]) else ""))
 
 
 def data(tables, study) -> prepare.FigureData:
     fd, cfgs = prepare.begin(DESCRIPTION, tables, study, EXPERIMENTS, panels=[], empty_panels=[WPS.label])
     if not cfgs:
         return fd
-    groups = sorted({(c["model"], c["world_size"], c["global_batch"]) for c in cfgs})
-    for key in groups:
-        members = [c for c in cfgs if (c["model"], c["world_size"], c["global_batch"]) == key]
+    for key in sorted({_group(c) for c in cfgs}):
+        members = [c for c in cfgs if _group(c) == key]
         title = _group_title(members[0])
         cells: dict[tuple[int, int], list[dict]] = {}
         for c in members:
