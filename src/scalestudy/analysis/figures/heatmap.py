@@ -53,6 +53,7 @@ def heatmap_panel(ax, cells: list[Cell], *, title: str, value_label: str, fmt: C
     if vmin == vmax:
         vmin, vmax = vmin - 0.5 * abs(vmin or 1), vmax + 0.5 * abs(vmax or 1)
     ax.set_facecolor("#f0f0f0")
+    ax.grid(False)  # the style's axis grid would cross the cells' text; cells have their own white lines
     sns.heatmap(grid, ax=ax, mask=~np.isfinite(grid), annot=False, cmap="viridis", vmin=vmin, vmax=vmax, cbar=True,
                 cbar_kws={"label": value_label}, linewidths=0.5, linecolor="white",
                 xticklabels=[str(c) for c in cols], yticklabels=[str(r) for r in rows])
