@@ -291,3 +291,48 @@ def test_claims_are_given_both_ways_with_the_model_alone_as_headline(measured_pr
     md = (study.figures_dir / "claims.md").read_text()
     assert f"ours, {MODEL_ALONE} (headline)" in md and f"ours, {WITH_MEASURED}" in md
     assert audit(study, figures=False) == []  # the claims, both ways, follow from the raw logs
+
+
+def test_model_predict_with_a_study_prints_the_prediction_its_raw_log_holds(measured_project, capsys):
+    from scalestudy.cli import main
+
+    root, study = measured_project
+    for p in study.runs:
+        assert main(["model", "predict", "--root", str(root), "--study", study.name, "--run-id", p.run_id,
+                     "--json"]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        recs = [json.loads(line) for line in (study.raw_dir / p.run_id / "metrics.jsonl").read_text().splitlines()]
+        held = next(r["value"] for r in recs if r["key"] == "prediction")
+        assert set(held["values"]) - set(printed["values"]) == {"idle_power_w_per_gpu"}  # added when written
+        assert printed["values"] == pytest.approx({k: held["values"][k] for k in printed["values"]}), p.run_id
+        assert printed["sources"]["inputs_from"] == held["sources"]["inputs_from"]
+    rid = study.runs[0].run_id
+    assert main(["model", "predict", "--root", str(root), "--study", study.name, "--run-id", rid]) == 0
+    out = capsys.readouterr().out
+    assert "tokens/s per device" in out and f"{rid} of study {study.name}" in out and "inputs: compute from" in out
+    # anything that would change the study's prediction is refused, naming it
+    assert main(["model", "predict", "--root", str(root), "--study", study.name, "--run-id", rid,
+                 "--tp-loss", "gather_logits", "--seq-len", "2048"]) == 2
+    err = capsys.readouterr().err
+    assert "--tp-loss" in err and "--seq-len" in err
+    assert main(["model", "predict", "--root", str(root), "--study", study.name, "--run-id", "nope"]) == 2
+    assert "plans no training run 'nope'" in capsys.readouterr().err
+
+
+def test_every_model_option_is_a_flag_of_model_predict():
+    import argparse
+    from dataclasses import fields
+
+    from scalestudy.cli.model import _model_options, register
+    from scalestudy.perfmodel.options import ModelOptions
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["model", "predict", "--cluster", "h100-paper"])
+    assert all(getattr(args, f.name) is None for f in fields(ModelOptions))
+    assert _model_options(args) == ModelOptions()
+    args = parser.parse_args(["model", "predict", "--cluster", "h100-paper", "--tp-loss", "gather_logits",
+                              "--tp-comm-overlap", "--recompute", "full", "--distributed-optimizer",
+                              "--elementwise", "unfused"])
+    assert _model_options(args) == ModelOptions(tp_loss="gather_logits", tp_comm_overlap=True, recompute="full",
+                                                distributed_optimizer=True, elementwise="unfused")

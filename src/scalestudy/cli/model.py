@@ -1,14 +1,19 @@
 """`scalestudy model`: the calibrated performance model (scalestudy.perfmodel). No torch import.
 
-    scalestudy model predict --cluster h100-paper [--calibration DIR] [--set KEY=VALUE ...] [--json] <RunSpec options>
+    scalestudy model predict --cluster h100-paper [--calibration DIR] [--set KEY=VALUE ...] [<model options>] [--json] <RunSpec options>
+    scalestudy model predict --study paper-model --run-id RUN_ID [--json]
     scalestudy model validate [--calibration DIR] [--json] [--external [--out CSV]]
     scalestudy model clusters [--json]
     scalestudy model study --study NAME [--root DIR] [--out DIR]
 
-`predict` prints a step's time, tokens/s (global and per GPU), MFU, computation, communication,
-exposed communication and GPU power, each with the model's band, the collectives the layout
-issues, and which inputs are calibrated from measurements, published or assumed. `--set`
-overrides a cluster value for a what-if question (e.g. --set inter_node_GBps=100).
+`predict` prints a step's time, tokens/s (global and per device), MFU, computation,
+communication, exposed communication and GPU power, each with the model's band, the collectives
+the layout issues, and which inputs are calibrated from measurements, published or assumed.
+`--set` overrides a cluster value for a what-if question (e.g. --set inter_node_GBps=100); every
+model option (perfmodel/options.py) is a flag (--tp-loss, --tp-comm-overlap, ...; default: the
+option's default). With `--study STUDY --run-id RUN_ID` it prints exactly the prediction that
+the study's raw logs, figures and claims hold: its cluster, options, calibration and measured
+inputs (a "--measured-inputs" run id takes the measured rank share); no other option is taken.
 `study` predicts every run of a study with a `prediction` section and writes them as predicted
 raw logs under data/NAME/raw (or --out), for `scalestudy aggregate/figure/claims` (the workflow's
 `predict` rule). `validate` prints the held-out error on measured runs and C1-C4 of STUDY.md predicted against
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 DEFAULT_CALIBRATION = "data/h200-reference/raw"
@@ -42,6 +48,38 @@ def _fmt(v, scale=1.0, fmt="{:.4g}"):
     return "n/a" if v is None else fmt.format(v * scale)
 
 
+def _model_options(args: argparse.Namespace):
+    from scalestudy.perfmodel.options import ModelOptions, choices
+
+    return ModelOptions.from_dict({k: getattr(args, k) for k in choices() if getattr(args, k) is not None})
+
+
+def _study_prediction(args: argparse.Namespace):
+    """The prediction a study's raw logs hold for one of its runs (refusing anything that would
+    change it)."""
+    from scalestudy.perfmodel.options import choices
+    from scalestudy.perfmodel.study import StudyPredictor
+    from scalestudy.spec.run import RunSpec
+    from scalestudy.spec.studies import load_study
+
+    given = [f"--{k.replace('_', '-')}" for k in [*choices(), *(f.name for f in fields(RunSpec))]
+             if getattr(args, k, None) is not None]
+    given += ["--cluster"] * bool(args.cluster) + ["--set"] * bool(args.set) + ["--spec"] * bool(args.spec)
+    given += ["--calibration"] * (args.calibration != [DEFAULT_CALIBRATION])
+    if given:
+        raise ValueError(f"--study prints the study's own prediction: its cluster, options, calibration and spec "
+                         f"come from the study; drop {', '.join(given)} (or predict with --cluster instead)")
+    if not args.run_id:
+        raise ValueError("--study needs --run-id RUN_ID (`scalestudy plan --study STUDY` lists them)")
+    study = load_study(args.study, args.root)
+    try:
+        planned = study.run(args.run_id)
+    except KeyError as e:
+        raise ValueError(str(e).strip('"')) from None
+    model = StudyPredictor(study, args.root)
+    return planned.spec, model.cluster_of(planned)[0], model.cal, model.run(planned)
+
+
 def cmd_predict(args: argparse.Namespace) -> int:
     from scalestudy.cli.train import spec_from_args
     from scalestudy.perfmodel.cluster import load_cluster, with_overrides
@@ -49,21 +87,29 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from scalestudy.perfmodel.predict import calibrate, predict
 
     root = Path(args.root)
-    spec = spec_from_args(args)
-    cluster = with_overrides(load_cluster(args.cluster, root), _overrides(args.set))
-    cal = calibrate(args.calibration, root)
-    p = predict(spec, cluster, cal, CollectiveModel.for_cluster(cluster, root))
+    if args.study:
+        spec, cluster, cal, p = _study_prediction(args)
+    else:
+        if args.run_id:
+            raise ValueError("--run-id names a run of a study: give --study too")
+        if not args.cluster:
+            raise ValueError("give --cluster NAME (with the run's options), or --study STUDY --run-id RUN_ID")
+        spec = spec_from_args(args)
+        cluster = with_overrides(load_cluster(args.cluster, root), _overrides(args.set))
+        cal = calibrate(args.calibration, root)
+        p = predict(spec, cluster, cal, CollectiveModel.for_cluster(cluster, root), options=_model_options(args))
     if args.json:
         out = p.as_dict()
         out["calibration"] = cal.provenance()
         print(json.dumps(out, indent=1, sort_keys=True, default=str))
         return 0
     v, b = p.values, p.band
-    print(f"PREDICTED (scalestudy.perfmodel, not measured): {p.run_id}")
+    print(f"PREDICTED (scalestudy.perfmodel, not measured): {args.run_id or p.run_id}"
+          + (f" of study {args.study}, as its raw log holds it" if args.study else ""))
     print(f"cluster {cluster.name} ({cluster.gpu}, {cluster.gpus_per_node} a node); layout {p.label}; "
           f"{spec.world_size} GPUs; global batch {spec.global_batch} x {spec.seq_len}")
-    rows = [("step time (s)", "step_time_s", 1, "{:.4f}"), ("tokens/s", "tokens_per_s", 1, "{:.4g}"),
-            ("tokens/s per GPU", "tokens_per_s_per_device", 1, "{:.1f}"), ("MFU (%)", "mfu", 100, "{:.2f}"),
+    rows = [("step time (s)", "step_time_s", 1, "{:.4f}"), ("tokens/s (global)", "tokens_per_s", 1, "{:.4g}"),
+            ("tokens/s per device", "tokens_per_s_per_device", 1, "{:.1f}"), ("MFU (%)", "mfu", 100, "{:.2f}"),
             ("computation (s)", "compute_s", 1, "{:.4f}"), ("communication (s)", "comm_s", 1, "{:.4f}"),
             ("exposed communication (s)", "exposed_comm_s", 1, "{:.4f}"),
             ("GPU power per GPU (W)", "power_w_per_gpu", 1, "{:.0f}"),
@@ -85,6 +131,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     measured = s["calibrated_from_measurements"]
     print("calibrated from measurements: " + "; ".join(f"{k}: {x}" for k, x in measured.items() if x))
     print("collectives: " + "; ".join(f"{k}: {x}" for k, x in s["collectives"].items()))
+    print("inputs: " + "; ".join(f"{k} from {x}" for k, x in s["inputs_from"].items()))
     print("assumed cluster values: " + ", ".join(s["cluster_values_by_source"].get("assumed", [])))
     if s["cluster_values_by_source"].get("what-if"):
         print("what-if values: " + ", ".join(f"{k}={cluster.v(k):g}" for k in s["cluster_values_by_source"]["what-if"]))
@@ -166,6 +213,23 @@ def _guard(fn):
     return run
 
 
+def add_model_options(q: argparse.ArgumentParser) -> None:
+    """One flag per model option (perfmodel/options.py), default: the option's own default."""
+    from scalestudy.perfmodel.options import MEANING, ModelOptions, choices
+
+    default = ModelOptions()
+    g = q.add_argument_group("model options (perfmodel/options.py; a study states its own)")
+    for name, allowed in choices().items():
+        flag = f"--{name.replace('_', '-')}"
+        d = getattr(default, name)
+        if allowed is None:
+            g.add_argument(flag, action=argparse.BooleanOptionalAction, default=None,
+                           help=f"{MEANING[name]} (default {'yes' if d else 'no'})")
+        else:
+            g.add_argument(flag, choices=allowed, default=None,
+                           help=f"{MEANING[name]} (default {d if d is not None else 'as the run specification says'})")
+
+
 def register(subparsers) -> None:
     from scalestudy.cli.train import add_spec_options
 
@@ -178,11 +242,16 @@ def register(subparsers) -> None:
                        help=f"raw-log directories of measured runs to calibrate from (default {DEFAULT_CALIBRATION})")
         q.add_argument("--json", action="store_true", help="print JSON")
 
-    q = sub.add_parser("predict", help="predict one RunSpec on a cluster (labelled PREDICTED)")
-    q.add_argument("--cluster", required=True, help="a name under workflow/clusters (h100-paper, a100-paper, "
-                                                   "h200-node) or a YAML path")
+    q = sub.add_parser("predict", help="predict one RunSpec on a cluster, or one run of a prediction study "
+                                       "(labelled PREDICTED)")
+    q.add_argument("--cluster", help="a name under workflow/clusters (h100-paper, a100-paper, h200-node) or a YAML path")
+    q.add_argument("--study", help="a prediction study (e.g. paper-model): with --run-id, print the prediction its "
+                                   "raw logs, figures and claims hold")
+    q.add_argument("--run-id", help="with --study: one of its planned runs (a '--measured-inputs' variant takes the "
+                                    "measured rank share)")
     q.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a cluster value (what-if), e.g. inter_node_GBps=100; repeatable")
+    add_model_options(q)
     common(q)
     add_spec_options(q)
     q.set_defaults(func=_guard(cmd_predict))

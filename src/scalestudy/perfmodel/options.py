@@ -72,4 +72,26 @@ class ModelOptions:
         return cls(**d)
 
 
+MEANING = {  # one line each, for the command line (the module docstring has the whole story)
+    "tp_loss": "how the TP layouts' loss is computed: Megatron's vocab-parallel cross-entropy, or full "
+               "logits gathered on every TP rank (this package's harness)",
+    "tp_comm_overlap": "overlap TP collectives with the layer's matrix products (Megatron's TP communication "
+                       "overlap)",
+    "recompute": "activation recomputation (torchtitan's selective checkpointing included), in place of the "
+                 "spec's activation_checkpointing",
+    "distributed_optimizer": "ZeRO-1 for DDP layouts: optimizer states sharded over the data-parallel group "
+                             "(Megatron's --use-distributed-optimizer)",
+    "elementwise": "the element-wise kernels counted: fused (the harness in eager mode, Megatron's fused "
+                   "kernels), unfused (plain PyTorch ops) or megatron-2021",
+}
+
+
+def choices() -> dict[str, tuple[str, ...] | None]:
+    """Each option's allowed values (None: a yes/no option), for the command line."""
+    from scalestudy.perfmodel.compute import ELEMENTWISE, RECOMPUTE
+
+    allowed = {"tp_loss": TP_LOSSES, "recompute": tuple(RECOMPUTE), "elementwise": tuple(ELEMENTWISE)}
+    return {f.name: (None if f.type in (bool, "bool") else allowed[f.name]) for f in fields(ModelOptions)}
+
+
 HARNESS = ModelOptions(tp_loss="gather_logits", tp_comm_overlap=False)

@@ -35,43 +35,66 @@ from scalestudy.perfmodel.rawlog_out import KIND, finish_run_dir, predicted_prov
 from scalestudy.spec.rank_share import MEASURED_INPUTS
 
 
+class StudyPredictor:
+    """A prediction study's model: its calibration, options, measured rank shares and clusters,
+    loaded once. `run(planned)` is the prediction of one planned run exactly as the study's raw
+    logs (and so its tables, figures and claims) hold it; `scalestudy model predict --study`
+    prints the same."""
+
+    def __init__(self, study, root: Path | str | None = None):
+        if not study.prediction:
+            raise ValueError(f"study {study.name!r} has no prediction section: it is measured, not predicted")
+        self.study = study
+        self.root = Path(root) if root is not None else Path(study.root)
+        self.cfg = study.prediction
+        self.cal = calibrate(list(self.cfg["calibration"]), self.root)
+        self.options = ModelOptions.from_dict(self.cfg.get("options"))
+        self.shares = {}
+        if self.cfg.get("rank_shares"):
+            from scalestudy.perfmodel.rank_shares import load_shares
+
+            self.shares = load_shares(self.cfg["rank_shares"], self.root)
+        self._clusters: dict = {}
+
+    def cluster(self, name: str | None = None):
+        name = name or self.cfg["cluster"]
+        if name not in self._clusters:
+            cl = load_cluster(name, self.root)
+            self._clusters[name] = (cl, CollectiveModel.for_cluster(cl, self.root))
+        return self._clusters[name]
+
+    def cluster_of(self, planned):
+        """A run's cluster: its variant's (a further cluster), else the study's."""
+        return self.cluster(None if planned.variant in ("", MEASURED_INPUTS) else planned.variant)
+
+    def run(self, planned, band: bool = True):
+        """The run as planned: the model alone; its measured-inputs variant: with the measured
+        share (ValueError where none applies, or the cluster cannot hold the run)."""
+        measured_inputs = planned.variant == MEASURED_INPUTS
+        cl, cm = self.cluster_of(planned)
+        pred = predict(planned.spec, cl, self.cal, cm, band=band, options=self.options,
+                       shares=self.shares if measured_inputs else None)
+        if measured_inputs and not any(str(v).startswith("measured") for v in pred.sources["inputs_from"].values()):
+            raise ValueError(f"no measured rank share of study {self.cfg['rank_shares']} applies to it on "
+                             f"{cl.gpu}: {pred.sources['inputs_from']['compute']}")
+        return pred
+
+
 def predict_study(study, out_dir: Path | str | None = None, root: Path | str | None = None,
                   progress=None) -> list[Path]:
-    if not study.prediction:
-        raise ValueError(f"study {study.name!r} has no prediction section: it is measured, not predicted")
-    root = Path(root) if root is not None else Path(study.root)
+    model = StudyPredictor(study, root)
+    root, cal = model.root, model.cal
     out = Path(out_dir) if out_dir is not None else Path(study.raw_dir)
-    cfg = study.prediction
-    cal = calibrate(list(cfg["calibration"]), root)
-    options = ModelOptions.from_dict(cfg.get("options"))
-    shares = {}
-    if cfg.get("rank_shares"):  # measured rank shares replace the model's compute and memory where they match
-        from scalestudy.perfmodel.rank_shares import load_shares
-
-        shares = load_shares(cfg["rank_shares"], root)
-    clusters, models = {}, {}
-
-    def cluster(name):
-        if name not in clusters:
-            clusters[name] = load_cluster(name, root)
-            models[name] = CollectiveModel.for_cluster(clusters[name], root)
-        return clusters[name], models[name]
-
     command = f"scalestudy model study --study {study.name}"
     written = []
     out.mkdir(parents=True, exist_ok=True)
     for i, p in enumerate(study.runs):
-        measured_inputs = p.variant == MEASURED_INPUTS
-        cl, cm = cluster(cfg["cluster"] if measured_inputs else (p.variant or cfg["cluster"]))
+        cl, _ = model.cluster_of(p)
         run_dir = out / p.run_id
         if run_dir.exists():
             shutil.rmtree(run_dir)
         try:
-            # a run as planned: the model alone; its measured-inputs variant: with the measured share
-            pred = predict(p.spec, cl, cal, cm, options=options, shares=shares if measured_inputs else None)
-            if measured_inputs and not any(str(v).startswith("measured") for v in pred.sources["inputs_from"].values()):
-                raise ValueError(f"no measured rank share of study {cfg['rank_shares']} applies to it on "
-                                 f"{cl.gpu}: {pred.sources['inputs_from']['compute']}")
+            pred = model.run(p)
         except ValueError as e:
             run = {"kind": KIND, "run_id": p.run_id, "config_id": p.config_id, "spec": p.spec.to_dict(),
                    "provenance": predicted_provenance(cl, cal, p.spec.world_size, root, command), "launch": None}
@@ -83,7 +106,7 @@ def predict_study(study, out_dir: Path | str | None = None, root: Path | str | N
         if progress and (i + 1) % 20 == 0:
             progress(f"{i + 1} of {len(study.runs)} runs predicted")
     if study.collectives:
-        cl, cm = cluster(cfg["cluster"])
+        cl, cm = model.cluster()
         for cs in study.collectives:
             run_dir = out / cs.run_id
             if run_dir.exists():
