@@ -117,6 +117,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     for name, key, sc, f in rows:
         lo, hi = b.get(key, [None, None])
         print(f"  {name:28s} {_fmt(v.get(key), sc, f):>10s}   band [{_fmt(lo, sc, f)}, {_fmt(hi, sc, f)}]")
+    if v.get("straggler_s"):
+        print(f"  {'waiting for the slowest rank (s)':28s} {v['straggler_s']:>10.4f}   (in computation: "
+              f"x {v['straggler_factor']:.4f})")
     if v.get("bubble_s"):
         print(f"  {'pipeline bubble (s)':28s} {v['bubble_s']:>10.4f}   (counted in exposed communication)")
     print(f"  memory estimate {v['memory_estimate_gib']:.1f} GiB of {cluster.v('memory_gib'):g}"
@@ -132,6 +135,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     print("calibrated from measurements: " + "; ".join(f"{k}: {x}" for k, x in measured.items() if x))
     print("collectives: " + "; ".join(f"{k}: {x}" for k, x in s["collectives"].items()))
     print("inputs: " + "; ".join(f"{k} from {x}" for k, x in s["inputs_from"].items()))
+    print(f"straggler: {s['straggler']}")
     print("assumed cluster values: " + ", ".join(s["cluster_values_by_source"].get("assumed", [])))
     if s["cluster_values_by_source"].get("what-if"):
         print("what-if values: " + ", ".join(f"{k}={cluster.v(k):g}" for k in s["cluster_values_by_source"]["what-if"]))
@@ -225,6 +229,8 @@ def add_model_options(q: argparse.ArgumentParser) -> None:
         if allowed is None:
             g.add_argument(flag, action=argparse.BooleanOptionalAction, default=None,
                            help=f"{MEANING[name]} (default {'yes' if d else 'no'})")
+        elif allowed is float:
+            g.add_argument(flag, type=float, default=None, help=f"{MEANING[name]} (default {d:g})")
         else:
             g.add_argument(flag, choices=allowed, default=None,
                            help=f"{MEANING[name]} (default {d if d is not None else 'as the run specification says'})")

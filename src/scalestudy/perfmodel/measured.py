@@ -57,6 +57,8 @@ class MeasuredRun:
     kernels: KernelBreakdown | None
     files_sha256: dict = field(default_factory=dict)
     alloc_retries: int = 0  # the caching allocator's retries during the measured steps
+    step_cv: float | None = None  # standard deviation / mean of the measured step times (rank 0's records)
+    n_steps: int = 0  # measured steps behind step_cv
 
     @property
     def ok(self) -> bool:
@@ -168,13 +170,18 @@ def read_measured(run_dir: Path | str, root: Path | str | None = None) -> Measur
     spec = RunSpec.from_dict(log.spec)
     recs = log.records
     peaks = [r["value"] for r in recs if r["key"] == "device_peak"]
-    step_time = None
-    retries = 0
+    step_time = step_cv = None
+    retries = n_steps = 0
     if log.status["status"] == "ok":
         steps = list(log.iterations())
         measured = [r for r in steps if r["value"]["phase"] == "measured"]
         if measured:
             step_time = metrics.throughput(measured, spec.world_size)["step_time_mean_s"]
+            own = [r["value"]["step_time_s"] for r in measured if r.get("metadata", {}).get("rank", 0) == 0]
+            n_steps = len(own)
+            if n_steps >= 2:
+                mean = sum(own) / n_steps
+                step_cv = (sum((x - mean) ** 2 for x in own) / (n_steps - 1)) ** 0.5 / mean
             before = steps[steps.index(measured[0]) - 1] if steps.index(measured[0]) else None
             retries = _alloc_retries(measured[-1]) - (_alloc_retries(before) if before else 0)
     energy = [r["value"] for r in recs if r["key"] == "energy" and r["value"].get("available")]
@@ -196,7 +203,7 @@ def read_measured(run_dir: Path | str, root: Path | str | None = None) -> Measur
         tokens_per_step=spec.tokens_per_step,
         mean_power_w=sum(power) / len(power) if power else None,
         idle_power_w=sum(idle) / len(idle) if idle else None, kernels=kernels, files_sha256=files,
-        alloc_retries=retries)
+        alloc_retries=retries, step_cv=step_cv, n_steps=n_steps)
 
 
 def _alloc_retries(iteration: dict) -> int:

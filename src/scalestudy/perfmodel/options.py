@@ -20,6 +20,12 @@ elementwise      fused: the element-wise kernels of the harness in eager mode (F
 tp_comm_overlap  False: TP collectives run between the matrix products that need them (synchronous);
                  True: overlapped with the layer's matrix products (Megatron's TP communication
                  overlap): only what exceeds the layer's computation is exposed.
+straggler        True: a step's computation at W ranks is the expected maximum of W ranks'
+                 (perfmodel/straggler.py: the step-to-step spread measured on the calibration runs);
+                 False: one rank's mean.
+gpu_spread_cv    the GPU-to-GPU spread of one GPU model, as a coefficient of variation (0: none, the
+                 default; perfmodel/straggler.py cites the one published figure we know and why it
+                 is not the default).
 """
 
 from __future__ import annotations
@@ -36,6 +42,8 @@ class ModelOptions:
     recompute: str | None = None
     distributed_optimizer: bool = False
     elementwise: str = "fused"
+    straggler: bool = True
+    gpu_spread_cv: float = 0.0
 
     def __post_init__(self):
         from scalestudy.perfmodel.compute import ELEMENTWISE, RECOMPUTE
@@ -45,6 +53,8 @@ class ModelOptions:
 
         if self.tp_loss not in TP_LOSSES:
             raise ValueError(f"tp_loss {self.tp_loss!r} is not one of {', '.join(TP_LOSSES)}")
+        if not (0.0 <= float(self.gpu_spread_cv) < 1.0):
+            raise ValueError(f"gpu_spread_cv {self.gpu_spread_cv!r} must be a fraction in [0, 1)")
         if self.recompute is not None and self.recompute not in RECOMPUTE:
             raise ValueError(f"recompute {self.recompute!r} is not one of {', '.join(RECOMPUTE)}")
 
@@ -83,14 +93,19 @@ MEANING = {  # one line each, for the command line (the module docstring has the
                              "(Megatron's --use-distributed-optimizer)",
     "elementwise": "the element-wise kernels counted: fused (the harness in eager mode, Megatron's fused "
                    "kernels), unfused (plain PyTorch ops) or megatron-2021",
+    "straggler": "a step's computation at W ranks is the expected maximum of W ranks' (the step-to-step spread "
+                 "measured on the calibration runs), not one rank's mean",
+    "gpu_spread_cv": "the GPU-to-GPU speed spread of one GPU model as a coefficient of variation, added to the "
+                     "straggler term [unit: fraction; allowed: 0 <= x < 1]",
 }
 
 
-def choices() -> dict[str, tuple[str, ...] | None]:
-    """Each option's allowed values (None: a yes/no option), for the command line."""
+def choices() -> dict[str, tuple[str, ...] | type | None]:
+    """Each option's allowed values (None: a yes/no option; float: a number), for the command line."""
     from scalestudy.perfmodel.compute import ELEMENTWISE, RECOMPUTE
 
-    allowed = {"tp_loss": TP_LOSSES, "recompute": tuple(RECOMPUTE), "elementwise": tuple(ELEMENTWISE)}
+    allowed = {"tp_loss": TP_LOSSES, "recompute": tuple(RECOMPUTE), "elementwise": tuple(ELEMENTWISE),
+               "gpu_spread_cv": float}
     return {f.name: (None if f.type in (bool, "bool") else allowed[f.name]) for f in fields(ModelOptions)}
 
 

@@ -27,6 +27,7 @@ from scalestudy.measure.metrics import flops_per_token
 from scalestudy.perfmodel import MODEL_VERSION, achievable
 from scalestudy.perfmodel import compute as compute_mod
 from scalestudy.perfmodel import power as power_mod
+from scalestudy.perfmodel import straggler as straggler_mod
 from scalestudy.perfmodel.collectives import CollectiveModel, Scales
 from scalestudy.perfmodel.layout_comm import layout_collectives
 from scalestudy.perfmodel.options import ModelOptions
@@ -53,6 +54,13 @@ class Calibration:
     runs: list  # perfmodel.measured.MeasuredRun, all read
     digest: str
     power_held_out: list[dict] = field(default_factory=list)  # measured training runs against the power fit
+    step_cv: float = 0.0  # one GPU's step-to-step spread (perfmodel/straggler.py)
+    step_cv_source: str = ""
+
+    def straggler(self, options) -> "straggler_mod.Straggler | None":
+        if not options.straggler:
+            return None
+        return straggler_mod.Straggler(self.step_cv, self.step_cv_source, float(options.gpu_spread_cv))
 
     def provenance(self) -> dict:
         return {"fit_run_ids": list(self.fit_run_ids),
@@ -126,7 +134,9 @@ def calibrate(raw_dirs, root: Path | str = ".", fit_run_ids: tuple[str, ...] | N
         src = f"measured: largest held-out step-time error over {len(held)} runs"
     else:
         err, src = DEFAULT_COMPUTE_ERROR, "assumed: no run held out"
-    return Calibration(cc, pc, err, src, tuple(sorted(fit_ids)), held, runs, digest(runs), power_held)
+    step_cv, step_cv_source = straggler_mod.step_spread(ok)
+    return Calibration(cc, pc, err, src, tuple(sorted(fit_ids)), held, runs, digest(runs), power_held,
+                       step_cv, step_cv_source)
 
 
 @lru_cache(maxsize=8)
@@ -382,8 +392,14 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
     share = (shares or {}).get(rank_shares.share_key(spec, cluster.gpu))
     carry = share_carry(spec, cluster, cal, share, options)
     factor = rank_shares.compute_factor(share, vals["compute_s"] / carry)
+    slowest = cal.straggler(options)
+    wait = slowest.factor(spec.world_size) if slowest else 1.0
+    mean_compute_s = vals["compute_s"] * factor  # one rank's mean: the measured share where there is one
+    factor *= wait  # the slowest of the W ranks (perfmodel/straggler.py), after the share
     if factor != 1.0:
         vals, timed = _evaluate(spec, cluster, cal, cm, _with_compute(_scales(cluster, cal, None), factor), options)
+    vals["straggler_factor"] = wait
+    vals["straggler_s"] = vals["compute_s"] - mean_compute_s  # waiting for the slowest rank, a step
     mem = memory_bytes(spec, options)
     vals["memory_estimate_gib"] = mem / GIB
     vals["fits_memory"] = mem <= cluster.v("memory_gib") * GIB
@@ -420,6 +436,8 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
                       band=bands, corners=corners, collectives=timed,
                       compute=asdict(_compute_times(spec, cluster, cal, options)),
                       sources={**sources(cluster, cal, cm, spec.precision), "options": options.as_dict(),
+                               "straggler": (slowest.describe(spec.world_size) if slowest else
+                                             "off (option straggler: false): one rank's mean computation"),
                                "inputs_from": rank_shares.inputs_from(
                                    share, factor, f"runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}",
                                    carry, cluster.gpu)},
