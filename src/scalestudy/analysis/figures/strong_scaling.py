@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
+from scalestudy.spec.rank_share import MEASURED_SERIES, measured_base
 
 NAME = "strong_scaling"
 EXPERIMENTS = ("strong_scaling",)
@@ -19,7 +20,8 @@ DESCRIPTION = Description(
     shows=("Global tokens per second against the number of GPUs (log-2 axis) at a fixed global batch, one panel "
            "per global batch"),
     series=("the line joins the best strategy at each GPU count (highest mean global tokens/s), the marker's shape "
-            "naming its strategy family; grey dots are the other strategies tried"),
+            "naming its strategy family; grey dots are the other strategies tried; predictions that take a measured "
+            "rank share are a series of their own, never the best line's"),
     x=GPUS, quantities=(TOKENS,), category="Scaling",
     notes=(drawing.FAILED_NOTE,),
 )
@@ -36,7 +38,13 @@ def data(tables, study) -> prepare.FigureData:
         fd.panels.append(panel)
         at_gb = [c for c in cfgs if c["global_batch"] == gb]
         for world in sorted({c["world_size"] for c in at_gb}):
-            here = [c for c in at_gb if c["world_size"] == world]
+            here = [c for c in at_gb if c["world_size"] == world and not measured_base(c["config_id"])]
+            for c in at_gb:  # predicted with a measured input: a series of its own, never the best line's
+                if c["world_size"] == world and measured_base(c["config_id"]):
+                    name = prepare.family(prepare.config_spec(c, specs)) + MEASURED_SERIES
+                    fd.rows.append(prepare.config_row(c, panel=panel, series=name, x_quantity=GPUS.label, x=world,
+                                                      y_quantity=TOKENS.label,
+                                                      **prepare.stat(c, TOKENS.metric, 1.0, TOKENS)))
             ok = [c for c in here if c.get("tokens_per_s_mean") is not None]
             best = max(ok, key=lambda c: (c["tokens_per_s_mean"], c["config_id"])) if ok else None
             for c in here:
