@@ -236,7 +236,8 @@ def measured_project(tmp_path_factory):
     data = copy.deepcopy(STUDY)
     data["prediction"] = {"cluster": "h100-paper", "calibration": ["data/h200-reference/raw"],
                           "rank_shares": "paper-rank"}
-    data["experiments"] = data["experiments"][:2]
+    data["experiments"] = data["experiments"][:2] + [
+        {"name": "strong_scaling", "set": {"global_batch": 32}, "grid": {"nodes": [1, 2]}}]
     data["experiments"][1]["grid"] = {"nodes": [4]}
     data.pop("collectives")
     (root / "workflow/studies/mini-measured.yaml").write_text(yaml.safe_dump(data))
@@ -245,7 +246,7 @@ def measured_project(tmp_path_factory):
     agg.write_tables(agg.build_tables(study), study.tables_dir)
     loaded = agg.load_tables(study.tables_dir)
     claims(study, loaded)
-    for name in ("weak_scaling", "tp_pp_grid"):
+    for name in ("weak_scaling", "tp_pp_grid", "strong_scaling"):
         render(name, study, loaded, formats=("csv", "png"))
     return root, study
 
@@ -255,7 +256,7 @@ def test_a_measured_share_is_a_variant_of_its_own_never_mixed_into_the_models_se
 
     root, study = measured_project
     variants = [p for p in study.runs if p.variant]
-    assert sorted(p.spec.world_size for p in variants) == [128, 2048]  # HSDP at 32 GPUs: no share measured
+    assert sorted(p.spec.world_size for p in variants) == [16, 128, 2048]  # HSDP at 32 GPUs: no share measured
     assert all(p.run_id.endswith(MEASURED_SUFFIX) and p.label.endswith(MEASURED_SERIES) for p in variants)
 
     def inputs_from(run_id):
@@ -275,6 +276,9 @@ def test_a_measured_share_is_a_variant_of_its_own_never_mixed_into_the_models_se
     assert all(len(v) == 1 for v in by_series.values()), by_series  # no series mixes
     assert {s for s, v in by_series.items() if v != {""}} == {s + MEASURED_SERIES for s, v in by_series.items()
                                                              if v == {""} and s.startswith("FSDP")}
+    strong = read_csv_rows(study.figures_dir / "strong_scaling.csv")  # the best line takes no measured input
+    assert {r["measured_inputs"] for r in strong if r["series"] == "best strategy"} == {""}
+    assert [r["x"] for r in strong if r["series"] == "FSDP" + MEASURED_SERIES] == ["16"]
 
 
 def test_claims_are_given_both_ways_with_the_model_alone_as_headline(measured_project):
