@@ -89,7 +89,8 @@ def line_style(series: str, muted: bool = False) -> dict:
     if muted:
         return {"marker": ".", "linestyle": "none", "markersize": 4}
     if series.endswith(MEASURED_SERIES):  # predicted with a measured input: never joined to model-only points
-        return {"marker": "D", "linestyle": "--", "markersize": 5, "markerfacecolor": "white", "markeredgewidth": 1.3}
+        return {"marker": "D", "linestyle": "--", "markersize": 5, "markerfacecolor": "white", "markeredgewidth": 1.3,
+                "zorder": 5}  # above a figure's own markers, so a coinciding model point cannot hide it
     return {"marker": "o", "linestyle": "-", "markersize": 4.5}
 
 
