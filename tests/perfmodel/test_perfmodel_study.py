@@ -340,3 +340,37 @@ def test_every_model_option_is_a_flag_of_model_predict():
                               "--elementwise", "unfused"])
     assert _model_options(args) == ModelOptions(tp_loss="gather_logits", tp_comm_overlap=True, recompute="full",
                                                 distributed_optimizer=True, elementwise="unfused")
+
+
+def test_the_measurement_files_behind_a_prediction_are_under_the_audits_checksums(tmp_path):
+    """The power duty-cycle log and the H200's matmul sweep decide every prediction: a prediction
+    records their sha256, and a changed byte in either makes the audit call it stale."""
+    import copy
+
+    for rid in CAL_RUNS:
+        shutil.copytree(REPO / "data/h200-reference/raw" / rid, tmp_path / "data/h200-reference/raw" / rid)
+    for rel in ("data/power-duty/h200-power-duty.jsonl.gz", "data/h200-matmul/h200-matmul-sweep.jsonl.gz"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / rel, tmp_path / rel)
+    data = copy.deepcopy(STUDY)
+    data["experiments"] = [dict(data["experiments"][0], grid={"nodes": [16]})]
+    data.pop("collectives")
+    data["prediction"].pop("variants")
+    (tmp_path / "workflow/studies").mkdir(parents=True)
+    (tmp_path / "workflow/studies/one.yaml").write_text(yaml.safe_dump(data))
+    study = load_study("one", tmp_path)
+    predict_study(study, root=tmp_path)
+    agg.write_tables(agg.build_tables(study), study.tables_dir)
+    run = json.loads((study.raw_dir / study.runs[0].run_id / "run.json").read_text())
+    files = {f["path"]: f for f in run["provenance"]["calibration"]["files"]}
+    assert set(files) == {"data/power-duty/h200-power-duty.jsonl.gz", "data/h200-matmul/h200-matmul-sweep.jsonl.gz"}
+    assert audit(study, figures=False, claims=False) == []
+    sweep = tmp_path / "data/h200-matmul/h200-matmul-sweep.jsonl.gz"
+    original = sweep.read_bytes()
+    sweep.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
+    problems = audit(study, figures=False, claims=False)
+    assert len(problems) == 1 and "h200-matmul-sweep.jsonl.gz: changed since the predictions were made" in problems[0]
+    sweep.unlink()
+    assert "missing" in audit(study, figures=False, claims=False)[0]
+    sweep.write_bytes(original)
+    assert audit(study, figures=False, claims=False) == []

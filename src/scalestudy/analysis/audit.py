@@ -72,7 +72,7 @@ def verify_checksums(raw_dir: Path) -> list[str]:
 
 
 def _calibration_problems(run_dir: Path) -> list[str]:
-    from scalestudy.analysis.provenance import calibration_provenance
+    from scalestudy.analysis.provenance import calibration_provenance, measured_files_provenance
 
     try:
         run = json.loads((run_dir / "run.json").read_text())
@@ -81,7 +81,7 @@ def _calibration_problems(run_dir: Path) -> list[str]:
     if run.get("kind") != "predicted":
         return []
     seen, out = set(), []
-    for c in calibration_provenance(run_dir, run):
+    for c in [*calibration_provenance(run_dir, run), *measured_files_provenance(run_dir, run)]:
         for p in c["problems"]:
             if p not in seen:
                 seen.add(p)

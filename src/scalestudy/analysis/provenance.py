@@ -112,6 +112,9 @@ def run_provenance(run_dir: Path) -> dict:
         cal = calibration_provenance(run_dir, run)
         out["calibration"] = cal
         out["problems"].extend(p for c in cal for p in c["problems"])
+        measured = measured_files_provenance(run_dir, run)
+        out["measured_files"] = measured
+        out["problems"].extend(p for f in measured for p in f["problems"])
     out.update(status=status.get("status"), error=status.get("error"), kind=run.get("kind"),
                config_id=run.get("config_id"), files=files, spec=run.get("spec"),
                git={"commit": git.get("commit"), "dirty": git.get("dirty"), "reason": git.get("reason")},
@@ -139,6 +142,24 @@ def calibration_provenance(run_dir: Path, run: dict) -> list[dict]:
             stamp.append((str(p), st.st_size if st else None, st.st_mtime_ns if st else None))
     return [dict(c, problems=list(c["problems"]))
             for c in _calibration_cached(str(root), json.dumps(runs, sort_keys=True), tuple(stamp))]
+
+
+def measured_files_provenance(run_dir: Path, run: dict) -> list[dict]:
+    """The measurement files a predicted run read besides its calibration runs (the power
+    duty-cycle log, achievable-matmul sweeps: perfmodel.rawlog_out.measured_files), each with its
+    recorded and current sha256 and any problem (missing, or changed since the prediction)."""
+    files = ((run.get("provenance") or {}).get("calibration") or {}).get("files") or []
+    root = project_root_of(run_dir)
+    out = []
+    for f in files:
+        p = root / str(f.get("path", ""))
+        now = sha256_file(p) if p.is_file() else None
+        problems = [] if now == f.get("sha256") else [
+            f"{p}: " + ("missing" if now is None else "changed since the predictions were made")
+            + f" ({f.get('what')}; the predictions made from it are stale)"]
+        out.append({"path": str(p), "what": f.get("what"), "sha256_recorded": f.get("sha256"), "sha256_now": now,
+                    "problems": problems})
+    return out
 
 
 @lru_cache(maxsize=32)

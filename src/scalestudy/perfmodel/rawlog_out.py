@@ -4,8 +4,9 @@ step as predicted:
 
 run.json      kind `predicted`; spec; provenance: `predicted: true`, the model version, the cluster
               (every value with its source), the calibration data (raw-log directories relative to
-              the project root, run ids and the sha256 of each of their files), the package's git
-              state; devices: the cluster's GPU name x world size (hosts: none)
+              the project root, run ids and the sha256 of each of their files; `files`: the other
+              measurements read, the power duty-cycle log and achievable-matmul sweeps, with their
+              sha256), the package's git state; devices: the cluster's GPU name x world size (hosts: none)
 metrics.jsonl one record each (rank 0, no timestamps, so the same model gives the same bytes):
               `device_peak` (the cluster's peak, source `cluster:<name>`), `flops`, one `iteration`
               (phase measured, the predicted step time, memory kind `memory_estimate`), and
@@ -58,18 +59,51 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def calibration_provenance(cal) -> dict:
-    return {"digest": cal.digest, "fit_run_ids": list(cal.fit_run_ids),
-            "runs": [{"run_id": r.run_id, "raw_dir": r.raw_dir, "status": r.status, "files_sha256": r.files_sha256}
-                     for r in cal.runs],
-            "compute": cal.compute.method, "compute_error": cal.compute_error,
-            "compute_error_source": cal.compute_error_source, "held_out": cal.held_out}
+def measured_files(cal, gpus: tuple[str, ...], root: Path | str) -> list[dict]:
+    """The measurement files a prediction reads besides the calibration runs, with their sha256:
+    the power duty-cycle log and the achievable-matmul sweeps of the GPUs involved (the catalog's
+    `matmul_achievable_data`), those present under the project root."""
+    from scalestudy.perfmodel.power import DUTY_FILE
+    from scalestudy.spec import catalog
+    from scalestudy.spec.catalog.gpus import UnknownDeviceError
+
+    paths = {str(DUTY_FILE): "GPU power duty cycles (perfmodel/power.py)"}
+    for name in dict.fromkeys((cal.compute.gpu, *gpus)):
+        try:
+            g = catalog.gpu(name)
+        except UnknownDeviceError:
+            continue
+        if g.matmul_achievable_data:
+            paths[g.matmul_achievable_data] = f"{g.name}: achievable matmul rate (perfmodel/achievable.py)"
+    out = []
+    for rel, what in sorted(paths.items()):
+        p = Path(root) / rel
+        if p.is_file():
+            st = p.stat()
+            out.append({"path": rel, "sha256": _file_sha256(str(p.resolve()), st.st_size, st.st_mtime_ns), "what": what})
+    return out
+
+
+@lru_cache(maxsize=32)
+def _file_sha256(path: str, size: int, mtime_ns: int) -> str:  # size and time: a changed file is hashed again
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def calibration_provenance(cal, gpus: tuple[str, ...] = (), root: Path | str | None = None) -> dict:
+    out = {"digest": cal.digest, "fit_run_ids": list(cal.fit_run_ids),
+           "runs": [{"run_id": r.run_id, "raw_dir": r.raw_dir, "status": r.status, "files_sha256": r.files_sha256}
+                    for r in cal.runs],
+           "compute": cal.compute.method, "compute_error": cal.compute_error,
+           "compute_error_source": cal.compute_error_source, "held_out": cal.held_out}
+    if root is not None:
+        out["files"] = measured_files(cal, gpus, root)
+    return out
 
 
 def predicted_provenance(cluster, cal, world: int, root: Path, command: str) -> dict:
     """run.json's provenance of a predicted run: the model, cluster and calibration, no host."""
     return {"predicted": True, "model": MODEL_VERSION, "cluster": cluster.as_dict(),
-            "calibration": calibration_provenance(cal),
+            "calibration": calibration_provenance(cal, (cluster.gpu,), root),
             "package": {"name": "scalestudy", "version": __version__, "git": git_state(root)},
             "devices": {"count": world, "names": [cluster.gpu]}, "hosts": [], "command": command,
             "python": None, "torch": None, "cuda": None, "nccl": None, "slurm": None}

@@ -93,7 +93,8 @@ def _gpu(name: str, g: dict) -> GPUSpec:
                    aliases=tuple(g.get("aliases", ())),
                    matmul_achievable_flops_per_s={k: float(v) * 1e12
                                                   for k, v in (g.get("matmul_achievable_tflops") or {}).items()},
-                   matmul_achievable_source=g.get("matmul_achievable_source", ""))
+                   matmul_achievable_source=g.get("matmul_achievable_source", ""),
+                   matmul_achievable_data=g.get("matmul_achievable_data", ""))
 
 
 def _add(cat: _Catalog, path: Path) -> None:

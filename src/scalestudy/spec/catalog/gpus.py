@@ -45,6 +45,7 @@ class GPUSpec:
     # measured best dense matrix-product rate by dtype (flop/s) and where it was measured; empty if none
     matmul_achievable_flops_per_s: dict[str, float] = field(default_factory=dict)
     matmul_achievable_source: str = ""
+    matmul_achievable_data: str = ""  # the raw log of that measurement, relative to the project root
 
 
 @dataclass(frozen=True)
