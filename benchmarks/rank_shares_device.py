@@ -3,9 +3,10 @@
     python benchmarks/rank_shares_device.py plan PLAN.json        # here: the study's runs, ordered
     python3 benchmarks/rank_shares_device.py run PLAN.json OUT --budget-s 450 --per-run-s 60   # on the GPU
 
-`plan` orders the planned runs: the agreement check first, then FSDP weak scaling, the tensor x
-pipeline grid by growing degrees, model sizes and strong scaling, each group by its estimated
-cost, the 70B layouts last. `run` starts `scalestudy train` for each in turn (one process a rank
+`plan` orders the planned runs not yet measured (a committed run directory under
+data/paper-rank/raw; --include-measured plans them too): the agreement check first, then FSDP
+weak scaling, the tensor x pipeline grid by growing degrees, model sizes and strong scaling, each
+group by its estimated cost, the 70B layouts last. `run` starts `scalestudy train` for each in turn (one process a rank
 share), each under the harness's time limit (status `timeout`) and a kill after a grace period
 (then the raw log is finalised as `timeout` here), and stops starting runs once the budget is
 spent; the rest stay planned. Raw logs go to OUT/raw.tar.gz (run directories named by run id),
@@ -26,13 +27,19 @@ from pathlib import Path
 ORDER = ("agreement", "weak_scaling", "tp_pp_grid", "model_sizes", "strong_scaling")
 
 
-def plan(out: Path) -> None:
+def plan(out: Path, include_measured: bool = False) -> None:
+    """The study's planned runs in order, less those whose raw log is committed (a finished run
+    directory under data/paper-rank/raw) unless include_measured."""
     from scalestudy.measure.metrics import flops_per_token
     from scalestudy.spec.studies import load_study
 
     study = load_study("paper-rank")
     rows = []
+    measured = 0
     for r in study.runs:
+        if not include_measured and (study.raw_dir / r.run_id / "status.json").exists():
+            measured += 1
+            continue
         s = r.spec
         group = min(ORDER.index(e) for e in r.experiments if e in ORDER)
         per_rank = flops_per_token(s.model_config(), s.seq_len)["flops_per_token"] * s.tokens_per_step / s.world_size
@@ -42,7 +49,7 @@ def plan(out: Path) -> None:
                      "run_id": r.run_id, "experiments": list(r.experiments), "spec": s.to_dict()})
     rows.sort(key=lambda x: x["key"])
     out.write_text(json.dumps([{k: v for k, v in x.items() if k != "key"} for x in rows], indent=1) + "\n")
-    print(f"{len(rows)} runs planned in {out}")
+    print(f"{len(rows)} runs planned in {out}" + (f" ({measured} measured runs left out)" if measured else ""))
 
 
 def _status(run_dir: Path) -> dict:
@@ -125,6 +132,7 @@ def main() -> None:
     sub = p.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("plan")
     a.add_argument("plan_file", type=Path)
+    a.add_argument("--include-measured", action="store_true", help="plan the runs already committed too")
     b = sub.add_parser("run")
     b.add_argument("plan_file", type=Path)
     b.add_argument("out", type=Path)
@@ -133,7 +141,7 @@ def main() -> None:
     b.add_argument("--grace-s", type=float, default=30)
     args = p.parse_args()
     if args.cmd == "plan":
-        plan(args.plan_file)
+        plan(args.plan_file, args.include_measured)
     else:
         os.environ.setdefault("PYTHONUNBUFFERED", "1")
         run(args.plan_file, args.out, args.budget_s, args.per_run_s, args.grace_s)
