@@ -45,6 +45,7 @@ from typing import Any
 
 from scalestudy.measure.rawlog import CorruptLogError, RunLog
 from scalestudy.spec import catalog
+from scalestudy.spec.rank_share import measured_input_names
 from scalestudy.spec.run import RunSpec, SpecError
 
 SPEC_PREFIX = "spec."
@@ -181,7 +182,7 @@ def _predicted(log: RunLog, spec: RunSpec, row: dict) -> dict:
     v = p["values"]
     out["caveats"] = [str(n) for n in p.get("notes") or [] if str(n).startswith(CAVEAT_PREFIX)]
     inputs = (p.get("sources") or {}).get("inputs_from") or {}
-    out["measured_inputs"] = ", ".join(k for k, v in sorted(inputs.items()) if str(v).startswith("measured")) or None
+    out["measured_inputs"] = ", ".join(measured_input_names(inputs)) or None
     step = row.get("step_time_mean_s")
     if v.get("power_w_per_gpu") is not None and step:
         total = v["power_w_per_gpu"] * spec.world_size

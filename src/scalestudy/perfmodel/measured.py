@@ -18,6 +18,7 @@ import bisect
 import hashlib
 import math
 import re
+import statistics
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -180,8 +181,7 @@ def read_measured(run_dir: Path | str, root: Path | str | None = None) -> Measur
             own = [r["value"]["step_time_s"] for r in measured if r.get("metadata", {}).get("rank", 0) == 0]
             n_steps = len(own)
             if n_steps >= 2:
-                mean = sum(own) / n_steps
-                step_cv = (sum((x - mean) ** 2 for x in own) / (n_steps - 1)) ** 0.5 / mean
+                step_cv = statistics.stdev(own) / statistics.fmean(own)
             before = steps[steps.index(measured[0]) - 1] if steps.index(measured[0]) else None
             retries = _alloc_retries(measured[-1]) - (_alloc_retries(before) if before else 0)
     energy = [r["value"] for r in recs if r["key"] == "energy" and r["value"].get("available")]

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scalestudy.analysis.run_table import CAVEAT_PREFIX
-from scalestudy.spec.rank_share import KEY_FIELDS, share_group, work_key  # noqa: F401 - KEY_FIELDS re-exported
+from scalestudy.spec.rank_share import share_group, work_key
 from scalestudy.spec.run import RunSpec
 
 def gpu_kind(name: str) -> str:

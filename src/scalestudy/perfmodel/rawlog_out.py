@@ -27,7 +27,8 @@ from pathlib import Path
 
 from scalestudy import __version__
 from scalestudy.measure.metrics import flops_per_token
-from scalestudy.measure.rawlog import METRICS_FILE, RUN_FILE, SCHEMA, STATUS_FILE, atomic_write_text, write_status
+from scalestudy.measure.rawlog import (METRICS_FILE, RUN_FILE, SCHEMA, STATUS_FILE, atomic_write_text, sha256_file,
+                                       write_status)
 from scalestudy.perfmodel import MODEL_VERSION
 
 KIND = "predicted"
@@ -75,18 +76,8 @@ def measured_files(cal, gpus: tuple[str, ...], root: Path | str) -> list[dict]:
             continue
         if g.matmul_achievable_data:
             paths[g.matmul_achievable_data] = f"{g.name}: achievable matmul rate (perfmodel/achievable.py)"
-    out = []
-    for rel, what in sorted(paths.items()):
-        p = Path(root) / rel
-        if p.is_file():
-            st = p.stat()
-            out.append({"path": rel, "sha256": _file_sha256(str(p.resolve()), st.st_size, st.st_mtime_ns), "what": what})
-    return out
-
-
-@lru_cache(maxsize=32)
-def _file_sha256(path: str, size: int, mtime_ns: int) -> str:  # size and time: a changed file is hashed again
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return [{"path": rel, "sha256": sha256_file(Path(root) / rel), "what": what}
+            for rel, what in sorted(paths.items()) if (Path(root) / rel).is_file()]
 
 
 def calibration_provenance(cal, gpus: tuple[str, ...] = (), root: Path | str | None = None) -> dict:

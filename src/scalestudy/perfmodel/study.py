@@ -32,7 +32,7 @@ from scalestudy.perfmodel.options import ModelOptions
 from scalestudy.perfmodel.predict import calibrate, predict
 from scalestudy.perfmodel.rawlog_out import KIND, finish_run_dir, predicted_provenance, write_predicted_collectives, \
     write_predicted_run
-from scalestudy.spec.rank_share import MEASURED_INPUTS
+from scalestudy.spec.rank_share import MEASURED_INPUTS, measured_input_names
 
 
 class StudyPredictor:
@@ -74,7 +74,7 @@ class StudyPredictor:
         cl, cm = self.cluster_of(planned)
         pred = predict(planned.spec, cl, self.cal, cm, band=band, options=self.options,
                        shares=self.shares if measured_inputs else None)
-        if measured_inputs and not any(str(v).startswith("measured") for v in pred.sources["inputs_from"].values()):
+        if measured_inputs and not measured_input_names(pred.sources["inputs_from"]):
             raise ValueError(f"no measured rank share of study {self.cfg['rank_shares']} applies to it on "
                              f"{cl.gpu}: {pred.sources['inputs_from']['compute']}")
         return pred

@@ -35,6 +35,12 @@ def measured_base(config_id: str) -> str | None:
     return config_id.removesuffix(MEASURED_SUFFIX) if config_id.endswith(MEASURED_SUFFIX) else None
 
 
+def measured_input_names(inputs_from: dict) -> list[str]:
+    """The inputs of a prediction taken from a measurement: those whose source in its
+    `sources.inputs_from` (perfmodel.rank_shares.inputs_from) starts with "measured"."""
+    return [k for k, v in sorted(inputs_from.items()) if str(v).startswith("measured")]
+
+
 def work_key(spec) -> tuple:
     """What sets a rank's work: the world size and KEY_FIELDS."""
     return (spec.world_size, *(getattr(spec, f) for f in KEY_FIELDS))

@@ -36,15 +36,15 @@ def data(tables, study) -> prepare.FigureData:
     for gb in sorted({c["global_batch"] for c in cfgs}):
         panel = f"global batch {gb} sequences"
         fd.panels.append(panel)
-        at_gb = [c for c in cfgs if c["global_batch"] == gb]
+        at_gb = [c for c in cfgs if c["global_batch"] == gb and not measured_base(c["config_id"])]
+        for c in cfgs:  # predicted with a measured input: a series of its own, never the best line's
+            if c["global_batch"] == gb and measured_base(c["config_id"]):
+                fd.rows.append(prepare.config_row(
+                    c, panel=panel, series=prepare.family(prepare.config_spec(c, specs)) + MEASURED_SERIES,
+                    x_quantity=GPUS.label, x=c["world_size"], y_quantity=TOKENS.label,
+                    **prepare.stat(c, TOKENS.metric, 1.0, TOKENS)))
         for world in sorted({c["world_size"] for c in at_gb}):
-            here = [c for c in at_gb if c["world_size"] == world and not measured_base(c["config_id"])]
-            for c in at_gb:  # predicted with a measured input: a series of its own, never the best line's
-                if c["world_size"] == world and measured_base(c["config_id"]):
-                    name = prepare.family(prepare.config_spec(c, specs)) + MEASURED_SERIES
-                    fd.rows.append(prepare.config_row(c, panel=panel, series=name, x_quantity=GPUS.label, x=world,
-                                                      y_quantity=TOKENS.label,
-                                                      **prepare.stat(c, TOKENS.metric, 1.0, TOKENS)))
+            here = [c for c in at_gb if c["world_size"] == world]
             ok = [c for c in here if c.get("tokens_per_s_mean") is not None]
             best = max(ok, key=lambda c: (c["tokens_per_s_mean"], c["config_id"])) if ok else None
             for c in here:
