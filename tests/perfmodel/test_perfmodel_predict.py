@@ -161,3 +161,28 @@ def test_zero1_gathers_parameters_once_a_step_not_every_pass():
     assert fsdp.comm_s == pytest.approx(4 * (4 * 0.5 + 0.25))
     assert zero1.comm_s == pytest.approx(4 * 0.5 + 0.25)
     assert zero1.step_s < fsdp.step_s
+
+
+def test_chunked_exposure_hides_earlier_chunks_behind_later_rounds():
+    from scalestudy.perfmodel.overlap import chunked_exposure
+
+    assert chunked_exposure(0.2, 1.0, 3.0, 1) == 0.2  # one chunk: only its own edge
+    assert chunked_exposure(0.2, 1.0, 3.0, 4) == 0.2  # each chunk's collective fits the next rounds
+    assert chunked_exposure(0.2, 5.0, 3.0, 4) == pytest.approx(0.2 + 3 * 2.0)  # a backlog of 2 s a chunk
+
+
+def test_interleaved_chunks_overlap_data_parallel_collectives_where_the_option_says(cal, h100):
+    from scalestudy.perfmodel.options import ModelOptions
+
+    def spec(schedule, v):
+        return RunSpec(model="llama2-70b", device="cuda", precision="bf16", seq_len=4096, nodes=256,
+                       procs_per_node=8, micro_batch=1, tp=8, pp=4, pp_stages_per_rank=v, pp_schedule=schedule,
+                       pp_microbatches=8, dp_shard=64, activation_checkpointing="full")
+
+    on, off = ModelOptions(overlap_dp_chunks=True), ModelOptions(overlap_dp_chunks=False)
+    inter = spec("interleaved_1f1b", 5)
+    a, b = (predict(inter, h100, cal, options=o, band=False) for o in (on, off))
+    assert a["step_time_s"] < b["step_time_s"] and a["exposed_comm_s"] < b["exposed_comm_s"]
+    plain = spec("1f1b", 1)  # one chunk a rank: the option changes nothing
+    c, d = (predict(plain, h100, cal, options=o, band=False) for o in (on, off))
+    assert c["step_time_s"] == d["step_time_s"]

@@ -23,6 +23,13 @@ tp_comm_overlap  False: TP collectives run between the matrix products that need
 straggler        True: a step's computation at W ranks is the expected maximum of W ranks'
                  (perfmodel/straggler.py: the step-to-step spread measured on the calibration runs);
                  False: one rank's mean.
+overlap_dp_chunks  True (the default): under an interleaved pipeline each model chunk's data-parallel
+                 gradient reduction and parameter all-gather run as soon as the chunk is done (before
+                 it starts), hidden behind the other chunks' micro batches (Megatron-core's
+                 --overlap-grad-reduce and --overlap-param-gather, which NeMo's and MLPerf's GPT-3
+                 configurations set; perfmodel/overlap.py); False: the rank's chunks as one unit,
+                 the collectives after the pipeline's last micro batch (before its first). Plain
+                 1F1B and GPipe pipelines are the same either way.
 gpu_spread_cv    the GPU-to-GPU spread of one GPU model, as a coefficient of variation (0: none, the
                  default; perfmodel/straggler.py cites the one published figure we know and why it
                  is not the default).
@@ -43,6 +50,7 @@ class ModelOptions:
     distributed_optimizer: bool = False
     elementwise: str = "fused"
     straggler: bool = True
+    overlap_dp_chunks: bool = True
     gpu_spread_cv: float = 0.0
 
     def __post_init__(self):
@@ -95,6 +103,8 @@ MEANING = {  # one line each, for the command line (the module docstring has the
                    "kernels), unfused (plain PyTorch ops) or megatron-2021",
     "straggler": "a step's computation at W ranks is the expected maximum of W ranks' (the step-to-step spread "
                  "measured on the calibration runs), not one rank's mean",
+    "overlap_dp_chunks": "interleaved pipelines: each model chunk's data-parallel collectives overlapped with the other "
+                         "chunks' micro batches (Megatron-core's --overlap-grad-reduce/--overlap-param-gather)",
     "gpu_spread_cv": "the GPU-to-GPU speed spread of one GPU model as a coefficient of variation, added to the "
                      "straggler term [unit: fraction; allowed: 0 <= x < 1]",
 }

@@ -26,6 +26,17 @@ m micro batches on p stages takes (m + p - 1) x (forward + backward of a micro b
 1F1B/GPipe ((m x v + p - 1) / v for interleaved 1F1B with v stages a rank). During the bubble a
 rank's NCCL receive kernels wait, so a trace counts the bubble as exposed communication; the
 model does the same and reports the bubble on its own too.
+
+Data-parallel collectives under an interleaved pipeline (ModelOptions.overlap_dp_chunks): the
+schedule runs the micro batches in rounds of pp a model chunk (Megatron's interleaved 1F1B:
+warm-up forwards chunk 0, 1, ..., v - 1; the last round of backwards chunk v - 1, ..., 0). Each
+chunk's gradients are reduced as soon as its last backward is done and its parameters gathered
+before its first forward (Megatron-core's DistributedDataParallelConfig overlap_grad_reduce and
+overlap_param_gather; NVIDIA/NeMo docs/source/features/optimizations/communication_overlap.rst:
+"with pipeline-parallelism, the granularity of DP communication becomes the Transformer layers
+per virtual pipeline stage"), one chunk after another on one stream. `chunked_exposure` gives what of them the other chunks' rounds do
+not hide. Without the option the rank's layers are one unit: the collectives wait for the last
+micro batch (before the first), as for a plain 1F1B pipeline.
 """
 
 from __future__ import annotations
@@ -175,6 +186,18 @@ def simulate(x: StepInputs) -> Timeline:
     compute_s = intervals.total(u_comp) + slow
     return Timeline(step_s=t + slow, compute_s=compute_s, comm_s=comm_sum, exposed_comm_s=exposed,
                     overlapped_s=overlapped, waits_s=waits)
+
+
+def chunked_exposure(edge_s: float, per_chunk_s: float, round_s: float, chunks: int) -> float:
+    """Exposed time of `chunks` collectives on one stream, one a model chunk, the i-th ready after
+    i + 1 rounds of computation of `round_s` each (the last after the last round): the last
+    chunk's own exposure `edge_s` (its collectives against its own blocks' computation, from
+    `simulate`) plus the backlog of the earlier chunks that their rounds could not hide.
+    Chunk i starts at max((i + 1) round, the stream free), so the last waits
+    (chunks - 1) x max(0, per_chunk - round) behind its ready time."""
+    if chunks <= 1:
+        return edge_s
+    return edge_s + (chunks - 1) * max(0.0, per_chunk_s - round_s)
 
 
 def pipeline_time(mb_fwd_s: float, mb_bwd_s: float, pp: int, m: int, stages_per_rank: int = 1,

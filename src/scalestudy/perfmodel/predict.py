@@ -31,7 +31,7 @@ from scalestudy.perfmodel import straggler as straggler_mod
 from scalestudy.perfmodel.collectives import CollectiveModel, Scales
 from scalestudy.perfmodel.layout_comm import layout_collectives
 from scalestudy.perfmodel.options import ModelOptions
-from scalestudy.perfmodel.overlap import StepInputs, pipeline_time, simulate
+from scalestudy.perfmodel.overlap import StepInputs, chunked_exposure, pipeline_time, simulate
 from scalestudy.spec.run import RunSpec
 
 MIN_COMPUTE_ERROR = 0.03
@@ -312,6 +312,11 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
                                      spec.pp_schedule == "interleaved_1f1b")
         slow = sc["interference"] * one.overlapped_s
         fsdp_wait = one.waits_s
+        v = spec.pp_stages_per_rank if spec.pp_schedule == "interleaved_1f1b" else 1
+        if options.overlap_dp_chunks and v > 1:
+            fsdp_wait, overlapped = _chunked_dp_wait(base, ct.layers // v, v, min(spec.pp, spec.pp_microbatches),
+                                                     per_fwd / v, per_bwd / v)
+            slow = sc["interference"] * overlapped
         step = spec.grad_accum * (pipe + fsdp_wait + slow) + tail * k
         compute_s = spec.grad_accum * (spec.pp_microbatches * mb_compute + slow) + tail * k
         fsdp_comm = sum(t["time_per_step_s"] for t in timed if t["stream"] == "fsdp")
@@ -339,6 +344,21 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
     else:
         vals.update(power_w_per_gpu=None, power_w_total=None, tokens_per_joule=None)
     return vals, timed
+
+
+def _chunked_dp_wait(base: dict, chunk_layers: int, chunks: int, round_mbs: int, chunk_fwd_s: float,
+                     chunk_bwd_s: float) -> tuple[float, float]:
+    """(exposed, overlapped) data-parallel collectives of one pipeline pass when each of a rank's
+    `chunks` model chunks gathers and reduces on its own (options.overlap_dp_chunks,
+    perfmodel/overlap.py): the edges from one chunk's timeline, the backlog from chunked_exposure
+    with rounds of `round_mbs` micro batches of one chunk."""
+    edge = simulate(StepInputs(microbatches=1, tail_s=0.0, **{**base, "layers": chunk_layers}))
+    ag = base["ag_block_s"] * chunk_layers
+    rs = base["rs_block_s"] * chunk_layers
+    exposed = chunked_exposure(edge.waits_s, ag, round_mbs * chunk_fwd_s, chunks) \
+        + chunked_exposure(0.0, rs, round_mbs * chunk_bwd_s, chunks)
+    total = chunks * (ag + rs) + base["ag_root_s"] + base["rs_root_s"]
+    return exposed, max(0.0, total - exposed)
 
 
 def sources(cluster, cal: Calibration, cm: CollectiveModel, dtype: str = "bf16") -> dict:
