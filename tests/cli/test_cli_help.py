@@ -83,3 +83,23 @@ def test_help_and_the_launchers_start_import_no_torch_pandas_or_matplotlib():
             "print(sorted(m for m in ('torch', 'pandas', 'matplotlib', 'numpy') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout[-300:] + out.stderr[-300:]
+
+
+def test_a_malformed_catalog_file_leaves_help_working_and_stops_a_command_naming_it(tmp_path, monkeypatch, capsys):
+    from scalestudy.spec import catalog
+
+    bad = tmp_path / "mine.yaml"
+    bad.write_text("gpus:\n  My GPU:\n    product: x\n")
+    monkeypatch.setenv(catalog.ENV_VAR, str(bad))
+    catalog.reset()
+    try:
+        with pytest.raises(SystemExit) as e:  # argparse exits 0 after printing the help
+            main(["--help"])
+        assert e.value.code == 0
+        assert main(["study", "--study", "smoke", "--root", str(REPO)]) == 2
+        err = capsys.readouterr().err
+        assert "mine.yaml is not a valid catalog file" in err and "peak_tflops" in err
+        assert len(err.splitlines()) < 12 and "Traceback" not in err
+    finally:
+        monkeypatch.delenv(catalog.ENV_VAR)
+        catalog.reset()

@@ -8,6 +8,7 @@ import argparse
 import importlib
 import sys
 
+from scalestudy.spec.catalog import CatalogError
 from scalestudy.spec.run import SpecError
 
 # modules adding subcommands through register(subparsers), one a command group
@@ -34,6 +35,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
-    except SpecError as e:
+    except (SpecError, CatalogError) as e:  # a bad spec, study or catalog file: the message names it
         print(f"scalestudy: {e}", file=sys.stderr)
         return 2

@@ -100,7 +100,8 @@ def _gpu(name: str, g: dict) -> GPUSpec:
 def _add(cat: _Catalog, path: Path) -> None:
     where = str(path)
     try:
-        data = yaml.safe_load(path.read_text())
+        with open(path) as f:  # a YAML error then names the file and line
+            data = yaml.safe_load(f)
     except FileNotFoundError:
         raise CatalogError(f"catalog file {where} does not exist") from None
     except yaml.YAMLError as e:
