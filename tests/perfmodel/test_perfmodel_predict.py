@@ -186,3 +186,21 @@ def test_interleaved_chunks_overlap_data_parallel_collectives_where_the_option_s
     plain = spec("1f1b", 1)  # one chunk a rank: the option changes nothing
     c, d = (predict(plain, h100, cal, options=o, band=False) for o in (on, off))
     assert c["step_time_s"] == d["step_time_s"]
+
+
+def test_a_new_gpu_needs_only_its_catalog_entry(fresh_catalog, cal):
+    from scalestudy.perfmodel.cluster import load_cluster, with_gpu
+    from scalestudy.spec import catalog
+
+    catalog.add_catalog_file(REPO / "examples/catalog/my-hardware.yaml")
+    c = load_cluster(str(REPO / "examples/clusters/my-gpu-node.yaml"), REPO)
+    base = load_cluster("h100-paper", REPO)
+    assert c.gpu == "NVIDIA RTX 6000 Ada Generation" and c.max_gpus == 32
+    assert c.peak_flops == 364.2e12 and c.v("memory_gib") == 48 and c.v("tdp_w") == 300
+    assert c.values["hbm_bytes_per_s"].source.startswith("datasheet: catalog")
+    assert c.v("inter_node_GBps") == base.v("inter_node_GBps") and c.gpus_per_node == 8
+    spec = RunSpec(model="llama2-7b", device="cuda", nodes=1, procs_per_node=8, micro_batch=1,
+                   activation_checkpointing="full")
+    assert predict(spec, c, cal, band=False)["tokens_per_s_per_device"] > 0
+    h200 = with_gpu(base, "NVIDIA H200")
+    assert h200.hbm == 4.8e12 and h200.v("memory_gib") == 141 and h200.v("inter_node_GBps") == 50

@@ -82,7 +82,7 @@ def _study_prediction(args: argparse.Namespace):
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from scalestudy.cli.train import spec_from_args
-    from scalestudy.perfmodel.cluster import load_cluster, with_overrides
+    from scalestudy.perfmodel.cluster import load_cluster, with_gpu, with_overrides
     from scalestudy.perfmodel.collectives import CollectiveModel
     from scalestudy.perfmodel.predict import calibrate, predict
 
@@ -95,7 +95,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
         if not args.cluster:
             raise ValueError("give --cluster NAME (with the run's options), or --study STUDY --run-id RUN_ID")
         spec = spec_from_args(args)
-        cluster = with_overrides(load_cluster(args.cluster, root), _overrides(args.set))
+        cluster = load_cluster(args.cluster, root)
+        if args.gpu:
+            cluster = with_gpu(cluster, args.gpu)
+        cluster = with_overrides(cluster, _overrides(args.set))
         cal = calibrate(args.calibration, root)
         p = predict(spec, cluster, cal, CollectiveModel.for_cluster(cluster, root), options=_model_options(args))
     if args.json:
@@ -257,6 +260,8 @@ def register(subparsers) -> None:
                                     "measured rank share)")
     q.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override a cluster value (what-if), e.g. inter_node_GBps=100; repeatable")
+    q.add_argument("--gpu", help="a GPU of the catalog (name or alias) in the cluster's nodes: its peak, HBM, memory, "
+                                 "board limit and NVLink from its catalog entry, the cluster's network unchanged")
     add_model_options(q)
     common(q)
     add_spec_options(q)

@@ -20,6 +20,12 @@ panel, assumed. Keys (all required unless marked optional):
   uncertainty:   relative half-widths of the box of assumed parameters (ring_latency,
                  intra_bandwidth, inter_bandwidth, interference, comm_power)
 
+A new GPU needs only its catalog entry (scalestudy.spec.catalog): a cluster file may name
+`base: <another cluster>` and take every value it does not give from there, and the GPU-kind
+values (GPU_VALUES: peak, HBM bandwidth, memory, board limit, NVLink) it does not give come from
+the catalog entry of its `gpu` (source `datasheet: catalog ...`) whenever that differs from the
+base's GPU. `with_gpu(cluster, name)` does the same for one command (`model predict --gpu`).
+
 `load_cluster(name)` finds workflow/clusters/<name>.yaml under the project root (or the checkout
 the package is installed from); `with_overrides(cluster, {"inter_node_GBps": 100})` asks what-if
 questions (a faster interconnect, a newer GPU).
@@ -40,6 +46,10 @@ REQUIRED = ("name", "description", "gpu", "gpus_per_node", "max_nodes", "peak_fl
             "memory_gib", "tdp_w", "intra_node_GBps", "inter_node_GBps", "collectives", "overlap", "power",
             "uncertainty")
 OPTIONAL = ("design_power_w",)
+# the cluster value -> the catalog GPU entry's field it defaults to, and the unit factor
+GPU_VALUES = {"peak_flops_per_s": ("peak_flops_per_s", 1.0), "hbm_bytes_per_s": ("memory_bytes_per_s", 1.0),
+              "memory_gib": ("memory_bytes", 1.0 / 2**30), "tdp_w": ("power_cap_w", 1.0),
+              "intra_node_GBps": ("intra_node_link_bytes_per_s", 1e-9)}
 
 
 class ClusterError(ValueError):
@@ -152,6 +162,66 @@ def cluster_from_dict(data: dict, source_file: str | None = None) -> Cluster:
                    values=values, collectives_fit=fit, raw_dirs=raw_dirs, source_file=source_file)
 
 
+def catalog_gpu_values(gpu: str) -> dict[str, dict]:
+    """The GPU-kind values of a cluster from the catalog entry of `gpu` (bf16 dense peak)."""
+    from scalestudy.spec import catalog
+    from scalestudy.spec.catalog.gpus import UnknownDeviceError
+
+    try:
+        g = catalog.gpu(gpu)
+    except UnknownDeviceError as e:
+        raise ClusterError(f"GPU {gpu!r} is not in the catalog ({e}); add its entry (docs/catalog.md) or give "
+                           f"{', '.join(GPU_VALUES)} in the cluster file") from None
+    out = {}
+    for key, (attr, unit) in GPU_VALUES.items():
+        x = getattr(g, attr)
+        if attr == "peak_flops_per_s":
+            x = x.get("bf16")
+            if x is None:
+                continue
+        out[key] = {"value": float(x) * unit, "source": f"datasheet: catalog {g.name} ({g.datasheet})"}
+    return out
+
+
+def _with_base(data: dict, path: Path, root: Path | str, seen: tuple[str, ...] = ()) -> dict:
+    """A cluster file's contents with its `base` cluster's values under it and, where its GPU is
+    not the base's, the GPU-kind values from the catalog under its own."""
+    import yaml
+
+    data = dict(data)
+    base_name = data.pop("base", None)
+    merged: dict = {}
+    if base_name is not None:
+        if base_name in seen:
+            raise ClusterError(f"{path}: base clusters form a loop ({' -> '.join((*seen, base_name))})")
+        bp = clusters_dir(root) / f"{base_name}.yaml"
+        if not bp.exists():
+            raise ClusterError(f"{path}: base cluster {base_name!r} not found (known: {', '.join(cluster_names(root))})")
+        merged = _with_base(yaml.safe_load(bp.read_text()) or {}, bp, root, (*seen, str(base_name)))
+    gpu = data.get("gpu", merged.get("gpu"))
+    if gpu is not None and gpu != merged.get("gpu"):
+        merged = {k: v for k, v in merged.items() if k not in GPU_VALUES}
+        missing = [k for k in GPU_VALUES if k not in data]
+        if missing:
+            merged.update({k: v for k, v in catalog_gpu_values(str(gpu)).items() if k in missing})
+    for k, v in data.items():
+        merged[k] = {**merged[k], **v} if isinstance(v, dict) and isinstance(merged.get(k), dict) \
+            and "value" not in v else v
+    return merged
+
+
+def with_gpu(cluster: Cluster, gpu: str) -> Cluster:
+    """The cluster with another GPU of the catalog in its nodes: its GPU-kind values from the
+    catalog, the network and the rest unchanged."""
+    values = dict(cluster.values)
+    for k, v in catalog_gpu_values(gpu).items():
+        values[k] = Value(v["value"], v["source"], f"--gpu; was {values[k].value:g} ({values[k].source})"
+                          if k in values else "--gpu")
+    values.pop("design_power_w", None)
+    return Cluster(f"{cluster.name}+{gpu}", cluster.description, gpu, values, cluster.collectives_fit,
+                   cluster.raw_dirs, cluster.source_file, {**cluster.overrides, "gpu": gpu})
+
+
 def clusters_dir(root: Path | str = ".") -> Path:
     return checkout_path(CLUSTERS_DIR, root)
 
@@ -171,7 +241,13 @@ def load_cluster(name: str, root: Path | str = ".") -> Cluster:
         p = Path(root) / p
     if not p.exists():
         raise ClusterError(f"no cluster file {p} (known: {', '.join(cluster_names(root))})")
-    data = yaml.safe_load(p.read_text())
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        raise ClusterError(f"cluster file {p} is not YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ClusterError(f"cluster file {p}: not a mapping")
+    data = _with_base(data, p, root)
     try:
         rel = p.resolve().relative_to(clusters_dir(root).resolve().parents[1]).as_posix()
     except ValueError:
