@@ -75,3 +75,26 @@ def test_a_lower_power_limit_slows_compute_bound_steps_and_not_communication():
     assert b["compute_s"] > a["compute_s"] * 1.05 and b["tokens_per_s"] < a["tokens_per_s"]
     assert b["power_w_per_gpu"] <= 500 + 1e-9
     assert [c["time_each_s"] for c in a.collectives] == [c["time_each_s"] for c in b.collectives]
+
+
+def test_the_measured_communication_phase_adds_its_power_to_a_gap(tmp_path):
+    import gzip
+    import json
+    from dataclasses import replace
+
+    from scalestudy.perfmodel.power import PowerModel, fit_comm
+
+    rows = [{"kind": "header", "device": "GPU"}, {"kind": "phase", "phase": "idle", "mean_power_w": 120.0}]
+    for k in (8, 16, 32):  # truth: 5 W + 0.1 W a block + 0.5 W per GB/s
+        rows.append({"kind": "phase", "phase": f"poll_{k}", "blocks": k, "mean_power_w": 125 + 0.1 * k})
+        for r in (25.0, 50.0):
+            rows.append({"kind": "phase", "phase": f"trickle_{k}_{r:g}", "blocks": k, "network_gb_per_s": r,
+                         "achieved_network_gb_per_s": r, "mean_power_w": 125 + 0.1 * k + 0.5 * r})
+    path = tmp_path / "comm.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    c = fit_comm(path)
+    assert (c.const_w, c.per_block_w, c.per_gbps_w) == pytest.approx((5.0, 0.1, 0.5), abs=1e-9)
+    pm = replace(PowerModel(140, 190, 0.2, 760, 570, 700, "GPU", 0, 0, 1, ""), comm=c)
+    assert pm.power_w(0.0, u_comm=1.0, comm_gbps=50, comm_blocks=16) == pytest.approx(190 + 5 + 1.6 + 25)
+    assert pm.power_w(0.0, u_comm=1.0, comm_gbps=50, comm_blocks=16, comm_scale=0.5) == pytest.approx(190 + 15.8)

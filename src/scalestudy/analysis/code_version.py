@@ -27,7 +27,8 @@ MODEL_DATA = ("spec/catalog",)  # package data the model reads: the GPU and mode
 # the files of the checkout the model's predictions read besides calibration runs: the external
 # ledger (scalestudy.perfmodel.external), the clusters, and the measurements behind the power model
 # and the H200's achievable matmul rate (a changed byte in either re-runs the predictions)
-MODEL_INPUTS = ("workflow/validation/external.yaml", "workflow/clusters", "data/power-duty", "data/h200-matmul")
+MODEL_INPUTS = ("workflow/validation/external.yaml", "workflow/clusters", "data/power-duty", "data/comm-power",
+                "data/h200-matmul")
 HASH_CHARS = 12
 
 

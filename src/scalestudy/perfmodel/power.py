@@ -13,10 +13,18 @@ throttles them); P_warm is the power of a short gap (clocks and voltage still up
 a grid search and the four powers by least squares on relative error (numpy). Inside a training
 step the gaps between kernels are microseconds: an idle share there draws P_warm.
 
-Communication: an NCCL kernel moves its bytes through HBM at a small fraction of the copy
-kernel's rate. An exposed collective is modelled as a warm gap plus that fraction of the copy
-power: P_comm = P_warm + f x (P_copy - P_warm), f = hbm_bytes_per_bus_byte x bus bandwidth /
-HBM bandwidth [assumed: 3 bytes through HBM a bus byte: receive, reduce-read, write].
+Communication, measured (benchmarks/comm_power.py, one H200, data/comm-power): what the board
+draws while k thread blocks (NCCL's channels) poll a flag in device memory and reduce chunks at
+a network's rate r (GB/s), the other SMs idle. Above the idle board the phases draw
+
+    dP(k, r) = c_0 + c_k x k + c_r x r      (least squares over the phases; CommPower)
+
+(at 16 blocks: +6 W polling, +34 W reducing at 50 GB/s; the idle board itself 123 W at full
+clock). An exposed collective draws a gap's power plus that: P_comm = P_gap(g) + dP(channels,
+bus rate). What it cannot capture: NIC and NVSwitch power (not board power), the NIC's DMA writes
+into HBM, NCCL's own loop. Without the measurement file the older assumption stands:
+P_comm = P_warm + f x (P_copy - P_warm), f = hbm_bytes_per_bus_byte x bus bandwidth / HBM
+bandwidth [assumed: 3 bytes through HBM a bus byte].
 
 To another GPU the powers carry as fractions of the board power its clocks are designed for
 (cluster `design_power_w`, by default the GPU kind's catalog power cap) [assumed]. GPU board power only: CPU,
@@ -52,6 +60,7 @@ from pathlib import Path
 import numpy as np
 
 DUTY_FILE = Path("data") / "power-duty" / "h200-power-duty.jsonl.gz"
+COMM_FILE = Path("data") / "comm-power" / "h200-comm-power.jsonl.gz"
 TAU_GRID_S = tuple(float(x) for x in np.geomspace(0.005, 2.0, 120))
 DVFS_EXPONENT = 3.0  # P_dynamic ~ f^3 (C V^2 f, V linear in f) [published: Le Sueur and Heiser, HotPower 2010]
 
@@ -70,6 +79,55 @@ class DutyPhase:
 
 
 @dataclass(frozen=True)
+class CommPower:
+    """Board power above the idle board while communication kernels run (measured; see above)."""
+    idle_w: float  # the idle board of the measurement
+    const_w: float
+    per_block_w: float
+    per_gbps_w: float
+    rel_rms: float  # of the fitted phase powers
+    n_phases: int
+    source: str
+
+    def extra_w(self, blocks: float, gbps: float) -> float:
+        return max(0.0, self.const_w + self.per_block_w * blocks + self.per_gbps_w * max(gbps, 0.0))
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def read_comm(path: Path | str) -> tuple[dict, list[dict]]:
+    header, phases = {}, []
+    with gzip.open(path, "rt") as f:
+        for line in f:
+            r = json.loads(line)
+            if r.get("kind") == "header":
+                header = r
+            elif r.get("kind") == "phase":
+                phases.append(r)
+    return header, phases
+
+
+def fit_comm(path: Path | str) -> CommPower:
+    """dP(k, r) fitted to the poll_* and trickle_* phases over the idle phases' mean power."""
+    header, phases = read_comm(path)
+    idle = [p["mean_power_w"] for p in phases if p["phase"].startswith("idle")]
+    rows = [p for p in phases if p["phase"].startswith(("poll_", "trickle_"))]
+    if not idle or len(rows) < 3:
+        raise ValueError(f"{path}: needs idle phases and at least 3 poll_/trickle_ phases (benchmarks/comm_power.py)")
+    p_idle = float(np.mean(idle))
+    a = np.array([[1.0, float(p["blocks"]), float(p.get("achieved_network_gb_per_s", p.get("network_gb_per_s", 0.0)))]
+                  for p in rows])
+    y = np.array([p["mean_power_w"] - p_idle for p in rows])
+    coef, *_ = np.linalg.lstsq(a, y, rcond=None)
+    rel = (p_idle + a @ coef) / (p_idle + y) - 1.0
+    return CommPower(idle_w=p_idle, const_w=float(coef[0]), per_block_w=float(coef[1]), per_gbps_w=float(coef[2]),
+                     rel_rms=float(np.sqrt(np.mean(rel ** 2))), n_phases=len(rows),
+                     source=f"measured: communication kernels on one {header.get('device', 'GPU')} "
+                            f"({Path(path).name}), NVML energy counter")
+
+
+@dataclass(frozen=True)
 class PowerModel:
     idle_w: float
     warm_w: float
@@ -83,6 +141,7 @@ class PowerModel:
     n_phases: int
     source: str
     residuals: dict = field(default_factory=dict)  # phase -> relative error
+    comm: CommPower | None = None  # the measured communication phase (None: the HBM-traffic assumption)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -105,17 +164,23 @@ class PowerModel:
         return self.clock_factor(cap_w, design_w) / self.clock_factor()
 
     def power_w(self, u_compute: float, u_copy: float = 0.0, gap_s: float = 0.0, cap_w: float | None = None,
-                u_comm: float = 0.0, comm_hbm_fraction: float = 0.0, design_w: float | None = None) -> float:
+                u_comm: float = 0.0, comm_hbm_fraction: float = 0.0, design_w: float | None = None,
+                comm_gbps: float = 0.0, comm_blocks: float = 16.0, comm_scale: float = 1.0) -> float:
         """Board power for the shares of a period; `cap_w` the target GPU's limit, `design_w` the power
         its clocks are designed for (default the cap; the powers scale with it [assumed]); u_comm:
-        share in which only communication kernels run."""
+        share in which only communication kernels run: with the measured communication phase, at
+        comm_gbps of reduced network bytes on comm_blocks channels (its power above a gap's times
+        comm_scale, the band's axis); without it, comm_hbm_fraction of the copy power."""
         cap = cap_w or self.cap_w
         k = (design_w or cap) / self.cap_w
         u_c = min(max(u_compute, 0.0), 1.0)
         u_m = min(max(u_copy, 0.0), 1.0 - u_c)
         u_x = min(max(u_comm, 0.0), 1.0 - u_c - u_m)
         u_i = max(0.0, 1.0 - u_c - u_m - u_x)
-        comm = self.warm_w + min(max(comm_hbm_fraction, 0.0), 1.0) * (self.copy_w - self.warm_w)
+        if self.comm is not None:
+            comm = self.gap_w(gap_s) + comm_scale * self.comm.extra_w(comm_blocks, comm_gbps)
+        else:
+            comm = self.warm_w + min(max(comm_hbm_fraction, 0.0), 1.0) * (self.copy_w - self.warm_w)
         p = u_c * self.compute_w + u_m * self.copy_w + u_x * comm + u_i * self.gap_w(gap_s)
         return min(cap, k * p)
 
@@ -165,6 +230,11 @@ def fit_file(path: Path | str) -> PowerModel:
 
 
 def load(root: Path | str = ".") -> PowerModel:
+    """The duty-cycle fit, with the measured communication phase where its file is present."""
+    from dataclasses import replace
+
     from scalestudy.spec.checkout import checkout_path
 
-    return fit_file(checkout_path(str(DUTY_FILE), root))
+    pm = fit_file(checkout_path(str(DUTY_FILE), root))
+    comm = checkout_path(str(COMM_FILE), root)
+    return replace(pm, comm=fit_comm(comm)) if Path(comm).is_file() else pm

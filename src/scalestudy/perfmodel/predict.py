@@ -9,8 +9,9 @@ the smallest and largest value over the corners (not a probability interval):
   intra_bw      NVLink bus bandwidth x (1 +- uncertainty.intra_bandwidth)
   inter_bw      network bus bandwidth x (1 +- uncertainty.inter_bandwidth)
   interference  overlap.interference x (1 +- uncertainty.interference)
-  comm_power    HBM traffic of exposed collectives (power.hbm_bytes_per_bus_byte) x (1 +- uncertainty.comm_power)
-                (power only; the duty-cycle fit itself is measured, perfmodel/power.py)
+  comm_power    the power of exposed communication above a gap's (measured, perfmodel/power.py CommPower;
+                without that file the assumed HBM traffic power.hbm_bytes_per_bus_byte) x (1 +- uncertainty.comm_power)
+                (power only)
 `corners` keeps each corner's values in a fixed order (CORNERS) so that comparisons between two
 predictions (a ratio, a difference) can be banded jointly: the same corner for both.
 """
@@ -193,6 +194,7 @@ def _scales(cluster, cal: Calibration, corner: tuple[int, ...] | None) -> dict:
                        inter_bw=1.0 / (1.0 + c["inter_bw"] * u("inter_bandwidth"))),
         "interference": kappa * (1.0 + c["interference"] * u("interference")),
         "comm_power": cluster.v("power.hbm_bytes_per_bus_byte") * (1.0 + c["comm_power"] * u("comm_power")),
+        "comm_scale": 1.0 + c["comm_power"] * u("comm_power"),
     }
 
 
@@ -337,13 +339,21 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
         bus_rate = sum(busbw_factor(t["op"], t["group"]["n"]) * t["size_bytes"] * t["calls"] for t in timed
                        if t["op"] != "send" and t["group"]["n"] > 1) / coll_s if coll_s > 0 else 0.0
         vals["comm_hbm_fraction"] = min(1.0, sc["comm_power"] * bus_rate / cluster.hbm)
+        vals["comm_gbps"] = bus_rate / 1e9
         p = cal.power.power_w(vals["u_compute"], cap_w=cluster.v("tdp_w"), u_comm=vals["u_exposed"],
-                              comm_hbm_fraction=vals["comm_hbm_fraction"], design_w=design_power_w(cluster))
+                              comm_hbm_fraction=vals["comm_hbm_fraction"], design_w=design_power_w(cluster),
+                              comm_gbps=vals["comm_gbps"], comm_blocks=_channels(cluster),
+                              comm_scale=sc["comm_scale"])
         vals.update(power_w_per_gpu=p, power_w_total=p * spec.world_size,
                     tokens_per_joule=tps / (p * spec.world_size))
     else:
         vals.update(power_w_per_gpu=None, power_w_total=None, tokens_per_joule=None)
     return vals, timed
+
+
+def _channels(cluster) -> float:
+    """NCCL's channels of a collective (collectives.channels; 16 where the cluster does not say)."""
+    return cluster.values["collectives.channels"].value if "collectives.channels" in cluster.values else 16.0
 
 
 def _chunked_dp_wait(base: dict, chunk_layers: int, chunks: int, round_mbs: int, chunk_fwd_s: float,
@@ -373,6 +383,13 @@ def sources(cluster, cal: Calibration, cm: CollectiveModel, dtype: str = "bf16")
             "power": (f"{cal.power.source}: fit RMS {cal.power.rel_rms:.1%}, worst {cal.power.rel_max:.1%} over "
                       f"{cal.power.n_phases} phases; carried to other GPUs as fractions of the "
                       f"{cal.power.cap_w:g} W board limit [assumed]") if cal.power else None,
+            "communication_power": (
+                f"{cal.power.comm.source}: above the idle board {cal.power.comm.const_w:.1f} W + "
+                f"{cal.power.comm.per_block_w:.3f} W a channel + {cal.power.comm.per_gbps_w:.3f} W per GB/s reduced "
+                f"(fit RMS {cal.power.comm.rel_rms:.1%} over {cal.power.comm.n_phases} phases), added to a gap's "
+                "power while only communication runs; NIC and NVSwitch power not included")
+            if cal.power and cal.power.comm else
+            "assumed: an exposed collective draws a warm gap's power plus its HBM traffic's share of the copy power",
             "power_limit_throttling": (
                 f"matrix products at {clock_ratio(cluster, cal):.3f} x the calibrated rate: clock under the "
                 f"{cluster.v('tdp_w'):g} W limit (design power {design_power_w(cluster):g} W) over the measured "

@@ -62,13 +62,14 @@ def _sha(text: str) -> str:
 
 def measured_files(cal, gpus: tuple[str, ...], root: Path | str) -> list[dict]:
     """The measurement files a prediction reads besides the calibration runs, with their sha256:
-    the power duty-cycle log and the achievable-matmul sweeps of the GPUs involved (the catalog's
+    the power duty-cycle and communication-power logs and the achievable-matmul sweeps of the GPUs involved (the catalog's
     `matmul_achievable_data`), those present under the project root."""
-    from scalestudy.perfmodel.power import DUTY_FILE
+    from scalestudy.perfmodel.power import COMM_FILE, DUTY_FILE
     from scalestudy.spec import catalog
     from scalestudy.spec.catalog.gpus import UnknownDeviceError
 
-    paths = {str(DUTY_FILE): "GPU power duty cycles (perfmodel/power.py)"}
+    paths = {str(DUTY_FILE): "GPU power duty cycles (perfmodel/power.py)",
+             str(COMM_FILE): "GPU power while communication kernels run (perfmodel/power.py)"}
     for name in dict.fromkeys((cal.compute.gpu, *gpus)):
         try:
             g = catalog.gpu(name)
