@@ -19,9 +19,6 @@ configfile: "workflow/config.yaml"
 validate(config, "workflow/schemas/config.schema.yaml")
 
 
-report: "workflow/report/workflow.rst"
-
-
 include: "workflow/rules/common.smk"
 include: "workflow/rules/runs.smk"
 include: "workflow/rules/collectives.smk"
@@ -29,6 +26,11 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/claims.smk"
 include: "workflow/rules/model.smk"
+
+
+# the report's home page says what the study's numbers are: measured, predicted, imported or
+# one rank's share (scalestudy.spec.evidence)
+report: report_page(STUDY)
 
 
 rule all:

@@ -115,7 +115,8 @@ def paper_grid() -> Grid:
             _add(g, experiments=weak + ["kernel_breakdown"], world=w, replicate=w // 8, per_device=pd_ * 0.97,
                  exposed=0.05)
         for tp, pp in ((2, 1), (4, 1), (1, 2), (1, 4), (2, 2)):
-            _add(g, experiments=weak, world=w, tp=tp, pp=pp, per_device=pd_ * (0.6 + 0.05 * tp + 0.03 * pp),
+            _add(g, experiments=weak + (["step_time_microbatches"] if pp > 1 else []), world=w, tp=tp, pp=pp,
+                 per_device=pd_ * (0.6 + 0.05 * tp + 0.03 * pp),
                  status="timeout" if (w, tp, pp) == (2048, 4, 1) else "ok")
         _add(g, experiments=["strong_scaling"], world=w, global_batch=4096, per_device=4096 * 100 / w)
         _add(g, experiments=["strong_scaling"], world=w, tp=2, global_batch=4096, per_device=4096 * 90 / w)

@@ -6,7 +6,7 @@ from scalestudy.analysis.csv_format import read_csv_rows, split_list
 from scalestudy.analysis.figures import FIGURES, drawing, figure_data, prepare, render, render_all, save
 
 EXPECTED = ["collectives_bandwidth", "weak_scaling", "kernel_breakdown", "strong_scaling", "tp_pp_grid",
-            "model_sizes", "hardware_generations", "power", "rank_grid", "rank_memory"]
+            "model_sizes", "hardware_generations", "power", "rank_grid", "rank_memory", "step_time_microbatches"]
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +87,8 @@ def test_weak_scaling_plots_mfu_in_percent_with_ci(drawn):
 def test_power_says_gpu_board_power_only(drawn):
     study, tables, _ = drawn
     fd = figure_data("power", tables, study)
-    assert "GPU board power only (NVML)" in fd.title
+    assert "GPU board power only" in fd.title and "NVML" not in fd.title  # the title fits a prediction too
+    assert any("through NVML" in n for n in fd.notes)
     series = {r["series"] for r in fd.rows}
     assert {"FSDP", "best TP/PP"} <= series
 

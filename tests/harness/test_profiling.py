@@ -67,3 +67,20 @@ def test_window_cut_short_writes_no_trace(tmp_path):
         run_iterations(window, 3)  # stops inside the traced steps 2..3
     assert window.record() is None
     assert not (tmp_path / "traces").exists() or not any((tmp_path / "traces").iterdir())
+
+
+
+def test_only_rank_0_hears_kineto():
+    """Kineto's profiler_start / profiler_stop lines are left to rank 0 (every rank still traces;
+    tests/launch/test_launch.py counts the lines of a 2-process run); a KINETO_LOG_LEVEL the user
+    set is kept."""
+    from scalestudy.harness.profiling import KINETO_LOG_LEVEL_ENV, KINETO_SILENT, quiet_kineto
+
+    env = {}
+    quiet_kineto(0, env)
+    assert env == {}
+    quiet_kineto(1, env)
+    assert env == {KINETO_LOG_LEVEL_ENV: KINETO_SILENT}
+    env = {KINETO_LOG_LEVEL_ENV: "0"}
+    quiet_kineto(1, env)
+    assert env == {KINETO_LOG_LEVEL_ENV: "0"}

@@ -64,8 +64,18 @@ def test_launch_a_planned_two_process_run(tmp_path):
     assert "-m scalestudy.launch.local_workers --nproc=2 -- train" in text and "scalestudy.launch.local_workers ended with exit code 0" in text
     # the worker's progress reaches the log although the launcher runs it --quiet; a summary ends it
     steps = run.spec.warmup_iters + run.spec.measured_iters
-    assert f"[progress] step {steps}/{steps} measured | loss " in text and " tok/s | MFU " in text
-    assert f"[summary] run {run.run_id}: ok | " in text and f"raw log {run_dir}" in out.stdout
+    assert f"[progress] step {steps}/{steps} measured | loss " in text and " tok/s per device | MFU " in text
+    # one summary line (the launcher's, from the finished raw log; the workers leave it to it), in
+    # the log and on the terminal, its tokens/s said global and per device
+    summaries = [ln for ln in text.splitlines() if ln.startswith("[summary]")]
+    assert len(summaries) == 1 and summaries[0].startswith(f"[summary] run {run.run_id}: ok | "), summaries
+    assert " tok/s global | " in summaries[0] and " tok/s per device | MFU " in summaries[0]
+    assert [ln for ln in out.stdout.splitlines() if ln.startswith("[summary]")] == summaries
+    assert f"raw log {run_dir}" in summaries[0]
+    # both ranks traced the profiled step; Kineto's start and stop lines came from rank 0 alone
+    assert run.spec.profile_iters and sorted(p.name for p in (run_dir / "traces").iterdir()) == [
+        "rank-00000.json.gz", "rank-00001.json.gz"]
+    assert text.count("profiler_start") == 1 and text.count("profiler_stop") == 1, text
 
 
 @pytest.mark.multiproc

@@ -4,6 +4,7 @@ the profile that `snakemake --profile slurm` finds from the repository root."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -204,7 +205,7 @@ def test_job_resources_one_node_and_many():
     one = job_resources(nodes=1, procs_per_node=8, cuda=True, runtime_min=30, mem_mb=131072, site=site)
     assert one == {"nodes": 1, "tasks": 1, "cpus_per_task": 64, "mpi": None, "mem_mb": 131072, "runtime": 30,
                    "slurm_partition": "gpu", "slurm_account": "proj", "qos": None, "constraint": "h100",
-                   "slurm_extra": "--ntasks-per-node=1 --gpus-per-node=8"}
+                   "slurm_extra": "--ntasks-per-node=1 --gpus-per-node=8 --exclusive"}  # whole nodes by default
     many = job_resources(nodes=256, procs_per_node=8, cuda=True, runtime_min=3, mem_mb=1, site=site)
     assert many["nodes"] == many["tasks"] == 256 and many["mpi"] == "srun"
     assert many["runtime"] == site.min_runtime_min
@@ -301,7 +302,9 @@ def test_a_cuda_run_asks_its_gpus_a_node():
                                     "--rdzv-endpoint=gpu0001:29837 --rdzv-id=31337")
     res = launcher.job_resources(spec, 3600, Site(gpus_per_node=8, partition="gpu"))
     assert (res["nodes"], res["tasks"], res["mpi"], res["slurm_partition"]) == (256, 256, "srun", "gpu")
-    assert res["slurm_extra"] == "--ntasks-per-node=1 --gpus-per-node=8"
+    assert res["slurm_extra"] == "--ntasks-per-node=1 --gpus-per-node=8 --exclusive"
+    shared = launcher.job_resources(spec, 3600, Site(gpus_per_node=8, partition="gpu", exclusive=False))
+    assert shared["slurm_extra"] == "--ntasks-per-node=1 --gpus-per-node=8"
 
 
 def _fake_python(tmp_path: Path) -> Path:
@@ -415,10 +418,16 @@ def test_snakemake_profile_slurm_plans_the_paper_study_as_typed():
     assert "Using profiles slurm and workflow specific profile profiles/default" in out.stderr + out.stdout
     text = out.stdout
     assert "nodes=256, tasks=256, gpus=2048, runtime=" in text
-    assert "slurm_extra=--ntasks-per-node=1 --gpus-per-node=8, cpus_per_task=8, mpi=srun" in text
+    # slurm/site.yaml asks for whole nodes (exclusive: true): a measured run shares no node
+    assert "slurm_extra=--ntasks-per-node=1 --gpus-per-node=8 --exclusive, cpus_per_task=8, mpi=srun" in text
     one_node = [ln for ln in text.splitlines() if "resources:" in ln and "nodes=1," in ln]
     assert one_node and not any("mpi=" in ln for ln in one_node)
     assert "exec scalestudy launch --study paper" in text and "--attempt 1 --max-attempts 3" in text
+    # the README's job count of this dry run is snakemake's
+    total = re.search(r"^total\s+(\d+)$", text, re.M)
+    stated = re.search(r"plan the paper's whole grid \((\d+) jobs\)", (REPO / "README.md").read_text())
+    assert total and stated and stated.group(1) == total.group(1), (
+        f"README.md says {stated and stated.group(1)} jobs; snakemake -n plans {total and total.group(1)}")
 
 
 def test_a_host_that_cannot_submit_is_told_why_in_one_sentence():

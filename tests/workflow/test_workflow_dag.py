@@ -129,10 +129,13 @@ def test_every_figure_caption_comes_from_its_description_and_names_runs_and_hard
         text = caption(figure, study, runs="RUNS")
         assert "Runs: RUNS." in text and study.hardware.split(" (")[0] in text, figure
         assert "PREDICTED by the performance model" in text and "Measured" not in text, figure
+        assert "seed" not in text.lower(), figure  # a prediction has a band, never seeds
         assert f"--forcerun figure_{figure}" in text, figure
     measured = caption("power", load_study("h200-reference", REPO))
     assert "GPU board power only" in measured and "Measured" in measured and "PREDICTED" not in measured
-    assert (report / "claims.rst").exists() and (report / "workflow.rst").exists()
+    assert (report / "claims.rst").exists()
+    for kind in ("measured", "predicted", "imported", "rank-share"):  # the home page of each kind of study
+        assert (report / f"{kind}.rst").exists(), kind
 
 
 def test_the_workflow_environment_lists_the_package_dependencies():

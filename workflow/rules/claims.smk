@@ -10,21 +10,22 @@ rule claims:
     output:
         csv=report(
             "figures/{study}/claims.csv",
-            caption="../report/claims.rst",
-            category="Claims",
-            labels={"table": "claims", "format": "CSV"},
+            caption="../report/claims-csv.rst",
+            category="Tables",
+            labels={"table": "claims"},
         ),
         md="figures/{study}/claims.md",
         html=report(
             "figures/{study}/claims.html",
             caption="../report/claims.rst",
             category="Claims",
-            labels={"table": "claims", "format": "page"},
+            labels={"table": "claims"},
         ),
     log:
         "data/{study}/logs/claims.log",
     params:
         study=study_arg,
+        evidence=study_evidence_of,
         code=CODE_VERSION,
     conda:
         "../envs/scalestudy.yaml"

@@ -71,6 +71,26 @@ def predicted_studies():
 PREDICTED_STUDIES = predicted_studies()
 
 
+def beside_studies():
+    """A wildcard pattern of the studies with the model beside their measurements (`model_beside`)."""
+    names = {STUDY.name} if STUDY.model_beside else set()
+    names |= {n for n, d in STUDY_HEADERS.items() if n != STUDY.name and d.get("model_beside")}
+    return "|".join(re.escape(n) for n in sorted(names)) or "(?!)"
+
+
+BESIDE_STUDIES = beside_studies()
+
+
+def beside_inputs(wildcards):
+    """What the model beside a study reads: the study file, the cluster files and the calibration runs."""
+    study = get_study(wildcards.study)
+    files = [str(study.source)] if study.source else []
+    files += sorted(str(p) for p in Path("workflow/clusters").glob("*.yaml"))
+    for d in study.model_beside.get("calibration", []):
+        files += sorted(str(p) for p in Path(d).glob("*/status.json"))
+    return files
+
+
 def prediction_inputs(wildcards):
     """What a prediction study's predictions depend on: its file, the cluster files, and the
     finished calibration runs."""
@@ -211,6 +231,20 @@ def figure_category(figure):
     return description(figure).category
 
 
+def report_page(study):
+    """The report's home page for the study's kind of numbers (workflow/report/KIND.rst)."""
+    from scalestudy.spec.evidence import study_evidence
+
+    return f"workflow/report/{study_evidence(study).replace(' ', '-')}.rst"
+
+
+def study_evidence_of(wildcards):
+    """measured, predicted, imported or rank share (scalestudy.spec.evidence), for captions."""
+    from scalestudy.spec.evidence import study_evidence
+
+    return study_evidence(get_study(wildcards.study))
+
+
 def figure_caption(figure):
     """The report caption of a figure of the study, from its module's DESCRIPTION."""
 
@@ -253,11 +287,10 @@ def figure_runs(figure):
 
 
 def tables(wildcards):
-    return expand(
-        "data/{study}/tables/{table}.csv",
-        study=wildcards.study,
-        table=("runs", "summary", "collectives", "collectives_summary"),
-    )
+    names = ("runs", "summary", "collectives", "collectives_summary")
+    if get_study(wildcards.study).model_beside:
+        names += ("model_beside",)
+    return expand("data/{study}/tables/{table}.csv", study=wildcards.study, table=names)
 
 
 def study_figures(name):

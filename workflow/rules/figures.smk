@@ -1,5 +1,6 @@
 # One rule a figure, named by its content (figure_weak_scaling, ...): tables -> PDF, PNG and the
-# CSV of exactly the numbers plotted. Its report caption is the figure module's DESCRIPTION
+# CSV of exactly the numbers plotted. The report shows the PNG with its caption (the PDF under
+# "PDF files"); the caption is the figure module's DESCRIPTION
 # (scalestudy.analysis.figures.caption, through the one template report/figure.rst), and
 # params.code (the analysis code's version) reruns it when that code changes.
 # `snakemake --forcerun figure_NAME -- figures/STUDY/NAME.pdf` rebuilds one.
@@ -14,17 +15,18 @@ for figure_name in ALL_FIGURES:
         input:
             figure_inputs(figure_name),
         output:
+            # the PNG shows inline with the caption; the PDF is a download of its own
             pdf=report(
                 f"figures/{{study}}/{figure_name}.pdf",
-                caption="../report/figure.rst",
-                category=figure_category(figure_name),
-                labels={"figure": figure_name, "format": "PDF"},
+                caption="../report/figure-pdf.rst",
+                category="PDF files",
+                labels={"figure": figure_name},
             ),
             png=report(
                 f"figures/{{study}}/{figure_name}.png",
                 caption="../report/figure.rst",
                 category=figure_category(figure_name),
-                labels={"figure": figure_name, "format": "PNG"},
+                labels={"figure": figure_name},
             ),
             csv=f"figures/{{study}}/{figure_name}.csv",
         log:

@@ -35,15 +35,15 @@ rule model_validation:
         ledger="figures/{study}/model_validation_ledger.csv",
         pdf=report(
             "figures/{study}/model_validation.pdf",
-            caption="../report/figure.rst",
-            category=figure_category("model_validation"),
-            labels={"figure": "model_validation", "format": "PDF"},
+            caption="../report/figure-pdf.rst",
+            category="PDF files",
+            labels={"figure": "model_validation"},
         ),
         png=report(
             "figures/{study}/model_validation.png",
             caption="../report/figure.rst",
             category=figure_category("model_validation"),
-            labels={"figure": "model_validation", "format": "PNG"},
+            labels={"figure": "model_validation"},
         ),
         csv="figures/{study}/model_validation.csv",
     log:
@@ -54,6 +54,7 @@ rule model_validation:
         calibration=lambda wildcards: list(get_study(wildcards.study).prediction["calibration"]),
         base=lambda wildcards: f"figures/{wildcards.study}/model_validation",
         caption=figure_caption("model_validation"),
+        figure="model_validation",
         code=CODE_VERSION,
         model=MODEL_CODE_VERSION,
     conda:
@@ -61,3 +62,25 @@ rule model_validation:
     shell:
         "scalestudy model validate --external --calibration {params.calibration:q} --out {output.ledger:q} "
         "--figure {params.base:q} > {log:q} 2>&1"
+
+
+# The performance model beside a study of measurements (a `model_beside` section, e.g. mlperf): each
+# configuration predicted on the section's cluster from its calibration, or the reason it cannot be
+# expressed; the figures draw it beside the measured points. Nothing is fitted to the measurements.
+rule model_beside:
+    localrule: True
+    input:
+        beside_inputs,
+    output:
+        "data/{study}/tables/model_beside.csv",
+    log:
+        "data/{study}/logs/model_beside.log",
+    wildcard_constraints:
+        study=BESIDE_STUDIES,
+    params:
+        study=study_arg,
+        model=MODEL_CODE_VERSION,  # a change to the model's code or data reruns it
+    conda:
+        "../envs/scalestudy.yaml"
+    shell:
+        "scalestudy model beside --study {params.study:q} --out {output:q} > {log:q} 2>&1"

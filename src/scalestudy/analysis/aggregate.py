@@ -43,6 +43,8 @@ COLLECTIVES_FILE = "collectives.csv"
 COLLECTIVES_SUMMARY_FILE = "collectives_summary.csv"
 UNPLANNED_FILE = "unplanned_runs.csv"
 PREDICTIONS_FILE = "predictions.csv"  # only for studies with predicted runs (scalestudy.perfmodel)
+# only for studies with the model beside their measurements (`model_beside`; scalestudy.perfmodel.beside)
+MODEL_BESIDE_FILE = "model_beside.csv"
 TABLE_FILES = (RUNS_FILE, SUMMARY_FILE, COLLECTIVES_FILE, COLLECTIVES_SUMMARY_FILE, UNPLANNED_FILE)
 PREDICTION_METRICS = ("tokens_per_s", "tokens_per_s_per_device", "mfu", "power_w_per_gpu", "tokens_per_joule",
                       "exposed_comm_share", "step_time_s")
@@ -377,11 +379,14 @@ class LoadedTables:
     collectives_summary: object
     directory: Path
     predictions: object = None  # predictions.csv, where the study has predicted runs
+    model_beside: object = None  # model_beside.csv, where the study has the model beside its measurements
 
 
 def load_tables(tables_dir: Path | str) -> LoadedTables:
     d = Path(tables_dir)
     pred = read_table(d / PREDICTIONS_FILE) if (d / PREDICTIONS_FILE).exists() else None
+    beside = read_table(d / MODEL_BESIDE_FILE) if (d / MODEL_BESIDE_FILE).exists() else None
     return LoadedTables(runs=read_table(d / RUNS_FILE), summary=read_table(d / SUMMARY_FILE),
                         collectives=read_table(d / COLLECTIVES_FILE),
-                        collectives_summary=read_table(d / COLLECTIVES_SUMMARY_FILE), directory=d, predictions=pred)
+                        collectives_summary=read_table(d / COLLECTIVES_SUMMARY_FILE), directory=d, predictions=pred,
+                        model_beside=beside)

@@ -71,6 +71,49 @@ def verify_checksums(raw_dir: Path) -> list[str]:
     return problems
 
 
+def _import_sources(study) -> list[str]:
+    """Every run of a study of imported logs names, in its run.json, a source the study lists
+    (repository and commit of its `imported` section)."""
+    sources = {(s["repository"], s["commit"]) for s in getattr(study, "imported", ()) or ()}
+    if not sources:
+        return []
+    problems = []
+    for run_id in study.run_ids:
+        p = Path(study.raw_dir) / run_id / "run.json"
+        try:
+            src = (json.loads(p.read_text()).get("provenance") or {}).get("source") or {}
+        except (OSError, json.JSONDecodeError):
+            continue  # missing or unreadable: reported by the checksums and the rebuild
+        if (src.get("repository"), src.get("commit")) not in sources:
+            problems.append(f"{p}: imported from {src.get('repository')}@{src.get('commit')}, not a source of study "
+                            f"{study.name} ({study.source})")
+    return problems
+
+
+def _model_beside(study, t_dir: Path) -> list[str]:
+    """The model's table beside a study of measurements (`model_beside`) is the model's output, not
+    the raw logs': it is taken as it is into the rebuild, and reported when it is missing or was
+    made by another version of the model."""
+    import shutil
+
+    from scalestudy.analysis.aggregate import MODEL_BESIDE_FILE
+    from scalestudy.analysis.code_version import model_version
+    from scalestudy.analysis.csv_format import read_table
+
+    if not getattr(study, "model_beside", None):
+        return []
+    src = Path(study.tables_dir) / MODEL_BESIDE_FILE
+    if not src.exists():
+        return [f"{src}: missing (`scalestudy model beside --study {study.name}` writes it)"]
+    shutil.copy(src, t_dir / MODEL_BESIDE_FILE)
+    made = sorted({str(v) for v in read_table(src).get("model_version", [])})
+    current = model_version(getattr(study, "root", "."))
+    if made != [current]:
+        return [f"{src}: made by {', '.join(made) or 'a model that recorded no version'}, not by this model "
+                f"({current}): rebuild it"]
+    return []
+
+
 def _calibration_problems(run_dir: Path) -> list[str]:
     from scalestudy.analysis.provenance import calibration_provenance, measured_files_provenance
 
@@ -135,7 +178,7 @@ def audit(study, *, figures: bool = True, claims: bool = True) -> list[str]:
     from scalestudy.analysis.figures import FIGURES, render
 
     raw = Path(study.raw_dir)
-    problems = verify_checksums(raw)
+    problems = verify_checksums(raw) + _import_sources(study)
     for u in agg.unplanned_runs(study):
         if "moved aside" not in u["reason"]:
             problems.append(f"{raw / u['raw_dir']}: unplanned run directory ({u['reason']})")
@@ -149,6 +192,7 @@ def audit(study, *, figures: bool = True, claims: bool = True) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="scalestudy-audit-") as tmp:
         t_dir, f_dir = Path(tmp) / "tables", Path(tmp) / "figures"
         produced = agg.write_tables(tables, t_dir)
+        problems += _model_beside(study, t_dir)
         loaded = agg.load_tables(t_dir)
         for p in produced:
             problem = compare(p, Path(study.tables_dir) / p.name)

@@ -543,6 +543,9 @@ def evaluate(tables, inputs: str = MODEL_ALONE) -> list[dict]:
     cfgs = _configs(tables, inputs)
     own = own_cluster(cfgs)
     rows = c1_c2(own) + [c3(own), c4(cfgs), c5(own), c6(tables), c7(own)] + hsdp(own)
+    from scalestudy.analysis import scale_claims
+
+    rows += scale_claims.evaluate(tables, cfgs)
     predicted = {c["config_id"] for c in cfgs if _predicted(c)}
     predicted_runs = {rid for c in cfgs if _predicted(c) for rid in split_list(c.get("run_ids"))}
     from scalestudy.analysis.figures.prepare import records
@@ -556,8 +559,11 @@ def evaluate(tables, inputs: str = MODEL_ALONE) -> list[dict]:
                 "95% intervals", "model bands").replace("95% interval", "model band").replace("95% CI", "model band")
             r["reason"] = PREDICTED_REASON + ("; " + reason if reason else "")
             r["n_seeds"] = PREDICTED
-            if r.get("ours_text"):
-                r["ours_text"] = r["ours_text"].replace("95% CI", "model band")
+            for k in ("ours_text", "reason"):  # a prediction has a band, never seeds
+                if r.get(k):
+                    r[k] = r[k].replace("95% CI", "model band").replace(
+                        "one seed: from the means", "one prediction a configuration: from its central value").replace(
+                        ", one seed)", ")").replace("one seed", "one prediction")
     # seeds the summary left out (outliers, measured beside another run): said in every claim they touch
     left_out = {c["config_id"]: [n for n in split_list(c.get("notes")) if "left out of the statistics" in n]
                 for c in cfgs}
@@ -595,7 +601,8 @@ def markdown(rows: list[dict], study, measured: list[dict] | None = None) -> str
 
     lines = [f"# Claims of arXiv 2411.13055 against study `{study.name}`", "",
              f"Hardware: {study.hardware}. Recomputed from the study's tables by `scalestudy claims` "
-             f"(`{code_version()}`); ours: the value with its 95% confidence interval over seeds.", ""]
+             f"(`{code_version()}`); ours: " + ("the model's prediction with its band." if predicted else
+                                                 "the value with its 95% confidence interval over seeds."), ""]
     if predicted:
         lines += ["**PREDICTED by scalestudy.perfmodel, not measured**: rows marked PREDICTED compare model "
                   "predictions with the paper; their interval is the model's band (both sides at the same corner "

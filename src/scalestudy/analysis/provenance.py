@@ -115,6 +115,10 @@ def run_provenance(run_dir: Path) -> dict:
         measured = measured_files_provenance(run_dir, run)
         out["measured_files"] = measured
         out["problems"].extend(p for f in measured for p in f["problems"])
+    if prov.get("imported"):  # a raw log made from public files elsewhere (scalestudy import)
+        src = prov.get("source") or {}
+        out["source"] = {"repository": src.get("repository"), "commit": src.get("commit"),
+                         "files": [{"path": p, "sha256": d} for p, d in sorted((src.get("files") or {}).items())]}
     out.update(status=status.get("status"), error=status.get("error"), kind=run.get("kind"),
                config_id=run.get("config_id"), files=files, spec=run.get("spec"),
                git={"commit": git.get("commit"), "dirty": git.get("dirty"), "reason": git.get("reason")},
@@ -232,9 +236,10 @@ def format_text(prov: dict) -> str:
     for rid, run in sorted(prov["runs"].items()):
         lines.append(f"run {rid}: status {run.get('status')}, {run['raw_dir']}")
         git = run.get("git") or {}
-        lines.append(f"  git {git.get('commit')}{' (dirty)' if git.get('dirty') else ''}")
+        if not run.get("source"):  # an imported run ran no code of this package: its source says where it is from
+            lines.append(f"  git {git.get('commit')}{' (dirty)' if git.get('dirty') else ''}")
         env = run.get("environment") or {}
-        if env:
+        if env and not run.get("source"):
             lines.append(f"  python {env.get('python')}, torch {env.get('torch')}, cuda {env.get('cuda')}, "
                          f"nccl {env.get('nccl')}; hosts {', '.join(env.get('hosts') or [])}; devices "
                          f"{', '.join((env.get('devices') or {}).get('names') or [])}; slurm job "
@@ -242,6 +247,11 @@ def format_text(prov: dict) -> str:
         for f in run.get("files", []):
             mark = {True: "ok", False: "MISMATCH", None: ""}[f["ok"]]
             lines.append(f"  {f['sha256_now']}  {f['path']} {mark}".rstrip())
+        if run.get("source"):
+            src = run["source"]
+            lines.append(f"  imported from {src.get('repository')} at commit {src.get('commit')}:")
+            for f in src["files"]:
+                lines.append(f"    {f['sha256']}  {f['path']}")
         if run.get("kind") == "predicted":
             lines.append("  PREDICTED by scalestudy.perfmodel; calibrated from:")
             for c in run.get("calibration") or []:

@@ -1,5 +1,5 @@
 """The `scalestudy` command: one module a command group (train and plan; measure; collectives;
-analysis; launch, study and status; model), each adding its subcommands with register(); the
+analysis; launch, study and status; model; import), each adding its subcommands with register(); the
 domain modules they call live in the wings below."""
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "scalestudy.cli.analysis",
     "scalestudy.cli.launch",
     "scalestudy.cli.model",
+    "scalestudy.cli.importing",
 )
 
 

@@ -44,14 +44,31 @@ def _load_spec(args: argparse.Namespace):
             except KeyError:
                 raise _Usage(f"study {study.name!r} plans no run {args.run_id!r}") from None
         run_dir = Path(args.run_dir) if args.run_dir else study.raw_dir / spec.run_id
-        return spec, run_dir, study.time_limit_s, study.peak_tflops
+        return spec, run_dir, study.time_limit_s, study.peak_tflops, _study_sink(study)
     path = args.spec_json or args.collectives_json
     data = json.loads(Path(path).read_text())
     spec = CollectivesSpec.from_dict(data) if args.collectives_json else RunSpec.from_dict(data)
     if args.run_id and args.run_id != spec.run_id:
         raise _Usage(f"--run-id {args.run_id} does not match the spec's run id {spec.run_id}")
     run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / spec.run_id
-    return spec, run_dir, None, None
+    return spec, run_dir, None, None, None
+
+
+def _study_sink(study) -> dict | None:
+    """The study's metrics_sink with its directory made absolute (the workers may start
+    elsewhere): by default data/STUDY/tensorboard or data/STUDY/wandb; W&B runs grouped by study.
+    A sink whose package is not installed is refused here (harness.metrics_sink.SinkUnavailable)."""
+    from scalestudy.harness import metrics_sink
+
+    sink = dict(study.metrics_sink or {})
+    if sink.get("kind", "none") == "none":
+        return None
+    metrics_sink.check(sink, where=f"metrics_sink in {study.source or study.name}:")
+    where = Path(sink["dir"]) if sink.get("dir") else Path("data") / study.name / sink["kind"]
+    sink["dir"] = str((where if where.is_absolute() else Path(study.root) / where).resolve())
+    if sink["kind"] == "wandb":
+        sink.setdefault("group", study.name)
+    return sink
 
 
 class _Usage(Exception):
@@ -60,19 +77,22 @@ class _Usage(Exception):
 
 def cmd_launch(args: argparse.Namespace) -> int:
     from scalestudy.cli.train import PEAK_TFLOPS_ENV
+    from scalestudy.harness import metrics_sink
     from scalestudy.launch.launcher import EXIT_USAGE, LaunchError, launch
     from scalestudy.spec.site import SiteError, load_site
 
     try:
-        spec, run_dir, study_limit, study_peak = _load_spec(args)
+        spec, run_dir, study_limit, study_peak, sink = _load_spec(args)
         site = load_site(root=args.root)
         peak = study_peak or site.peak_tflops
         if peak:  # the workers' --peak-tflops: the study's, else the site's
             os.environ[PEAK_TFLOPS_ENV] = str(peak)
+        if sink is not None:  # the workers' metrics sink: the study's
+            os.environ[metrics_sink.SINK_ENV] = metrics_sink.to_env(sink)
         outcome = launch(spec, run_dir, time_limit_s=args.time_limit_s or study_limit, log_path=args.log,
                          grace_s=args.grace_s, attempt=args.attempt, max_attempts=max(args.max_attempts, args.attempt),
                          site=site)
-    except (_Usage, LaunchError, SiteError) as e:
+    except (_Usage, LaunchError, SiteError, metrics_sink.SinkUnavailable) as e:
         print(f"scalestudy launch: {e}", file=sys.stderr)
         return EXIT_USAGE
     stream = sys.stdout if outcome.exit_code == 0 else sys.stderr

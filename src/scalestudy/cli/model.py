@@ -5,6 +5,7 @@
     scalestudy model validate [--calibration DIR] [--json] [--external [--out CSV]]
     scalestudy model clusters [--json]
     scalestudy model study --study NAME [--root DIR] [--out DIR]
+    scalestudy model beside --study NAME [--root DIR] [--out CSV]
 
 `predict` prints a step's time, tokens/s (global and per device), MFU, computation,
 communication, exposed communication and GPU power, each with the model's band, the collectives
@@ -20,6 +21,9 @@ raw logs under data/NAME/raw (or --out), for `scalestudy aggregate/figure/claims
 the paper's numbers, with the HSDP question; `validate --external` instead predicts the external
 ledger (workflow/validation/external.yaml: published torchtitan and Megatron-LM runs, nothing fitted
 to them) and prints each row's error and each group's against its target; --out writes the CSV.
+`beside` predicts each configuration of a study of measurements with a `model_beside` section
+(perfmodel/beside.py) or names why the model cannot express it, for the figures to draw beside
+the measured points (data/NAME/tables/model_beside.csv; nothing fitted to the measurements).
 Calibration data default: data/h200-reference/raw.
 """
 
@@ -206,6 +210,19 @@ def cmd_study(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_beside(args: argparse.Namespace) -> int:
+    from scalestudy.perfmodel.beside import BESIDE_FILE, write_beside
+    from scalestudy.spec.studies import load_study
+
+    root = Path(args.root)
+    study = load_study(args.study, root)
+    if not study.model_beside:
+        raise ValueError(f"study {study.name!r} has no model_beside section ({study.source})")
+    out = write_beside(study, args.out or study.tables_dir / BESIDE_FILE, root)
+    print(f"the model beside study {study.name}: {out}")
+    return 0
+
+
 def _guard(fn):
     def run(args):
         from scalestudy.measure.rawlog import RawLogError
@@ -282,6 +299,13 @@ def register(subparsers) -> None:
     q.add_argument("--root", default=".", help="the project root (default .)")
     q.add_argument("--out", default=None, help="where the run directories go (default data/STUDY/raw)")
     q.set_defaults(func=_guard(cmd_study))
+
+    q = sub.add_parser("beside", help="the model's prediction beside each configuration of a study of measurements, "
+                                      "or why it cannot express it")
+    q.add_argument("--study", required=True, help="a study with a `model_beside` section, e.g. mlperf")
+    q.add_argument("--root", default=".", help="the project root (default .)")
+    q.add_argument("--out", default=None, help="the CSV to write (default data/STUDY/tables/model_beside.csv)")
+    q.set_defaults(func=_guard(cmd_beside))
 
     q = sub.add_parser("clusters", help="list the cluster descriptions")
     q.add_argument("--root", default=".", help="the project root (default .)")

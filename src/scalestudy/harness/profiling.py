@@ -2,6 +2,10 @@
 
 `step()` must be called once at the end of every iteration, warm-up ones included, so that the
 profiler's step count is the global step index and `ProfilerStep#N` in the trace is step N.
+
+Every rank traces its own steps and writes its own trace; only rank 0 speaks: Kineto's own lines
+(profiler_start, profiler_stop, ...) are silenced on the other ranks, where they would interleave
+with rank 0's progress lines (set KINETO_LOG_LEVEL yourself to hear every rank).
 """
 
 from __future__ import annotations
@@ -17,11 +21,20 @@ from torch.profiler import ProfilerActivity, profile, schedule
 from scalestudy.spec.run import RunSpec
 
 TRACES_DIR = "traces"
+KINETO_LOG_LEVEL_ENV = "KINETO_LOG_LEVEL"  # read by Kineto when the process first profiles
+KINETO_SILENT = "6"  # above every Kineto severity (VERBOSE 0 ... USDT 5): nothing is printed
 
 
 def trace_file(rank: int) -> str:
     """The trace's path relative to the run directory."""
     return f"{TRACES_DIR}/rank-{rank:05d}.json.gz"
+
+
+def quiet_kineto(rank: int, environ=os.environ) -> None:
+    """Leave Kineto's messages to rank 0: the other ranks' would repeat them, interleaved. Must
+    run before the process first profiles; a KINETO_LOG_LEVEL already set is kept."""
+    if rank != 0:
+        environ.setdefault(KINETO_LOG_LEVEL_ENV, KINETO_SILENT)
 
 
 def _initialise_cupti() -> None:
@@ -45,6 +58,7 @@ class ProfilerWindow:
         self._prof: profile | None = None
         if not self.enabled:
             return
+        quiet_kineto(rank)
         warmup = 1 if self.first_step >= 1 else 0  # one untraced profiler warm-up step when there is room
         kinds = {"cpu": ProfilerActivity.CPU, "cuda": ProfilerActivity.CUDA}
         self._prof = profile(

@@ -1,5 +1,7 @@
 """What rank 0 prints while a run trains: a progress line every N steps (step / total, loss,
-tokens/s, MFU, memory, time left), as torchtitan's and Megatron's loggers do. Pure Python."""
+tokens/s global and per device, MFU, memory, time left), as torchtitan's and Megatron's loggers do,
+and the run's one summary line (`summary_line`), which the harness and `scalestudy launch` both
+write from the numbers the raw log records, by the tables' rule. Pure Python."""
 
 from __future__ import annotations
 
@@ -17,6 +19,38 @@ def default_every(total_steps: int) -> int:
 def format_duration(seconds: float) -> str:
     s = int(round(max(0.0, seconds)))
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def speed_text(tokens_per_s: float, world_size: int) -> str:
+    """Tokens per second, said global and per device: `5,748 tok/s global | 2,874 tok/s per device`."""
+    return f"{tokens_per_s:,.0f} tok/s global | {tokens_per_s / world_size:,.0f} tok/s per device"
+
+
+def summary_line(run_id: str, status: str, run_dir, *, throughput: dict | None = None, mfu: float | None = None,
+                 no_mfu: str | None = None, peak_memory_bytes: int | None = None, rank_share: str | None = None,
+                 elapsed_s: float | None = None, detail: str | None = None) -> str:
+    """The one line a run ends with. `throughput` is scalestudy.measure.metrics.throughput of the
+    run's measured iteration records (every rank's: each step timed on its slowest rank), the
+    numbers the tables show; `mfu` from it (or `no_mfu`, why there is none); `detail` replaces
+    the numbers (a failure's message, a benchmark's count)."""
+    parts = [f"[summary] run {run_id}: {status}"]
+    if detail is not None:
+        parts.append(detail)
+    elif throughput is None:
+        parts.append("no measured steps")
+    elif rank_share:  # a fake-communication run: its step time, never a throughput of the configuration
+        parts.append(f"{throughput['n_steps']} measured steps | {throughput['step_time_mean_s']:.4f} s/step "
+                     f"({rank_share})")
+    else:
+        parts += [f"{throughput['n_steps']} measured steps, each timed on its slowest rank",
+                  speed_text(throughput["tokens_per_s"], throughput["world_size"]),
+                  f"MFU {100 * mfu:.1f}%" if mfu is not None else f"no MFU ({no_mfu or 'no peak'})"]
+    if peak_memory_bytes is not None:
+        parts.append(f"peak mem {peak_memory_bytes / GIB:.2f} GiB")
+    if elapsed_s is not None:
+        parts.append(format_duration(elapsed_s))
+    parts.append(f"raw log {run_dir}")
+    return " | ".join(parts)
 
 
 def memory_bytes(memory: dict) -> int | None:
@@ -39,13 +73,10 @@ class Progress:
     rank_share: str | None = None  # a fake-communication run's label: step time instead of tokens/s and MFU
     started: float = field(default_factory=time.monotonic)
     _window: list[float] = field(default_factory=list)
-    _measured: list[float] = field(default_factory=list)
     _memory: int | None = None
 
     def update(self, step: int, phase: str, step_time_s: float, loss: float, memory: dict) -> str | None:
         self._window.append(step_time_s)
-        if phase == "measured":
-            self._measured.append(step_time_s)
         self._memory = memory_bytes(memory)
         if self.sink is not None:
             self.sink.log(step, self._metrics(step_time_s, loss))
@@ -56,7 +87,7 @@ class Progress:
         self._window.clear()
         tokens_per_s = self.tokens_per_step / mean if mean > 0 else float("nan")
         speed = ([f"{mean:.4f} s/step ({self.rank_share})"] if self.rank_share else
-                 [f"{tokens_per_s:,.0f} tok/s", f"MFU {self.mfu(tokens_per_s)}"])
+                 [speed_text(tokens_per_s, self.world_size), f"MFU {self.mfu(tokens_per_s)}"])
         parts = [f"step {done:>{len(str(self.total_steps))}}/{self.total_steps} {phase:<8}", f"loss {loss:.4f}", *speed]
         parts.append(self._mem())
         elapsed = time.monotonic() - self.started
@@ -68,6 +99,7 @@ class Progress:
         out = {"loss": loss, "step_time_s": step_time_s}
         if not self.rank_share:  # a rank share has no throughput of its configuration
             out["tokens_per_s"] = tokens_per_s
+            out["tokens_per_s_per_device"] = tokens_per_s / self.world_size
         if self.flops_per_token and self.peak_flops_per_s and not self.rank_share:
             out["mfu"] = tokens_per_s / self.world_size * self.flops_per_token / self.peak_flops_per_s
         if self._memory is not None:
@@ -81,16 +113,3 @@ class Progress:
 
     def _mem(self) -> str:
         return f"mem {self._memory / GIB:.2f} GiB" if self._memory is not None else "mem ?"
-
-    def summary(self, run_id: str, status: str, run_dir) -> str:
-        """The run's last line: status, tokens/s and MFU over the measured steps (rank 0's step
-        times; the tables take the slowest rank's), peak memory, the raw-log directory."""
-        if self._measured and self.rank_share:
-            speed = f"{sum(self._measured) / len(self._measured):.4f} s/step ({self.rank_share})"
-        elif self._measured:
-            tokens_per_s = self.tokens_per_step * len(self._measured) / sum(self._measured)
-            speed = f"{tokens_per_s:,.0f} tok/s | MFU {self.mfu(tokens_per_s)}"
-        else:
-            speed = "no measured steps"
-        return (f"[summary] run {run_id}: {status} | {speed} | peak {self._mem()} | "
-                f"{format_duration(time.monotonic() - self.started)} | raw log {run_dir}")

@@ -35,6 +35,9 @@ def init_distributed(spec) -> tuple[int, int, torch.device]:
     also run without a launcher, and so does a fake-communication one (spec `comm: fake`), which
     joins a fake process group as the rank it emulates; its own rank and world are 0 and 1."""
     processes = getattr(spec, "processes", spec.world_size)
+    unrunnable = spec.harness_problems() if hasattr(spec, "harness_problems") else []
+    if unrunnable:
+        raise faults.InvalidConfig("; ".join(f"{f}: {r}" for f, r in unrunnable))
     if "RANK" not in os.environ:
         if processes != 1:
             raise faults.InvalidConfig(f"the spec needs {processes} processes: start it with "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import resource
 import time
 from pathlib import Path
@@ -14,14 +15,15 @@ from scalestudy.harness import faults, optimisations, provenance
 from scalestudy.harness.cpu_peak import calibrate_cpu_peak
 from scalestudy.harness.data import local_batch
 from scalestudy.harness.llama import Transformer, init_weights
-from scalestudy.harness.metrics_sink import open_sink
+from scalestudy.harness.metrics_sink import SinkUnavailable, open_sink, resolve
+from scalestudy.harness.metrics_sink import check as check_sink
 from scalestudy.harness.parallel_dims import ParallelDims
 from scalestudy.harness.parallelize import parallelize
 from scalestudy.harness.power import PowerMonitor
 from scalestudy.harness.profiling import ProfilerWindow
-from scalestudy.harness.progress import Progress, default_every
+from scalestudy.harness.progress import Progress, default_every, memory_bytes, summary_line
 from scalestudy.harness.run_start import begin_run
-from scalestudy.measure import rawlog
+from scalestudy.measure import metrics, rawlog
 from scalestudy.measure.metrics import device_peak_record, flops_per_token
 from scalestudy.spec.catalog import peak_flops
 from scalestudy.spec.catalog.gpus import UnknownDeviceError
@@ -141,6 +143,43 @@ def device_peak(spec: RunSpec, device: torch.device, user_peak_tflops: float | N
     return {**rec[0], "detail": {**rec[0]["detail"], "measured_by_rank": 0}}
 
 
+# set by `scalestudy launch` for the workers it starts (scalestudy.launch.run_guard.LAUNCHER_PID_ENV): the
+# launcher prints the run's summary line once the run has ended (its final status and directory)
+LAUNCHER_PID_ENV = "SCALESTUDY_LAUNCHER_PID"
+
+
+def summary_numbers(spec: RunSpec, world: int, device: torch.device, step_times: list[float], memory: dict,
+                    peak: dict, flops_per_token_: float) -> dict:
+    """The summary line's numbers, by the tables' rule (scalestudy.analysis.run_table): tokens/s
+    over the measured steps, each step timed on its slowest rank (metrics.throughput of the same
+    step times the raw log records), MFU against the ranks' mean peak, the largest peak memory.
+    Every rank calls it (two small all-reduces); rank 0's answer is the one to print."""
+    mem = memory_bytes(memory)
+    t = torch.tensor([*step_times, -1.0 if mem is None else float(mem)], dtype=torch.float64, device=device)
+    p = torch.tensor([float(peak.get("peak_flops_per_s") or 0.0), 1.0 if peak.get("peak_flops_per_s") else 0.0],
+                     dtype=torch.float64, device=device)
+    if world > 1 and spec.comm_backend != "fake":
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        dist.all_reduce(p)
+    values = t.tolist()
+    out: dict = {"peak_memory_bytes": int(values[-1]) if values[-1] >= 0 else None}
+    records = [{"value": {"step": spec.warmup_iters + i, "phase": "measured", "step_time_s": v,
+                          "tokens": spec.tokens_per_step}} for i, v in enumerate(values[:-1])]
+    try:
+        out["throughput"] = metrics.throughput(records, spec.world_size)
+    except ValueError:  # no measured step
+        return out
+    peak_mean = p[0].item() / p[1].item() if p[1].item() else None
+    if peak_mean is None:
+        out["no_mfu"] = f"no device peak: {peak.get('reason') or 'none recorded'}"
+        return out
+    try:
+        out["mfu"] = metrics.mfu(out["throughput"]["tokens_per_s_per_device"], flops_per_token_, peak_mean)
+    except ValueError as e:  # MFUError
+        out["no_mfu"] = str(e)
+    return out
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -148,12 +187,19 @@ def _sync(device: torch.device) -> None:
 
 def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, quiet: bool = False,
           peak_tflops: float | None = None, power: bool = True, power_period_s: float = 0.1,
-          progress_every: int | None = None, metrics_sink: str = "none") -> str:
+          progress_every: int | None = None, metrics_sink: str | dict | None = "none") -> str:
     """Run `spec` in this process (one rank of it) and write its raw log; returns the run's status
     as this rank saw it. Classified failures return; unclassified ones re-raise after logging.
     Rank 0 prints a progress line every `progress_every` steps (None: about ten a run; 0: none)
-    and a summary at the end, and mirrors each step's numbers to `metrics_sink` (tensorboard, wandb)."""
+    and the run's summary line at the end (left to `scalestudy launch` when it started the run),
+    and mirrors each step's numbers to `metrics_sink` (tensorboard, wandb, or a sink config; "none":
+    the one `scalestudy launch` passes from the study, if any: harness.metrics_sink)."""
     started = time.monotonic()
+    sink = resolve(metrics_sink)
+    try:  # before the run starts: a sink whose package is missing is one sentence, not a failed run
+        check_sink(sink)
+    except SinkUnavailable as e:
+        raise faults.InvalidConfig(str(e)) from None
     optimisations.apply_allocator_setting()
     run = begin_run(spec, run_dir)
     rank, world, device, log, injector, run_dir = run.rank, run.world, run.device, run.log, run.injector, run.run_dir
@@ -171,7 +217,8 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             "schema": rawlog.SCHEMA, "kind": "train", "run_id": spec.run_id, "config_id": spec.config_id, "spec": spec.to_dict(),
             "layout": spec.layout, "memory_estimate": estimate_memory(spec).as_dict(),
             "launch": {"time_limit_s": time_limit_s, "world_size": world, "comm_backend": spec.comm_backend,
-                       "peak_tflops": peak_tflops, "power": power, "power_period_s": power_period_s},
+                       "peak_tflops": peak_tflops, "power": power, "power_period_s": power_period_s,
+                       **({"metrics_sink": sink} if sink["kind"] != "none" else {})},
             "provenance": provenance.collect(run.facts), "start_time_unix": round(time.time(), 3),
             **({"rank_share": fake_comm} if fake_comm else {}), **({"memory_cap": memory_cap} if memory_cap else {}),
         })
@@ -182,6 +229,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         monitor.reason = "power measurement switched off for this run (--no-power)"
     profiler = ProfilerWindow(spec, run_dir, rank, device)
     progress = None
+    measured_times: list[float] = []
     try:
         run.check_world()
         torch.manual_seed(spec.seed)
@@ -203,7 +251,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         progress = Progress(total_iters, spec.tokens_per_step, world,
                             default_every(total_iters) if progress_every is None else progress_every,
                             flops["flops_per_token"], peak.get("peak_flops_per_s"),
-                            sink=open_sink(metrics_sink, run_dir, spec.run_id, spec.to_dict()) if rank == 0 else None,
+                            sink=open_sink(sink, run_dir, spec.run_id, spec.to_dict()) if rank == 0 else None,
                             rank_share=fake_comm["label"] if fake_comm else None)
         if rank == 0:
             print(f"[scalestudy] run {spec.run_id}: {spec.layout} on {world} process{'es' if world > 1 else ''}, {total_iters} steps "
@@ -226,6 +274,8 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             memory = memory_now(device)
             log.log("iteration", {"step": step, "phase": phase, "step_time_s": dt, "tokens": spec.tokens_per_step,
                                   "loss": loss, "memory": memory})
+            if phase == "measured":
+                measured_times.append(dt)
             if rank == 0 and (line := progress.update(step, phase, dt, loss, memory)):
                 print(line, flush=True)
             profiler.step()
@@ -236,6 +286,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         profiler.stop()
         if (rec := profiler.record()) is not None:
             log.log("profile", rec)
+        numbers = summary_numbers(spec, world, device, measured_times, memory, peak, flops["flops_per_token"])
         dist.barrier()
     except BaseException as e:  # noqa: BLE001 - every failure is recorded, then classified or re-raised
         profiler.stop()
@@ -245,6 +296,7 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         if progress is not None and progress.sink is not None:
             progress.sink.close()
     status = run.finish()
-    if rank == 0:
-        print(progress.summary(spec.run_id, status, run_dir), flush=True)
+    if rank == 0 and LAUNCHER_PID_ENV not in os.environ:
+        print(summary_line(spec.run_id, status, run_dir, **numbers, rank_share=progress.rank_share,
+                           elapsed_s=time.monotonic() - started), flush=True)
     return status

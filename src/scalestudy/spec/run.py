@@ -22,7 +22,7 @@ from scalestudy.spec.catalog.models import ModelConfig
 
 DEVICES = ("cpu", "cuda")
 BACKENDS = ("torch", "megatron")
-PRECISIONS = ("fp32", "bf16")
+PRECISIONS = ("fp32", "bf16", "fp8")
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
 AC_MODES = ("none", "full")
 OPTIMIZERS = ("adamw", "sgd")
@@ -30,7 +30,8 @@ MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "tp")
 COMM_MODES = ("default", "fake")
 # Fields added after runs were committed: left out of the config id while at their default, so
 # that the ids of earlier runs stay what they were.
-ID_EXEMPT_AT_DEFAULT = {"comm": "default", "emulate_rank": 0, "device_memory_cap_gib": 0.0}
+ID_EXEMPT_AT_DEFAULT = {"comm": "default", "emulate_rank": 0, "device_memory_cap_gib": 0.0, "cp": 1,
+                        "pp_embedding_stages": False}
 
 
 class SpecError(ValueError):
@@ -104,6 +105,9 @@ class RunSpec:
         unit="ranks", allowed="-1 or >= 1; dp_replicate*dp_shard*tp*pp = nodes*procs_per_node"))
     tp: int = field(default=1, metadata=doc(
         "tensor-parallel degree", unit="ranks", allowed=">= 1, divides heads, KV heads, FFN width, vocabulary"))
+    cp: int = field(default=1, metadata=doc(
+        "context-parallel degree: the sequence split over this many ranks (imported runs only; the harness "
+        "runs cp 1)", unit="ranks", allowed=">= 1, divides seq_len"))
     pp: int = field(default=1, metadata=doc(
         "pipeline-parallel degree", unit="ranks", allowed=">= 1; pp*pp_stages_per_rank divides the layers"))
     pp_schedule: str = field(default="1f1b", metadata=doc("pipeline schedule", allowed=PP_SCHEDULES))
@@ -112,6 +116,10 @@ class RunSpec:
         unit="microbatches", allowed=">= pp when pp > 1; a multiple of pp for interleaved_1f1b"))
     pp_stages_per_rank: int = field(default=1, metadata=doc(
         "pipeline stages each rank holds", unit="stages", allowed=">= 2 with interleaved_1f1b, else 1"))
+    pp_embedding_stages: bool = field(default=False, metadata=doc(
+        "the input embedding and the output layer each fill one layer's place in the pipeline split "
+        "(NeMo's ASYM_PP_EMBED and ASYM_PP_LOSS; imported runs only)",
+        allowed="true, false; true: pp*pp_stages_per_rank divides the layers + 2"))
     sequence_parallel: bool = field(default=False, metadata=doc(
         "shard norms and dropout over the sequence within the TP group", allowed="true, false; true needs tp > 1"))
     reshard_after_forward: bool = field(default=False, metadata=doc(
@@ -125,7 +133,8 @@ class RunSpec:
         "recompute activations in backward", allowed=AC_MODES))
     compile: bool = field(default=False, metadata=doc("torch.compile each block", allowed=("true", "false")))
     precision: str = field(default="bf16", metadata=doc(
-        "bf16: bf16 compute, fp32 master weights and gradient reduction; fp32: fp32 throughout",
+        "bf16: bf16 compute, fp32 master weights and gradient reduction; fp32: fp32 throughout; fp8: FP8 matrix "
+        "products (Transformer Engine; imported runs only)",
         allowed=PRECISIONS))
     backend: str = field(default="torch", metadata=doc(
         "training code: torch (FSDP2/DTensor, torchtitan style) or megatron (megatron-core)", allowed=BACKENDS))
@@ -158,7 +167,7 @@ class RunSpec:
         if problems:
             raise SpecError(problems)
         if self.dp_shard == -1:
-            object.__setattr__(self, "dp_shard", self.world_size // (self.dp_replicate * self.tp * self.pp))
+            object.__setattr__(self, "dp_shard", self.world_size // (self.dp_replicate * self.tp * self.pp * self.cp))
         if self.pp_microbatches == 0:
             object.__setattr__(self, "pp_microbatches", self.pp * self.pp_stages_per_rank if self.pp > 1 else 1)
         if self.global_batch == 0:
@@ -230,7 +239,21 @@ class RunSpec:
             parts.append("tp")
         if self.pp > 1:
             parts.append("pp")
+        if self.cp > 1:
+            parts.append("cp")
         return "+".join(parts)
+
+    def harness_problems(self) -> list[tuple[str, str]]:
+        """What of this spec the package's harness cannot run (NOT_RUN_BY_HARNESS): a spec of
+        imported public logs (docs/mlperf.md) describes runs made elsewhere."""
+        out = []
+        if self.precision == "fp8":
+            out.append(("precision", "fp8 runs only in imported logs: the harness runs bf16 or fp32"))
+        if self.cp > 1:
+            out.append(("cp", "context parallelism runs only in imported logs: the harness runs cp 1"))
+        if self.pp_embedding_stages:
+            out.append(("pp_embedding_stages", "only in imported logs: the harness splits the layers alone"))
+        return out
 
     @property
     def config_id(self) -> str:
@@ -294,7 +317,7 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
     if s.model not in catalog.models():
         p.append(("model", f"unknown model {s.model!r}; known: {', '.join(sorted(catalog.models()))} "
                            f"(add yours with a catalog file: {catalog.ENV_VAR})"))
-    for name in ("seq_len", "micro_batch", "nodes", "procs_per_node", "dp_replicate", "tp", "pp",
+    for name in ("seq_len", "micro_batch", "nodes", "procs_per_node", "dp_replicate", "tp", "cp", "pp",
                  "pp_stages_per_rank", "measured_iters"):
         if getattr(s, name) < 1:
             p.append((name, f"must be at least 1, got {getattr(s, name)}"))
@@ -327,13 +350,16 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
     if p:
         return p
     world = s.world_size
-    fixed = s.dp_replicate * s.tp * s.pp * (s.dp_shard if s.dp_shard > 0 else 1)
+    fixed = s.dp_replicate * s.tp * s.pp * s.cp * (s.dp_shard if s.dp_shard > 0 else 1)
+    cp = "*cp" if s.cp > 1 else ""
     if s.dp_shard == -1:
         if world % fixed:
             p.append(("dp_shard", f"world size {world} (nodes {s.nodes} x procs_per_node {s.procs_per_node}) "
-                                  f"is not divisible by dp_replicate*tp*pp = {fixed}"))
+                                  f"is not divisible by dp_replicate*tp*pp{cp} = {fixed}"))
     elif fixed != world:
-        p.append(("world_size", f"nodes*procs_per_node = {world} but dp_replicate*dp_shard*tp*pp = {fixed}"))
+        p.append(("world_size", f"nodes*procs_per_node = {world} but dp_replicate*dp_shard*tp*pp{cp} = {fixed}"))
+    if s.cp > 1 and s.seq_len % s.cp:
+        p.append(("cp", f"seq_len {s.seq_len} is not divisible by cp={s.cp}"))
     cfg = s.model_config()
     if cfg.n_heads % s.tp:
         p.append(("tp", f"{cfg.n_heads} attention heads of {s.model} are not divisible by tp={s.tp}"))
@@ -348,9 +374,12 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
     if s.sequence_parallel and s.seq_len % s.tp:
         p.append(("sequence_parallel", f"seq_len {s.seq_len} is not divisible by tp={s.tp}"))
     stages = s.pp * s.pp_stages_per_rank
-    if cfg.n_layers % stages:
-        p.append(("pp", f"{cfg.n_layers} layers of {s.model} do not split into pp*pp_stages_per_rank = {stages} "
-                        "equal stages"))
+    split = cfg.n_layers + (2 if s.pp_embedding_stages else 0)
+    if split % stages:
+        what = f"{cfg.n_layers} layers of {s.model}" + (" with embedding and output" if s.pp_embedding_stages else "")
+        p.append(("pp", f"{what} do not split into pp*pp_stages_per_rank = {stages} equal stages"))
+    if s.pp_embedding_stages and s.pp == 1:
+        p.append(("pp_embedding_stages", "needs pp > 1"))
     if s.pp_schedule == "interleaved_1f1b":
         if s.pp > 1 and s.pp_stages_per_rank < 2:
             p.append(("pp_stages_per_rank", "interleaved_1f1b needs at least 2 stages per rank"))

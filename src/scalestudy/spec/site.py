@@ -31,7 +31,7 @@ class Site:
     mem_mb_per_node: int | None = None  # default: the launcher's estimate; 0: all of the node (--mem=0)
     max_runtime_min: int | None = None  # the partition's MaxTime: longer runs are refused at planning
     min_runtime_min: int = 10  # floor of a job's time limit (start-up, queueing of steps)
-    exclusive: bool = False  # whole nodes (--exclusive): no other job on a run's nodes
+    exclusive: bool = True  # whole nodes (--exclusive): no other job on a run's nodes (a measured run owns its machine)
     retries: int = 2  # a run stopped by its time limit or a preemption is run again this often
     rdzv_port: int = DEFAULT_RDZV_PORT
     srun_extra: str = ""  # added to the srun line of every run (e.g. --mpi=none, --cpu-bind=none)

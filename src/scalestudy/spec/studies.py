@@ -47,7 +47,10 @@ FIGURES = ("collectives_bandwidth", "weak_scaling", "kernel_breakdown", "strong_
 FIGURE_GROUPS = FIGURES[1:]  # the experiment names that feed a figure of the same name
 # Figures of rank shares (spec comm: fake; scalestudy.spec.rank_share), drawn from the rank_shares table
 RANK_FIGURES = ("rank_grid", "rank_memory")
-ALL_FIGURES = FIGURES + RANK_FIGURES
+# Figures beyond the paper's, drawn where a study's `figures` names them: step time against the
+# micro-batches a pipeline runs per step, and the per-step fixed cost (studies of public runs: mlperf)
+EXTRA_FIGURES = ("step_time_microbatches",)
+ALL_FIGURES = FIGURES + RANK_FIGURES + EXTRA_FIGURES
 STUDIES_DIR = Path("workflow") / "studies"
 SCHEMA_FILE = Path("workflow") / "schemas" / "study.schema.json"
 PLANNING_KEYS = ("global_batch_per_gpu",)
@@ -112,9 +115,18 @@ class Study:
     # A study predicted by scalestudy.perfmodel instead of run: {cluster, calibration, variants}
     # (see workflow/studies/paper-model.yaml); None for a study of measurements.
     prediction: dict | None = None
+    # The performance model beside a study of measurements: {cluster, calibration} (scalestudy model
+    # beside); None: no model beside it.
+    model_beside: dict | None = None
+    # A study of public raw logs imported from elsewhere: the sources (repository, commit, results,
+    # model) its runs were imported from (scalestudy import); () for runs of this package.
+    imported: tuple[dict, ...] = ()
     gpu_hours_budget: float | None = None  # refuse to submit a plan asking more (scalestudy.launch.cost)
     catalog: tuple[str, ...] = ()  # catalog files (model shapes, GPU kinds) the study adds
     peak_tflops: float | None = None  # the peak for MFU of every run (else the GPU catalog's)
+    # {kind: tensorboard|wandb, dir, project, mode}: where every run mirrors its per-step numbers
+    # (scalestudy.harness.metrics_sink); not part of any run id
+    metrics_sink: dict | None = None
     expected_cost_cluster: str | None = None  # workflow/clusters NAME: the expected GPU-hours
     # run id -> why its numbers carry a known artefact (kept in use; consumers carry the caveat)
     known_artefacts: dict[str, str] = field(default_factory=dict)
@@ -191,6 +203,8 @@ def strategy_label(spec: RunSpec) -> str:
         if spec.pp_schedule == "interleaved_1f1b":
             words += f" x{spec.pp_stages_per_rank}"
         parts.append(f"PP={spec.pp}{words}")
+    if spec.cp > 1:
+        parts.append(f"CP={spec.cp}")
     model_parallel = bool(parts)
     if spec.dp_replicate > 1 and spec.dp_shard > 1:
         parts.append(f"HSDP {spec.dp_shard}x{spec.dp_replicate}")
@@ -384,8 +398,11 @@ def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Pat
         assumptions=tuple(data.get("assumptions", ())), runs=planned, collectives=collectives,
         figures=figures, root=Path(root), launch=data.get("launch", True), partial=data.get("partial", False), time_limit_s=data.get("time_limit_s"),
         dropped=tuple(dropped), source=source, prediction=dict(prediction) if prediction else None,
+        model_beside=dict(data["model_beside"]) if data.get("model_beside") else None,
+        imported=tuple(dict(s) for s in data.get("imported") or ()),
         gpu_hours_budget=data.get("gpu_hours_budget"), expected_cost_cluster=data.get("expected_cost_cluster"),
         catalog=tuple(data.get("catalog", ())), peak_tflops=data.get("peak_tflops"), known_artefacts=artefacts,
+        metrics_sink=dict(data["metrics_sink"]) if data.get("metrics_sink") else None,
     )
 
 
@@ -463,9 +480,9 @@ def resolve_spec(fields: dict) -> RunSpec:
         shard = get("dp_shard")
         if shard < 1:
             raise SpecError([("dp_replicate", "'rest' needs dp_shard set to a number of processes")])
-        fixed = shard * get("tp") * get("pp")
+        fixed = shard * get("tp") * get("pp") * get("cp")
         if world % fixed:
-            raise SpecError([("dp_replicate", f"'rest': world size {world} is not divisible by dp_shard*tp*pp = {fixed}")])
+            raise SpecError([("dp_replicate", f"'rest': world size {world} is not divisible by dp_shard*tp*pp*cp = {fixed}")])
         f["dp_replicate"] = world // fixed
     if f.get("pp_microbatches") == "fill":
         if get("pp") == 1:
@@ -473,7 +490,7 @@ def resolve_spec(fields: dict) -> RunSpec:
         else:
             rep, shard = get("dp_replicate"), get("dp_shard")
             if shard == -1:
-                shard = world // (rep * get("tp") * get("pp")) or 1
+                shard = world // (rep * get("tp") * get("pp") * get("cp")) or 1
             dp, gb, mb = rep * shard, get("global_batch"), get("micro_batch")
             if gb < 1:
                 raise SpecError([("pp_microbatches", "'fill' needs global_batch or global_batch_per_gpu")])

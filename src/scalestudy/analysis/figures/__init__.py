@@ -56,6 +56,7 @@ from scalestudy.analysis.figures import (
     rank_grid,
     rank_memory,
     save,
+    step_time_microbatches,
     strong_scaling,
     tp_pp_grid,
     weak_scaling,
@@ -63,7 +64,8 @@ from scalestudy.analysis.figures import (
 from scalestudy.analysis.figures.description import Description, Quantity  # noqa: F401 (for figure modules)
 
 FIGURES = {m.NAME: m for m in (collectives_bandwidth, weak_scaling, kernel_breakdown, strong_scaling, tp_pp_grid,
-                               model_sizes, hardware_generations, power, rank_grid, rank_memory)}
+                               model_sizes, hardware_generations, power, rank_grid, rank_memory,
+                               step_time_microbatches)}
 # Figures of something other than a study's experiments: model_validation draws the performance
 # model's external ledger (figures/STUDY/model_validation_ledger.csv, written by `scalestudy model
 # validate --external`) for a predicted study, by its own workflow rule (rule model_validation).
@@ -101,7 +103,9 @@ def rebuild_command(name: str, study_name: str) -> str:
 
 def caption(name: str, study, runs: str = "") -> str:
     """The report's caption of figure `name` of `study` (reStructuredText)."""
-    return description(name).caption(predicted=bool(getattr(study, "prediction", None)), study=study.name,
+    from scalestudy.spec.evidence import study_evidence
+
+    return description(name).caption(predicted=study_evidence(study), study=study.name,
                                      hardware=study.hardware, runs=runs, command=rebuild_command(name, study.name))
 
 
@@ -129,10 +133,13 @@ def figure_data(name: str, tables, study) -> prepare.FigureData:
     desc = fd.description or description(name)
     fd.description = desc
     fd.predicted = fd.predicted or prepare.is_predicted(tables, study)
-    fd.title = desc.heading(fd.predicted)
+    from scalestudy.spec.evidence import PREDICTED, study_evidence
+
+    kind = PREDICTED if fd.predicted else study_evidence(study)
+    fd.title = desc.heading(kind)
     fd.subtitle = f"study {study.name} · hardware: {study.hardware}"
     failed = None if getattr(module(name), "FAILURES_IN_CELLS", False) else drawing.failed_note(fd.rows)
-    notes = desc.footnotes(fd.predicted) + fd.notes + [failed, caveat, drawing.assumptions_note(study)]
+    notes = desc.footnotes(kind) + fd.notes + [failed, caveat, drawing.assumptions_note(study)]
     if failed is None:  # nothing drawn as an 'x': no note explaining it
         notes = [n for n in notes if n != drawing.FAILED_NOTE]
     if any(r.get("status") == prepare.INVALID for r in fd.rows):
@@ -159,7 +166,7 @@ def render(name: str, study, tables=None, out_dir: Path | str | None = None,
     fd = figure_data(name, tables, study)
     paths = []
     if "csv" in formats:
-        paths.append(save.write_rows(out / f"{name}.csv", fd.rows))
+        paths.append(save.write_rows(out / f"{name}.csv", fd.rows + prepare.sort_rows(fd.csv_rows, fd.panels)))
     drawn = [f for f in formats if f != "csv"]
     if drawn:
         with matplotlib.rc_context(drawing.style()):

@@ -11,7 +11,22 @@ MEASURED_BASIS = ("Measured: each point is the mean over the study's seeds with 
                   "interval (none with one seed); an interval reaching past what the quantity can be (below "
                   "zero, above 100%) is drawn truncated there and the CSV's note says so.")
 PREDICTED_BASIS = ("PREDICTED by the performance model (scalestudy.perfmodel), not measured: one prediction a "
-                   "configuration; an error bar is the model's uncertainty band, not a spread over seeds.")
+                   "configuration; an error bar is the model's band (its value at every corner of a box of its "
+                   "uncertain inputs).")
+
+IMPORTED_BASIS = ("Imported: public raw logs, not runs of this package; each point is the mean over the published "
+                  "repeated runs of the configuration with a Student-t 95% confidence interval.")
+RANK_SHARE_BASIS = ("One rank's share: one rank of the configuration measured alone on one GPU with its communication "
+                    "faked (one run a configuration); not the whole configuration's step time.")
+
+
+def _kind(evidence) -> str:
+    """True/False (predicted or not) or a kind of scalestudy.spec.evidence."""
+    from scalestudy.spec import evidence as ev
+
+    if evidence is True:
+        return ev.PREDICTED
+    return evidence if evidence in ev.KINDS else ev.MEASURED
 
 
 @dataclass(frozen=True)
@@ -61,12 +76,17 @@ class Description:
                        f"{', '.join(q.label for q in self.quantities)}")
 
     @staticmethod
-    def basis(predicted: bool) -> str:
-        return PREDICTED_BASIS if predicted else MEASURED_BASIS
+    def basis(evidence) -> str:
+        """What a number of the figure is (evidence: True/False for predicted or not, or a kind of
+        scalestudy.spec.evidence), said in its first footnote."""
+        from scalestudy.spec import evidence as ev
 
-    def heading(self, predicted: bool) -> str:
+        return {ev.PREDICTED: PREDICTED_BASIS, ev.IMPORTED: IMPORTED_BASIS,
+                ev.RANK_SHARE: RANK_SHARE_BASIS}.get(_kind(evidence), MEASURED_BASIS)
+
+    def heading(self, evidence) -> str:
         """The figure's title as drawn."""
-        return f"{self.title} — PREDICTED by the model" if predicted else self.title
+        return f"{self.title} — PREDICTED by the model" if _kind(evidence) == "predicted" else self.title
 
     def footnotes(self, predicted: bool) -> list[str]:
         return [self.basis(predicted), *self.notes]

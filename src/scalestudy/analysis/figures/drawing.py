@@ -13,6 +13,7 @@ import math
 from typing import Callable, Iterable
 
 from scalestudy.analysis.figures.description import Description
+from scalestudy.analysis.figures import prepare
 from scalestudy.analysis.figures.prepare import FigureData
 
 CPU_WARNING = "CPU smoke data — not comparable to the paper"
@@ -74,13 +75,22 @@ def figure_for(fd: FigureData, *, ncols: int | None = None, panel_w: float = 4.2
 
 
 def series_colors(series: list[str]) -> dict[str, object]:
-    """A palette colour a series; a measured-inputs series (MEASURED_SERIES) takes its base
-    series' colour, and its own marker and dashes (line_style)."""
+    """A palette colour a series; a measured-inputs series (MEASURED_SERIES), the model beside a
+    series (prepare.MODEL_SERIES) and a series' fit (prepare.FIT_SERIES) take its base series'
+    colour, and their own marker and dashes (line_style)."""
     from scalestudy.spec.rank_share import MEASURED_SERIES
 
-    own = [s for s in series if not (s.endswith(MEASURED_SERIES) and s.removesuffix(MEASURED_SERIES) in series)]
+    suffixes = (MEASURED_SERIES, prepare.MODEL_SERIES, prepare.FIT_SERIES)
+
+    def base(s: str) -> str:
+        for x in suffixes:
+            if s.endswith(x) and s.removesuffix(x) in series:
+                return s.removesuffix(x)
+        return s
+
+    own = [s for s in series if base(s) == s]
     colors = dict(zip(own, palette(len(own))))
-    return {s: colors.get(s) or colors[s.removesuffix(MEASURED_SERIES)] for s in series}
+    return {s: colors[base(s)] for s in series}
 
 
 def line_style(series: str, muted: bool = False) -> dict:
@@ -88,6 +98,10 @@ def line_style(series: str, muted: bool = False) -> dict:
 
     if muted:
         return {"marker": ".", "linestyle": "none", "markersize": 4}
+    if series.endswith(prepare.FIT_SERIES):
+        return {"marker": "none", "linestyle": "--"}
+    if series.endswith(prepare.MODEL_SERIES):
+        return {"marker": "s", "linestyle": ":", "markersize": 5, "markerfacecolor": "white"}
     if series.endswith(MEASURED_SERIES):  # predicted with a measured input: never joined to model-only points
         return {"marker": "D", "linestyle": "--", "markersize": 5, "markerfacecolor": "white", "markeredgewidth": 1.3,
                 "zorder": 5}  # above a figure's own markers, so a coinciding model point cannot hide it
@@ -182,7 +196,12 @@ def log2_axis(ax, xs: list[float], formatter: Callable[[float], str] | None = No
         return
     ax.set_xscale("log", base=2)
     step = max(1, math.ceil(len(xs) / max_ticks))
-    ticks = xs[::step]
+    ticks = []
+    for x in xs[::step]:  # a tick too close to the one before it would print over it
+        if not ticks or x >= ticks[-1] * 2 ** 0.3:
+            ticks.append(x)
+        elif x == xs[-1] and len(ticks) > 1:  # the largest scale keeps its tick, its close neighbour gives way
+            ticks[-1] = x
     ax.set_xticks(ticks)
     ax.set_xticklabels([formatter(x) if formatter else f"{x:g}" for x in ticks], rotation=45 if len(ticks) > 6 else 0,
                        ha="right" if len(ticks) > 6 else "center")

@@ -1,7 +1,7 @@
 """Power (the paper's Fig. 10): total GPU power and tokens per joule (= tokens/s per watt)
 against GPUs, FSDP against the best tensor/pipeline configuration at each GPU count (best by
 tokens per joule; the others tried are grey dots) and HSDP where the study ran it; a further
-line per backend, model, ... where those differ. GPU board power only (NVML): CPU, memory and
+line per backend, model, ... where those differ. GPU board power only (NVML where measured): CPU, memory and
 network are not included. On CPU runs there is no GPU power: the figure says so in an explicit
 panel. Configurations: experiment `power`."""
 
@@ -13,7 +13,7 @@ from scalestudy.analysis.figures.description import Description, Quantity
 
 NAME = "power"
 EXPERIMENTS = ("power",)
-SCOPE = "GPU board power only (NVML)"
+SCOPE = "GPU board power only"
 GPUS = Quantity("GPUs", "world size, log 2")
 DESCRIPTION = Description(
     name=NAME, title=f"Power and energy efficiency against GPUs — {SCOPE}",
@@ -26,7 +26,8 @@ DESCRIPTION = Description(
     quantities=(Quantity("total GPU power", "W", "power_w_total", log=True),
                 Quantity("tokens per joule", "tokens/J", "tokens_per_joule")),
     category="Power",
-    notes=(f"Power scope: {SCOPE}; CPU, memory and network power are not included.", drawing.FAILED_NOTE),
+    notes=(f"Power scope: {SCOPE} (a measured run reads it through NVML; a prediction gives the board's); CPU, "
+           "memory and network power are not included.", drawing.FAILED_NOTE),
 )
 NO_CPU_POWER = "no GPU power data (CPU run)"
 BEST, OTHER = "best TP/PP", "other TP/PP"

@@ -36,6 +36,7 @@ class FigureData:
     description: Description | None = None
     predicted: bool = False
     subtitle: str = ""
+    csv_rows: list[dict] = field(default_factory=list)  # written to the CSV, not drawn (e.g. "not expressible")
 
 
 # ---- data helpers -------------------------------------------------------------------
@@ -144,7 +145,9 @@ def config_spec(cfg: dict, specs: dict[str, dict]) -> dict:
 def family(spec: dict) -> str:
     """The strategy family as the paper's legends name it: FSDP, HSDP, DDP, TP=k, PP=k or
     TP=k×PP=m (FSDP over the rest implied); never a degree that follows from the GPU count."""
-    tp, pp = as_int(spec.get("tp")), as_int(spec.get("pp"))
+    tp, pp, cp = as_int(spec.get("tp")), as_int(spec.get("pp")), as_int(spec.get("cp"))
+    if cp > 1:
+        return "×".join(f"{n}={d}" for n, d in (("TP", tp), ("PP", pp), ("CP", cp)) if d > 1)
     if tp > 1 and pp > 1:
         return f"TP={tp}×PP={pp}"
     if tp > 1:
@@ -357,3 +360,55 @@ def mark_caveats(fd: FigureData, tables) -> str | None:
     return (f"caveat: {n} configuration{'s' if n > 1 else ''} drawn take{'' if n > 1 else 's'} a measured input with a "
             "known artefact (the CSV's note marks which; claims.md says why).")
 
+
+
+# ---- the performance model beside measurements (a study's model_beside) ----------------------
+MODEL_SERIES = " · model"
+FIT_SERIES = " · linear fit"
+NOT_EXPRESSIBLE = "not expressible"
+
+
+def model_beside(fd: FigureData, tables, cfgs: list[dict], series: dict[str, str], quantities: Iterable[Quantity],
+                 x_col: str, x: Quantity) -> None:
+    """The model's prediction beside each configuration (tables.model_beside, scalestudy model
+    beside): drawn as the series "<series> · model" with the model's band where it can express the
+    configuration; where it cannot, a CSV row with status `not expressible` and the reason, and a
+    note on the figure naming the series and why."""
+    beside = getattr(tables, "model_beside", None)
+    if beside is None or not len(beside):
+        return
+    by_config = {r["config_id"]: r for r in records(beside)}
+    per_series: dict[str, set[str]] = {}
+    drawn = False
+    for q in quantities:
+        if q.metric not in ("tokens_per_s_per_device", "tokens_per_s"):
+            continue
+        for c in cfgs:
+            b = by_config.get(c["config_id"])
+            if b is None:
+                continue
+            base = {"panel": q.label, "series": series[c["config_id"]] + MODEL_SERIES, "x_quantity": x.label,
+                    "x": c.get(x_col), "y_quantity": q.label, "n_seeds": 0, "label": c.get("label"),
+                    "config_ids": [c["config_id"]], "run_ids": []}
+            if not _truthy(b.get("expressible")):
+                why = str(b.get("reason") or NOT_EXPRESSIBLE)
+                status = NOT_EXPRESSIBLE if why.startswith(NOT_EXPRESSIBLE) else "not predicted"
+                fd.csv_rows.append({**base, "y": None, "status": status, "note": why})
+                per_series.setdefault(series[c["config_id"]], set()).add(why.removeprefix(NOT_EXPRESSIBLE + ": "))
+                continue
+            world = as_int(c.get("world_size"))
+            scale = 1.0 if q.metric == "tokens_per_s_per_device" else float(world)
+            y = b.get("tokens_per_s_per_device")
+            lo, hi = b.get("tokens_per_s_per_device_low"), b.get("tokens_per_s_per_device_high")
+            fd.rows.append({**base, "y": None if y is None else y * scale, "ci95_low": None if lo is None else lo * scale,
+                            "ci95_high": None if hi is None else hi * scale, "status": "ok",
+                            "note": f"predicted by the model on cluster {b.get('cluster')} (band, not a CI); "
+                                    "nothing fitted to the measurements"})
+            drawn = True
+    if per_series:
+        fd.notes.append("Performance model beside the measurements: NOT EXPRESSIBLE (or not predicted) for "
+                        + "; ".join(f"{s} ({', '.join(sorted(w))})" for s, w in sorted(per_series.items()))
+                        + " - no prediction drawn for it (the CSV has a 'not expressible' row for each point).")
+    if drawn:
+        fd.notes.append(f"'{MODEL_SERIES.strip(' ·')}' series: the performance model's prediction (its band as the "
+                        "error bar), calibrated elsewhere and never fitted to these runs.")

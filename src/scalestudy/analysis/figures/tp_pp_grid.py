@@ -25,7 +25,7 @@ DESCRIPTION = Description(
     series=("one row of panels per model, GPU count and global batch; a cell is one configuration; predictions "
             "that take a measured rank share get a row of panels of their own"),
     x=PP, quantities=(WPS, MFU, SHARE), category="Parallelism",
-    notes=("Cell: the configuration's value (the mean over seeds where measured; the CSV holds the interval), in "
+    notes=("Cell: the configuration's value (the mean of its runs where it ran more than once; the CSV holds the interval), in "
            "compact units (12.3k = 12 300, 2.6M = 2 600 000). "
            "Hatched: failed (status in the cell) or invalid; blank: not run.",),
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-DTYPES = ("bf16", "fp16", "fp32", "tf32")
+DTYPES = ("bf16", "fp16", "fp32", "tf32", "fp8")
 GIB = 1 << 30
 GB = 10**9
 
