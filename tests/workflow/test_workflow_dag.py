@@ -156,3 +156,8 @@ def test_a_study_that_is_never_launched_plans_no_runs():
     assert out.returncode == 0, out.stderr
     counts = job_counts(out.stdout)
     assert "run" not in counts and "collectives" not in counts and counts["aggregate"] == 1
+
+
+def test_the_report_home_page_of_a_predicted_study_says_predicted_and_never_seeds():
+    text = (REPO / "workflow" / "report" / "predicted.rst").read_text()
+    assert "**predicted**" in text and "seed" not in text.lower()

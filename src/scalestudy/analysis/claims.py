@@ -69,6 +69,19 @@ RULES = {
     "question": "no paper number (the paper defers HSDP to its Appendix A): ours is reported, the verdict is "
                 "always not comparable",
 }
+# the same rules for a row that compares predictions: the model's band in place of the confidence interval
+PREDICTED_RULES = {
+    "numeric": ("consistent if our value has the paper's sign and the paper's value lies inside the model's band "
+                "(relative change of the two configurations' predictions, both at the same corner of the model's "
+                "uncertainty box); not comparable without both configurations"),
+    "difference": ("consistent if our difference (A100 minus H100 MFU, percentage points) has the paper's sign and "
+                   "the paper's difference lies inside the model's band (both at the same corner); not comparable "
+                   "without both device kinds"),
+    "qualitative": ("direction only: consistent if every stated direction holds over the whole model band; not "
+                    "consistent if one is reversed; not comparable without the configurations or when the band "
+                    "includes no change"),
+    "question": RULES["question"],
+}
 
 
 # ---- selection -------------------------------------------------------------------
@@ -559,6 +572,9 @@ def evaluate(tables, inputs: str = MODEL_ALONE) -> list[dict]:
                 "95% intervals", "model bands").replace("95% interval", "model band").replace("95% CI", "model band")
             r["reason"] = PREDICTED_REASON + ("; " + reason if reason else "")
             r["n_seeds"] = PREDICTED
+            kind = next((k for k, v in RULES.items() if v == r.get("rule")), None)
+            if kind:
+                r["rule"] = PREDICTED_RULES[kind]
             for k in ("ours_text", "reason"):  # a prediction has a band, never seeds
                 if r.get(k):
                     r[k] = r[k].replace("95% CI", "model band").replace(

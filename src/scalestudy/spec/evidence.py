@@ -20,7 +20,7 @@ def study_evidence(study) -> str:
     if getattr(study, "imported", None):
         return IMPORTED
     runs = getattr(study, "runs", None) or []
-    wide = [r for r in runs if r.spec.world_size > 1]
-    if wide and all(r.spec.comm == "fake" for r in wide):
+    wide = [r.spec for r in runs if getattr(r.spec, "world_size", 1) > 1]
+    if wide and all(getattr(spec, "comm", None) == "fake" for spec in wide):
         return RANK_SHARE
     return MEASURED
