@@ -22,18 +22,25 @@ records board power, SM clock and temperature every 100 ms (power_duty.Sampler).
 
 What it cannot capture: NIC and NVSwitch power (not board power); the NIC's own DMA writes into
 GPU memory (a real receive's HBM writes that no SM performs); NCCL's exact loop (LL/LL128 protocol
-flags, its register use). Written 2026-12-04 and not yet run: the next device session runs it first.
+flags, its register use). Run on 2026-12-04 on the lent H200: data/comm-power (README.md there).
+
+COMM_POWER_PHASE_S=1 python3 benchmarks/comm_power.py OUT.jsonl is a quick check (1 s phases, 0.5 s
+gaps, about half a minute); the header records phase_s and gap_s.
+Each trickle phase records how many chunk periods its blocks completed (chunks_min, chunks_max) and
+the network rate that corresponds to (achieved_network_gb_per_s, from the slowest block): below the
+asked rate, the k blocks could not keep up and reduced back to back instead of trickling.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
 
-PHASE_S = 8.0
-GAP_S = 3.0
+PHASE_S = float(os.environ.get("COMM_POWER_PHASE_S", "8.0"))  # quick check: COMM_POWER_PHASE_S=1
+GAP_S = 0.5 if "COMM_POWER_PHASE_S" in os.environ else 3.0
 THREADS = 512  # NCCL_NTHREADS' default
 BLOCKS = (8, 16, 32)  # NCCL channel counts
 RATES_GBPS = (25.0, 50.0, 100.0)  # network bytes a second: 200, 400 and 800 Gb/s NICs
@@ -54,24 +61,31 @@ extern "C" __global__ void poll(const volatile int* flag, unsigned long long ns)
     }
 }
 
+// ring must be a multiple of chunk (checked on the host): a chunk never wraps, so no modulo per element
 extern "C" __global__ void trickle(const float* src, float* dst, long long ring, long long chunk,
-                                   unsigned long long period_ns, unsigned long long ns, const volatile int* flag) {
+                                   unsigned long long period_ns, unsigned long long ns, const volatile int* flag,
+                                   unsigned long long* chunks_done) {
     const unsigned long long start = now_ns();
     const unsigned long long end = start + ns;
     unsigned long long next = start;
+    unsigned long long count = 0;
     long long offset = 0;
     const long long stride = (long long)gridDim.x * blockDim.x;
     while (now_ns() < end) {
         for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < chunk; i += stride) {
-            const long long j = (offset + i) % ring;
+            const long long j = offset + i;
             dst[j] += src[j];
         }
-        offset = (offset + chunk) % ring;
+        offset += chunk;
+        if (offset >= ring) offset = 0;
+        ++count;
         next += period_ns;
         while (now_ns() < next) {
-            if (flag[0]) return;
+            if (flag[0]) break;
         }
+        if (flag[0]) break;
     }
+    if (threadIdx.x == 0) chunks_done[blockIdx.x] = count;
 }
 """
 
@@ -89,6 +103,8 @@ def main(out_path: str) -> int:
     module = cp.RawModule(code=KERNELS, options=("-std=c++14",))
     poll, trickle = module.get_function("poll"), module.get_function("trickle")
     flag = cp.zeros(1, dtype=cp.int32)
+    assert RING_ELEMENTS % CHUNK_ELEMENTS == 0
+    chunks_done = cp.zeros(max(BLOCKS), dtype=cp.uint64)
     src = cp.random.random(RING_ELEMENTS, dtype=cp.float32)
     dst = cp.zeros(RING_ELEMENTS, dtype=cp.float32)
     a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
@@ -104,7 +120,7 @@ def main(out_path: str) -> int:
     sampler = Sampler(h, samples)
     sampler.start()
 
-    def phase(name: str, run, **meta) -> None:
+    def phase(name: str, run, after=None, **meta) -> None:
         time.sleep(GAP_S)
         sampler.phase = name
         cp.cuda.Device().synchronize()
@@ -116,6 +132,8 @@ def main(out_path: str) -> int:
         e1, t1 = nvml.nvmlDeviceGetTotalEnergyConsumption(h), time.time()
         rec = {"kind": "phase", "phase": name, "t0": t0, "t1": t1, "wall_s": t1 - t0,
                "energy_j": (e1 - e0) / 1000.0, "mean_power_w": (e1 - e0) / 1000.0 / (t1 - t0), **meta}
+        if after is not None:
+            rec.update(after())
         records.append(rec)
         print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in rec.items()
                           if k not in ("t0", "t1")}), flush=True)
@@ -137,10 +155,17 @@ def main(out_path: str) -> int:
     for k in BLOCKS:
         for rate in RATES_GBPS:
             period_ns = int(4 * CHUNK_ELEMENTS / (rate * 1e9) * 1e9)
+
+            def counted(k=k) -> dict:
+                done = [int(x) for x in chunks_done[:k].get()]
+                return {"chunks_min": min(done), "chunks_max": max(done),
+                        "achieved_network_gb_per_s": min(done) * 4 * CHUNK_ELEMENTS / PHASE_S / 1e9}
+
+            chunks_done.fill(0)
             phase(f"trickle_{k}_{rate:g}", lambda k=k, p=period_ns: trickle(
                 (k,), (THREADS,), (src, dst, cp.int64(RING_ELEMENTS), cp.int64(CHUNK_ELEMENTS), cp.uint64(p),
-                                   cp.uint64(ns), flag)),
-                blocks=k, network_gb_per_s=rate, period_ns=period_ns)
+                                   cp.uint64(ns), flag, chunks_done)),
+                after=counted, blocks=k, network_gb_per_s=rate, period_ns=period_ns)
     phase("matmul", matmuls)
     phase("idle_end", lambda: time.sleep(PHASE_S))
     sampler.stop_flag.set()
