@@ -11,17 +11,31 @@
    measured steps than planned, oom with every step and no error) fails the rebuild;
 3. the tables, claims and every figure's CSV are rebuilt from the raw logs into a temporary
    directory and compared byte for byte with the ones in data/<study>/tables (tables) and
-   figures/<study> (figure CSVs, claims.csv, claims.md); a missing file, a different one, and a figure without its pdf or png are
-   problems. (PDF and PNG bytes depend on the matplotlib build, so only their presence is checked.)
+   figures/<study> (figure CSVs, claims.csv, claims.md); a missing file or a different one is a problem;
+4. every figure's PDF and PNG is drawn again from its rebuilt CSV data by this code and compared byte
+   for byte (rendering is deterministic: fixed metadata without dates, matplotlib's own fonts, the
+   pinned matplotlib of requirements-lock.txt): a stale, swapped or edited image is a problem naming it.
+   `manifest` (scalestudy audit --manifest FILE) receives the sha256 of every output that matched.
+5. a damaged raw-log file (a truncated or corrupt gzip, a FIFO, a symbolic link out of its run
+   directory) is a problem naming it; nothing hangs on it and nothing is read through it.
 """
 
 from __future__ import annotations
 
-import json
+import re
 import tempfile
 from pathlib import Path
 
-from scalestudy.measure.rawlog import STATUS_FILE, RawLogError, find_runs, member_path, member_sha256, seal_problem
+from scalestudy.measure.rawlog import (
+    STATUS_FILE,
+    RawLogError,
+    find_runs,
+    member_path,
+    member_sha256,
+    read_json_file,
+    seal_problem,
+    sha256_file,
+)
 
 
 def _first_difference(a: bytes, b: bytes) -> str:
@@ -49,9 +63,9 @@ def verify_checksums(raw_dir: Path) -> list[str]:
         if not status_path.exists():
             continue  # an incomplete directory: reported by the rebuild (planned) or as unplanned
         try:
-            status = json.loads(status_path.read_text())
-        except json.JSONDecodeError as e:
-            problems.append(f"{status_path}: not valid JSON ({e})")
+            status = read_json_file(status_path, d)
+        except RawLogError as e:  # not JSON, a FIFO, a link out of the run
+            problems.append(str(e))
             continue
         broken = seal_problem(status)
         if broken:
@@ -62,7 +76,11 @@ def verify_checksums(raw_dir: Path) -> list[str]:
             continue
         for rel, digest in sorted(files.items()):
             p = member_path(d, rel)
-            now = member_sha256(d, rel)
+            try:
+                now = member_sha256(d, rel)
+            except RawLogError as e:  # a damaged gzip, a FIFO, a link out of the run: named, never opened
+                problems.append(str(e))
+                continue
             if now is None:
                 problems.append(f"{p}: listed in status.json but missing")
             elif now != digest:
@@ -81,8 +99,8 @@ def _import_sources(study) -> list[str]:
     for run_id in study.run_ids:
         p = Path(study.raw_dir) / run_id / "run.json"
         try:
-            src = (json.loads(p.read_text()).get("provenance") or {}).get("source") or {}
-        except (OSError, json.JSONDecodeError):
+            src = (read_json_file(p).get("provenance") or {}).get("source") or {}
+        except (OSError, RawLogError):
             continue  # missing or unreadable: reported by the checksums and the rebuild
         if (src.get("repository"), src.get("commit")) not in sources:
             problems.append(f"{p}: imported from {src.get('repository')}@{src.get('commit')}, not a source of study "
@@ -118,8 +136,8 @@ def _calibration_problems(run_dir: Path) -> list[str]:
     from scalestudy.analysis.provenance import calibration_provenance, measured_files_provenance
 
     try:
-        run = json.loads((run_dir / "run.json").read_text())
-    except (OSError, json.JSONDecodeError):
+        run = read_json_file(run_dir / "run.json", run_dir)
+    except (OSError, RawLogError):
         return []
     if run.get("kind") != "predicted":
         return []
@@ -137,7 +155,6 @@ def made_by_other_code(figures_dir: Path, root: Path | str = ".") -> list[str]:
     code_version column, claims.md) is not this code's: rebuild them (snakemake reruns them).
     A ledger figure (model_validation) and its ledger CSV must also name this performance model
     (code_version.model_version, its sources and the checkout files under `root` it reads)."""
-    import re
 
     from PIL import Image
 
@@ -172,7 +189,62 @@ def made_by_other_code(figures_dir: Path, root: Path | str = ".") -> list[str]:
             for p, v in found if v != expected[p]]
 
 
-def audit(study, *, figures: bool = True, claims: bool = True) -> list[str]:
+_PDF_STREAM = re.compile(rb"stream\r?\n(.*?)endstream", re.S)
+_PDF_NUMBER = re.compile(rb"(-?\d*\.\d+|-?\d+)")
+PDF_TOLERANCE_PT = 1e-3  # 1/72000 inch: far below anything drawn
+
+
+def _pdf_tokens(data: bytes) -> list[bytes]:
+    """A PDF's content, streams decompressed, without what only encodes it (stream lengths, the xref
+    table and its offsets), split at numbers: [text, number, text, number, ...]."""
+    import zlib
+
+    body = data[: data.rfind(b"\nxref")] if b"\nxref" in data else data
+
+    def inflate(m):
+        try:  # a decompressobj ignores the end-of-line after the data (it may end in a CR byte itself)
+            return b"stream\n" + zlib.decompressobj().decompress(m.group(1)) + b"\nendstream"
+        except zlib.error:
+            return m.group(0)
+    body = re.sub(rb"/Length \d+", b"/Length", _PDF_STREAM.sub(inflate, body))
+    body = re.sub(rb"(\d+ 0 obj\s+)\d+(\s+endobj)", rb"\1length\2", body)  # a stream's length as an object
+    return _PDF_NUMBER.split(body)
+
+
+def same_pdf(a: bytes, b: bytes) -> bool:
+    """Whether two PDFs draw the same: equal bytes, or equal but for coordinates within
+    PDF_TOLERANCE_PT (matplotlib's constrained layout solver can move a line by 1e-6 pt from one
+    process to the next) and the stream encodings and offsets that follow from them."""
+    if a == b:
+        return True
+    ta, tb = _pdf_tokens(a), _pdf_tokens(b)
+    if len(ta) != len(tb):
+        return False
+    for i, (x, y) in enumerate(zip(ta, tb)):
+        if x == y:
+            continue
+        if i % 2 == 0 or abs(float(x) - float(y)) > PDF_TOLERANCE_PT:
+            return False
+    return True
+
+
+def compare_image(expected: Path, actual: Path) -> str | None:
+    """A problem naming `actual` (a figure's PDF or PNG) if it differs from the image this code
+    draws from the figure's CSV (`expected`): stale, swapped with another figure's, or edited. PNGs
+    are compared byte for byte, PDFs by same_pdf."""
+    a, e = actual.read_bytes(), expected.read_bytes()
+    if a == e or (actual.suffix == ".pdf" and same_pdf(a, e)):
+        return None
+    import matplotlib
+
+    return (f"{actual}: differs from the image this code draws from {actual.with_suffix('.csv').name} (stale, "
+            f"swapped or edited; redraw it with `scalestudy figure {actual.stem}`; drawn here with matplotlib "
+            f"{matplotlib.__version__})")
+
+
+def audit(study, *, figures: bool = True, claims: bool = True, manifest: dict | None = None) -> list[str]:
+    """Every problem of `study` (see the module docstring); `manifest`, where given, is filled with
+    the sha256 of every output found as the raw logs give it (tables, claims, figure CSVs, PDFs and PNGs)."""
     from scalestudy.analysis import aggregate as agg
     from scalestudy.analysis import claims as claims_mod
     from scalestudy.analysis.figures import FIGURES, render
@@ -198,6 +270,8 @@ def audit(study, *, figures: bool = True, claims: bool = True) -> list[str]:
             problem = compare(p, Path(study.tables_dir) / p.name)
             if problem:
                 problems.append(problem)
+            elif manifest is not None:
+                manifest[str(Path(study.tables_dir) / p.name)] = sha256_file(p)
         if any(getattr(r.spec, "comm", "default") == "fake" for r in study.runs):  # rank shares
             from scalestudy.analysis import rank_shares
 
@@ -205,6 +279,8 @@ def audit(study, *, figures: bool = True, claims: bool = True) -> list[str]:
                 problem = compare(p, Path(study.tables_dir) / p.name)
                 if problem:
                     problems.append(problem)
+                elif manifest is not None:
+                    manifest[str(Path(study.tables_dir) / p.name)] = sha256_file(p)
         from scalestudy.spec.studies import RANK_FIGURES
 
         if claims and not set(getattr(study, "figures", ()) or ()) <= set(RANK_FIGURES):  # no claims on rank shares
@@ -212,17 +288,25 @@ def audit(study, *, figures: bool = True, claims: bool = True) -> list[str]:
                 problem = compare(p, Path(study.figures_dir) / p.name)
                 if problem:
                     problems.append(problem)
+                elif manifest is not None:
+                    manifest[str(Path(study.figures_dir) / p.name)] = sha256_file(p)
         if figures:
-            # the study's own figures (every figure unless its file names a subset)
+            # the study's own figures (every figure unless its file names a subset): the CSV, and the
+            # PDF and PNG drawn from it by this code (deterministic: fixed metadata, no dates, the
+            # fonts matplotlib ships), byte for byte
             for name in [f for f in FIGURES if f in (getattr(study, "figures", None) or FIGURES)]:
-                for p in render(name, study, loaded, f_dir, formats=("csv",)):
-                    problem = compare(p, Path(study.figures_dir) / p.name)
+                for p in render(name, study, loaded, f_dir, formats=("csv", "pdf", "png")):
+                    drawn = Path(study.figures_dir) / p.name
+                    if p.suffix == ".csv":
+                        problem = compare(p, drawn)
+                    elif not drawn.exists():
+                        problem = f"{drawn}: missing (figure {name} was not drawn)"
+                    else:
+                        problem = compare_image(p, drawn)
                     if problem:
                         problems.append(problem)
-                for ext in ("pdf", "png"):
-                    drawn = Path(study.figures_dir) / f"{name}.{ext}"
-                    if not drawn.exists():
-                        problems.append(f"{drawn}: missing (figure {name} was not drawn)")
+                    elif manifest is not None:
+                        manifest[str(drawn)] = sha256_file(drawn)
     if figures or claims:
         problems += made_by_other_code(Path(study.figures_dir), getattr(study, "root", "."))
     return problems

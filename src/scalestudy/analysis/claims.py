@@ -25,6 +25,11 @@ configuration is never compared with a measured one. A predicted configuration t
 input with a known artefact (its summary notes starting "caveat: ", perfmodel.rank_shares) puts
 "CAVEAT on an input: ..." in the reason of every claim it is behind, and claims.md names those
 claims above the table; the verdict is computed as usual.
+
+Seeds that a configuration's summary left out (contaminated, or outliers: aggregate.left_out_reason)
+are listed with why in the `left_out` column of every claim that reads the configuration, counted
+in its reason and named under "Runs behind each claim" in claims.md; `run_ids` names only the seeds
+behind the values.
 """
 
 from __future__ import annotations
@@ -43,7 +48,8 @@ CLAIMS_MD = "claims.md"
 CLAIMS_HTML = "claims.html"  # claims.md as a page of the Snakemake report
 CONSISTENT, NOT_CONSISTENT, NOT_COMPARABLE = "consistent", "not consistent", "not comparable"
 CLAIM_COLUMNS = ["id", "inputs", "claim", "where", "paper", "paper_value", "unit", "ours", "ours_ci95_low",
-                 "ours_ci95_high", "n_seeds", "ours_text", "verdict", "reason", "rule", "config_ids", "run_ids"]
+                 "ours_ci95_high", "n_seeds", "ours_text", "verdict", "reason", "rule", "config_ids", "run_ids",
+                 "left_out"]
 # What a predicted claim is read from (a measured study's claims: MODEL_ALONE's rows, column empty).
 # MODEL_ALONE, the headline: every configuration predicted by the model alone. WITH_MEASURED: a
 # configuration whose rank share was measured (its "--measured-inputs" variant, perfmodel.study)
@@ -230,6 +236,8 @@ def _why_missing(c: dict | None, metric: str, what: str) -> str | None:
     if c is None:
         return None
     if c.get(f"{metric}_mean") is None:
+        if c.get("status") == "insufficient":
+            return f"the {what} configuration has too few clean seeds ({c.get('error')})"
         if c.get("status") not in ("ok", "partial"):
             return f"the {what} configuration failed ({c.get('status')})"
         return f"the {what} configuration has no {metric} value"
@@ -580,13 +588,15 @@ def evaluate(tables, inputs: str = MODEL_ALONE) -> list[dict]:
                     r[k] = r[k].replace("95% CI", "model band").replace(
                         "one seed: from the means", "one prediction a configuration: from its central value").replace(
                         ", one seed)", ")").replace("one seed", "one prediction")
-    # seeds the summary left out (outliers, measured beside another run): said in every claim they touch
-    left_out = {c["config_id"]: [n for n in split_list(c.get("notes")) if "left out of the statistics" in n]
-                for c in cfgs}
+    # seeds the summary left out (contaminated, outliers): listed with why in every claim they touch
+    left_out = {c["config_id"]: split_list(c.get("left_out")) for c in cfgs}
     for r in rows:
         flagged = [f"{cid}: {n}" for cid in (r.get("config_ids") or []) for n in left_out.get(cid, [])]
+        r["left_out"] = flagged
         if flagged:
-            r["reason"] = "; ".join([x for x in [r.get("reason")] if x] + ["FLAGGED " + n for n in flagged])
+            n = len(flagged)
+            r["reason"] = "; ".join([x for x in [r.get("reason")] if x]
+                                    + [f"{n} seed{'s' if n > 1 else ''} left out (column left_out says which and why)"])
     # a predicted configuration that takes a measured input with a known artefact: said in every claim it is behind
     caveats = {c["config_id"]: [n for n in split_list(c.get("notes")) if n.startswith(CAVEAT_PREFIX)] for c in cfgs}
     config_of = {rid: c["config_id"] for c in cfgs for rid in split_list(c.get("run_ids"))}
@@ -663,7 +673,8 @@ def markdown(rows: list[dict], study, measured: list[dict] | None = None) -> str
     lines += ["", "## Runs behind each claim", ""]
     for r in rows:
         ids = r.get("run_ids") or []
-        lines.append(f"- **{r['id']}**: {', '.join(f'`{i}`' for i in ids) if ids else 'none'}")
+        lines.append(f"- **{r['id']}**: {', '.join(f'`{i}`' for i in ids) if ids else 'none'}"
+                     + (f"; left out: {cell('; '.join(r['left_out']))}" if r.get("left_out") else ""))
     return "\n".join(lines) + "\n"
 
 

@@ -27,8 +27,10 @@ from scalestudy.analysis.csv_format import read_csv_rows, split_list
 from scalestudy.measure.rawlog import (
     RUN_FILE,
     STATUS_FILE,
+    RawLogError,
     member_path,
     member_sha256,
+    read_json_file,
     seal_digest,
     seal_problem,
     sha256_file,
@@ -83,18 +85,23 @@ def run_provenance(run_dir: Path) -> dict:
     status, run = {}, {}
     for path, target in ((status_path, "status"), (run_path, "run")):
         try:
-            data = json.loads(path.read_text())
+            data = read_json_file(path, run_dir)
         except FileNotFoundError:
             out["problems"].append(f"{path}: missing")
             continue
-        except json.JSONDecodeError as e:
-            out["problems"].append(f"{path}: not valid JSON ({e})")
+        except RawLogError as e:  # not JSON, a FIFO, a link out of the run: named, never opened
+            out["problems"].append(str(e))
             continue
         (status if target == "status" else run).update(data)
     files = []
     for rel, digest in sorted((status.get("files_sha256") or {}).items()):
         p = member_path(run_dir, rel)
-        now = member_sha256(run_dir, rel)
+        try:
+            now = member_sha256(run_dir, rel)
+        except RawLogError as e:  # a damaged gzip, a FIFO, a link out of the run
+            files.append({"path": rel, "sha256_recorded": digest, "sha256_now": None, "ok": False})
+            out["problems"].append(str(e))
+            continue
         ok = now == digest
         files.append({"path": rel, "sha256_recorded": digest, "sha256_now": now, "ok": ok})
         if not ok:
@@ -105,7 +112,7 @@ def run_provenance(run_dir: Path) -> dict:
             out["problems"].append(f"{status_path}: {broken}")
         # status.json's own record is its seal: the sha256 of its content without the seal
         files.append({"path": STATUS_FILE, "sha256_recorded": status.get("seal"), "sha256_now": seal_digest(status),
-                      "ok": broken is None, "sha256_file": sha256_file(status_path)})
+                      "ok": broken is None, "sha256_file": sha256_file(status_path, run_dir)})
     prov = run.get("provenance") or {}
     git = (prov.get("package") or {}).get("git") or {}
     if run.get("kind") == "predicted":
@@ -157,7 +164,12 @@ def measured_files_provenance(run_dir: Path, run: dict) -> list[dict]:
     out = []
     for f in files:
         p = root / str(f.get("path", ""))
-        now = sha256_file(p) if p.is_file() else None
+        try:
+            now = sha256_file(p) if p.is_file() else None
+        except RawLogError as e:
+            out.append({"path": str(p), "what": f.get("what"), "sha256_recorded": f.get("sha256"), "sha256_now": None,
+                        "problems": [str(e)]})
+            continue
         problems = [] if now == f.get("sha256") else [
             f"{p}: " + ("missing" if now is None else "changed since the predictions were made")
             + f" ({f.get('what')}; the predictions made from it are stale)"]
@@ -177,7 +189,11 @@ def _calibration_cached(root: str, runs_json: str, stamp: tuple) -> tuple[dict, 
                                     "cannot be traced)")
         else:
             for rel, digest in sorted((c.get("files_sha256") or {}).items()):
-                now = member_sha256(d, rel)
+                try:
+                    now = member_sha256(d, rel)
+                except RawLogError as e:
+                    item["problems"].append(str(e))
+                    continue
                 if now != digest:
                     item["problems"].append(f"{member_path(d, rel)}: "
                                             + ("missing" if now is None else "changed since the predictions were made")

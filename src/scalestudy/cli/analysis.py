@@ -59,6 +59,8 @@ def _guard(fn):
             return _fail(str(e))
         except (IsADirectoryError, PermissionError) as e:
             return _fail(f"{e.filename}: cannot read ({e.strerror})")
+        except OSError as e:  # a full disk while writing (rawlog.disk_error names the file), an I/O error
+            return _fail(f"{e.filename}: {e.strerror}" if e.filename else (e.strerror or str(e)))
     run.__name__ = fn.__name__
     run.__doc__ = fn.__doc__
     return run
@@ -142,13 +144,21 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from scalestudy.analysis.audit import audit
 
     study = _study(args)
-    problems = audit(study, figures=not args.no_figures)
+    manifest: dict[str, str] = {}
+    problems = audit(study, figures=not args.no_figures, manifest=manifest)
     for p in problems:
         print(f"audit: {p}")
+    if args.manifest:
+        from scalestudy.measure.rawlog import atomic_write_text
+
+        atomic_write_text(args.manifest, "".join(f"{d}  {_show(f)}\n" for f, d in sorted(manifest.items())))
+        print(f"scalestudy audit: the sha256 of {len(manifest)} outputs that follow from the raw logs: "
+              f"{_show(args.manifest)}", file=sys.stderr)
     if problems:
         print(f"scalestudy audit: {len(problems)} problem(s) in study {study.name}", file=sys.stderr)
         return 1
-    print(f"scalestudy audit: study {study.name}: tables, claims and figure data follow from the raw logs")
+    print(f"scalestudy audit: study {study.name}: tables, claims and figures (data and images) follow from the raw "
+          "logs")
     return 0
 
 
@@ -224,8 +234,11 @@ def register(subparsers) -> None:
     _study_options(p)
     p.set_defaults(func=cmd_rank_shares)
 
-    p = subparsers.add_parser("audit", help="check that tables, claims and figure data follow from the raw logs "
-                                            "byte for byte, and every raw-log checksum; exit 1 on a problem")
+    p = subparsers.add_parser("audit", help="check that tables, claims and figures (data, PDF, PNG) follow from the "
+                                            "raw logs, and every raw-log checksum; exit 1 on a problem")
     _study_options(p)
-    p.add_argument("--no-figures", action="store_true", help="skip the figure CSVs")
+    p.add_argument("--no-figures", action="store_true", help="skip the figures (CSV, PDF and PNG)")
+    p.add_argument("--manifest", metavar="FILE",
+                   help="write the sha256 of every table, claims file and figure (CSV, PDF, PNG) that follows from "
+                        "the raw logs to FILE ('SHA256  PATH' lines)")
     p.set_defaults(func=cmd_audit)

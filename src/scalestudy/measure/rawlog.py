@@ -19,8 +19,10 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -150,7 +152,37 @@ def status_contradictions(run: dict, status: dict, records: list[dict]) -> list[
     return []
 
 
-def sha256_file(path: os.PathLike | str) -> str:
+_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def check_regular(path: os.PathLike | str, root: os.PathLike | str | None = None) -> None:
+    """Refuse, naming it, a raw-log file that is not a plain file (a FIFO would hang the reader, a
+    device or directory is no log) or that is a symbolic link out of `root` (its run directory):
+    checked with lstat/stat before anything opens it. A missing file passes (callers report it)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        target = os.path.realpath(path)
+        if root is not None and not _inside(target, os.path.realpath(root)):
+            raise CorruptLogError(path, f"a symbolic link out of its run directory (to {target}): not read")
+        try:
+            st = os.stat(path)
+        except OSError:
+            raise CorruptLogError(path, f"a dangling symbolic link (to {target}): not read") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((what for test, what in _KINDS if test(st.st_mode)), "not a plain file")
+        raise CorruptLogError(path, f"not a regular file ({kind}): not read")
+
+
+def sha256_file(path: os.PathLike | str, root: os.PathLike | str | None = None) -> str:
+    check_regular(path, root)
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -166,14 +198,25 @@ def member_path(run_dir: os.PathLike | str, rel: str) -> Path:
 
 
 def read_member_bytes(run_dir: os.PathLike | str, rel: str) -> bytes:
+    """A run's file (decompressed where it is stored gzipped); a file that is not a plain file in
+    the run directory, or a damaged gzip, raises CorruptLogError naming it."""
     p = member_path(run_dir, rel)
+    check_regular(p, run_dir)
     data = p.read_bytes()
-    return gzip.decompress(data) if p.name.endswith(".gz") and not rel.endswith(".gz") else data
+    if p.name.endswith(".gz") and not rel.endswith(".gz"):
+        try:
+            return gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:
+            raise CorruptLogError(p, f"a damaged gzip file (truncated or corrupt: {e}); restore it from the "
+                                     "repository or rerun the run") from None
+    return data
 
 
 def member_sha256(run_dir: os.PathLike | str, rel: str) -> str | None:
-    """sha256 of a listed file's content (decompressed if it is stored gzipped); None if missing."""
+    """sha256 of a listed file's content (decompressed if it is stored gzipped); None if missing.
+    Raises CorruptLogError naming a damaged or non-plain file (check_regular)."""
     p = member_path(run_dir, rel)
+    check_regular(p, run_dir)
     if not p.exists():
         return None
     return hashlib.sha256(read_member_bytes(run_dir, rel)).hexdigest()
@@ -338,16 +381,32 @@ class RunLog:
                 yield r
 
 
-def _read_json(path: Path) -> dict:
+def _read_json(path: Path, root: Path | None = None) -> dict:
+    check_regular(path, root if root is not None else path.parent)
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise CorruptLogError(path, f"not valid JSON ({e})") from None
+    except UnicodeDecodeError as e:
+        raise CorruptLogError(path, f"not text (byte {e.start} is not UTF-8)") from None
+    if not isinstance(data, dict):
+        raise CorruptLogError(path, f"holds a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def read_json_file(path: os.PathLike | str, root: os.PathLike | str | None = None) -> dict:
+    """A run's JSON file (run.json, status.json) as a dict; raises CorruptLogError naming it when it
+    is not a plain file of its run directory or not a JSON object."""
+    path = Path(path)
+    return _read_json(path, Path(root) if root is not None else None)
 
 
 def read_run(run_dir: os.PathLike | str, *, verify_checksums: bool = True) -> RunLog:
     """Read one complete run directory; raise naming the file if it is incomplete or corrupt."""
     run_dir = Path(run_dir)
+    if run_dir.is_symlink():
+        raise CorruptLogError(run_dir, f"a symbolic link (to {os.path.realpath(run_dir)}): a run directory is read "
+                                       "where it lies, never through a link")
     status_path = run_dir / STATUS_FILE
     if not status_path.exists():
         raise IncompleteRunError(run_dir, "no status.json: the run did not finish")
@@ -361,6 +420,8 @@ def read_run(run_dir: os.PathLike | str, *, verify_checksums: bool = True) -> Ru
     for key in ("run_id", "spec", "provenance"):
         if key not in run:
             raise CorruptLogError(run_path, f"no {key!r}")
+    for rel in status.get("files_sha256") or {}:  # never open a FIFO or follow a link out of the run
+        check_regular(member_path(run_dir, rel), run_dir)
     if verify_checksums:
         broken = seal_problem(status)
         if broken:
@@ -377,7 +438,7 @@ def read_run(run_dir: os.PathLike | str, *, verify_checksums: bool = True) -> Ru
     if metrics_path.exists():
         try:
             text = read_member_bytes(run_dir, METRICS_FILE).decode()
-        except (OSError, EOFError, UnicodeDecodeError) as e:
+        except (OSError, EOFError, UnicodeDecodeError, zlib.error) as e:
             raise CorruptLogError(metrics_path, f"unreadable ({e})") from None
         for lineno, line in enumerate(text.splitlines(), 1):
             try:
@@ -389,6 +450,9 @@ def read_run(run_dir: os.PathLike | str, *, verify_checksums: bool = True) -> Ru
             records.append(rec)
     elif status["status"] == "ok":
         raise IncompleteRunError(metrics_path, "missing from a run with status ok")
+    for rec in records:  # a trace the analysis will open
+        if rec.get("key") == "profile" and isinstance(rec.get("value"), dict) and rec["value"].get("trace_file"):
+            check_regular(run_dir / str(rec["value"]["trace_file"]), run_dir)
     for c in status_contradictions(run, status, records):
         raise CorruptLogError(status_path, f"contradicts the metrics: {c}")
     return RunLog(path=run_dir, run=run, status=status, records=records)

@@ -282,6 +282,9 @@ def config_row(cfg: dict, **kw) -> dict:
         row["note"] = str(cfg["error"])[:200]
     elif cfg.get("status") == "partial":
         row["note"] = f"{cfg.get('n_ok')} of {cfg.get('n_seeds')} seeds ok; failed: {str(cfg.get('error'))[:150]}"
+    left_out = split_list(cfg.get("left_out"))  # seeds the summary left out (aggregate.left_out_reason)
+    if left_out:
+        row["note"] = "; ".join([*([row["note"]] if row.get("note") else []), "left out: " + "; ".join(left_out)])
     invalid, truncated = kw.pop("invalid", None), kw.pop("truncated", None)
     row.update(kw)
     if invalid:
@@ -326,12 +329,26 @@ def mark_predicted(fd: FigureData, tables) -> None:
     """Mark the rows of predicted configurations (summary kind `predicted`, scalestudy.perfmodel):
     note `predicted by the model` on each (before any status note)."""
     summary = getattr(tables, "summary", None)
+    note_left_out(fd, summary)  # every figure passes here (figures.figure_data): its note on seeds left out
     if summary is None or "kind" not in getattr(summary, "columns", []):
         return
     pred = {r["config_id"] for r in records(summary) if r.get("kind") == "predicted"}
     for row in fd.rows:
         if pred & set(row.get("config_ids") or []) and not str(row.get("note") or "").startswith("predicted"):
             row["note"] = "predicted by the model" + (f"; {row['note']}" if row.get("note") else "")
+
+
+def note_left_out(fd: FigureData, summary) -> None:
+    """The figure's note on the seeds its configurations left out of their statistics (summary
+    `left_out`: contaminated or outlier seeds; each row's note names them and why)."""
+    if summary is None or "left_out" not in getattr(summary, "columns", []):
+        return
+    drawn = {c for r in fd.rows for c in r.get("config_ids") or []}
+    items = {x for r in records(summary) if r["config_id"] in drawn for x in split_list(r.get("left_out"))}
+    if items:
+        n = len(items)
+        fd.notes.append(f"left out: {n} seed{'s' if n > 1 else ''} (contaminated, or slower than the fastest clean "
+                        "seed by more than the study's outlier_slowdown); the CSV's note names each and why.")
 
 
 CAVEAT_ROW_NOTE = "caveat: takes a measured input with a known artefact (see claims.md)"
