@@ -178,7 +178,8 @@ def render(name: str, study, tables=None, out_dir: Path | str | None = None,
 def draw(name: str, fd: prepare.FigureData, study):
     """The figure of fd, header and footer included (not saved)."""
     if fd.empty_reason:
-        fig, axes = drawing.figure_for(fd, ncols=1)
+        fig, axes = drawing.new_figure(1, title=fd.title, subtitle=getattr(fd, "subtitle", ""), cpu=fd.cpu,
+                                       notes=fd.notes)  # one panel: the message, no empty axes under it
         drawing.message_panel(axes[0], fd.empty_reason)
     else:
         fig = module(name).draw(fd, study)

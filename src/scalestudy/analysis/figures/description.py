@@ -42,6 +42,7 @@ class Quantity:
     low: float | None = 0.0
     high: float | None = None
     log: bool = False  # drawn on a log axis (it spans orders of magnitude)
+    better: str = "high"  # "high" or "low": which end is good; a heatmap picks its colour map from it
 
     @property
     def label(self) -> str:
@@ -66,6 +67,8 @@ class Description:
     category: str
     notes: tuple[str, ...] = ()
     paper_result: str = ""
+    # the paper's own numbers, drawn as labelled reference lines: (quantity label, value, what)
+    paper_values: tuple[tuple[str, float, str], ...] = ()
     extra: dict = field(default_factory=dict)
 
     def quantity(self, name: str) -> Quantity:

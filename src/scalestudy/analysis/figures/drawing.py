@@ -108,6 +108,21 @@ def line_style(series: str, muted: bool = False) -> dict:
     return {"marker": "o", "linestyle": "-", "markersize": 4.5}
 
 
+COINCIDE_STYLES = ({"marker": "s", "linestyle": "--", "markerfacecolor": "white"},
+                   {"marker": "^", "linestyle": ":", "markerfacecolor": "white"},
+                   {"marker": "v", "linestyle": "-.", "markerfacecolor": "white"})
+
+
+def coinciding(pts: list[dict], drawn: list[list[dict]], tol: float = 0.03) -> int:
+    """How many earlier series of the panel this one lies on: at half or more of its x values its y
+    is within `tol` (relative) of theirs."""
+    def on(a, b):
+        by_x = {r["x"]: r["y"] for r in b}
+        hits = sum(1 for r in a if r["x"] in by_x and abs(r["y"] - by_x[r["x"]]) <= tol * max(abs(r["y"]), 1e-12))
+        return hits and 2 * hits >= len(a)
+    return sum(1 for b in drawn if on(pts, b))
+
+
 def draw_line_figure(fd: FigureData, study=None, **kw):
     fig, axes = figure_for(fd, legend_rows=legend_rows_for(fd))
     draw_lines(fig, axes, fd, **kw)
@@ -320,14 +335,22 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
     failed_seen = False
     for ax, panel in zip(axes, fd.panels):
         rows = [r for r in fd.rows if r["panel"] == panel]
+        drawn: list[list[dict]] = []
         for s in [s for s in all_series if any(r["series"] == s for r in rows)]:
             pts = sorted((r for r in rows if r["series"] == s and r.get("y") is not None), key=lambda r: r["x"])
             muted = s in muted_series
             color = "#aaaaaa" if muted else colors[s]
             if pts:
                 lo, hi = zip(*(interval(r) for r in pts))
-                ax.errorbar([r["x"] for r in pts], [r["y"] for r in pts], yerr=[lo, hi], color=color, label=s,
-                            capsize=2.5, linewidth=1.3, elinewidth=0.9, **line_style(s, muted))
+                style, xs = line_style(s, muted), [r["x"] for r in pts]
+                k = 0 if muted else coinciding(pts, drawn)
+                if k:  # on top of an earlier series: another marker and dash, nudged right, so neither hides
+                    style = {**style, **COINCIDE_STYLES[(k - 1) % len(COINCIDE_STYLES)]}
+                    xs = [x * 2 ** (0.07 * k) if log_x else x + 0.01 * k * (max(xs) - min(xs) or 1) for x in xs]
+                if not muted:
+                    drawn.append(pts)
+                ax.errorbar(xs, [r["y"] for r in pts], yerr=[lo, hi], color=color, label=s,
+                            capsize=2.5, linewidth=1.3, elinewidth=0.9, **style)
             elif not muted:
                 ax.plot([], [], marker="x", linestyle="none", color=color, mew=2, label=f"{s} (no value)")
         failed_here: dict = {}
@@ -348,10 +371,61 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
         elif fd.description is not None:
             bound_axis(ax, rows[0]["y_quantity"] if rows else panel, fd.description,
                        [r["y"] for r in rows if r.get("y") is not None])
+        zero_based_if_flat(ax, [r["y"] for r in rows if r.get("y") is not None])
+        if fd.description is not None and rows:
+            paper_lines(ax, fd.description, rows[0]["y_quantity"])
+        compact_ticks(ax)
     if failed_seen:
         axes[0].plot([], [], marker="x", linestyle="none", color="#555555", mew=2, label=FAILED_LABEL)
     if legend:
         figure_legend(fig, axes, ncol=legend_ncol, order=order)
+
+
+PAPER_LINE = {"color": "#444444", "linestyle": ":", "linewidth": 1.1, "zorder": 1}
+
+
+def paper_lines(ax, desc: Description, quantity_label: str) -> None:
+    """The paper's own values of this panel's quantity (Description.paper_values) as dotted
+    reference lines, each labelled 'paper: <what> <value>' at the axis' right end."""
+    for label, value, what in desc.paper_values:
+        lo, hi = ax.get_ylim()
+        if label == quantity_label and lo / 2 <= value <= hi * 2:  # far off the panel's range: only in the caption
+            ax.set_ylim(min(lo, value * 0.95), max(hi, value * 1.05))
+            ax.axhline(value, **PAPER_LINE)
+            ax.annotate(f"paper: {what} {value:g}", (1, value), xycoords=("axes fraction", "data"), ha="right",
+                        va="bottom", fontsize=NOTE_FONTSIZE, color=PAPER_LINE["color"])
+
+
+NOISE = 0.01  # relative: a panel's spread below this share of its values is noise, not a difference
+
+
+def leave_out_flat_panels(fd: FigureData, floor: float = 0.05) -> None:
+    """Leave out (from the drawing, not the CSV) each panel of fd whose values are all zero or below
+    `floor` in its unit, with a one-line note; a figure keeps at least one panel."""
+    flat = [p for p in fd.panels
+            if all(abs(r["y"]) <= floor for r in fd.rows if r["panel"] == p and r.get("y") is not None)
+            and any(r.get("y") is not None for r in fd.rows if r["panel"] == p)]
+    if flat and len(flat) < len(fd.panels):
+        fd.panels = [p for p in fd.panels if p not in flat]
+        fd.notes.append("Left out: " + "; ".join(flat) + f" (every value is zero or below {floor:g}).")
+
+
+def zero_based_if_flat(ax, ys: list[float], noise: float = NOISE) -> bool:
+    """A panel whose values differ by less than the noise would fill the axis with that noise:
+    start its axis at zero instead, so the values read as equal."""
+    if ys and min(ys) > 0 and ax.get_yscale() == "linear" and max(ys) - min(ys) <= noise * max(ys):
+        ax.set_ylim(0, max(ys) * 1.15)
+        return True
+    return False
+
+
+def compact_ticks(ax, above: float = 1e4) -> None:
+    """Engineering tick labels (800k, 1.2M) on each linear axis whose values exceed `above`."""
+    from matplotlib.ticker import EngFormatter
+
+    for axis, lim in ((ax.yaxis, ax.get_ylim()), (ax.xaxis, ax.get_xlim())):
+        if axis.get_scale() == "linear" and max(abs(v) for v in lim) > above:
+            axis.set_major_formatter(EngFormatter(sep=""))
 
 
 def bound_axis(ax, quantity_label: str, desc: Description, ys: Iterable[float] = ()) -> None:

@@ -31,10 +31,13 @@ class Cell:
 
 
 FAILED_HATCH, BLANK_HATCH = "failed", "blank"
+# Quantities of opposite sense get different colour maps (Quantity.better): viridis where high is
+# good, a reversed rocket (dark = high = bad) where low is good.
+CMAPS = {"high": "viridis", "low": "rocket_r"}
 
 
 def heatmap_panel(ax, cells: list[Cell], *, title: str, value_label: str, fmt: Callable[[float], str],
-                  compact_colorbar: bool = False, row_label: str = "TP degree", col_label: str = "PP degree") -> None:
+                  compact_colorbar: bool = False, better: str = "high", row_label: str = "TP degree", col_label: str = "PP degree") -> None:
     """A heatmap of cells over row x column values (tp_pp_grid, rank_grid): viridis over the
     cells with a value, each written in it; hatched cells with their status on a white box;
     cells not in `cells` stay blank (grey)."""
@@ -52,9 +55,10 @@ def heatmap_panel(ax, cells: list[Cell], *, title: str, value_label: str, fmt: C
     vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     if vmin == vmax:
         vmin, vmax = vmin - 0.5 * abs(vmin or 1), vmax + 0.5 * abs(vmax or 1)
+    cmap = CMAPS[better]
     ax.set_facecolor("#f0f0f0")
     ax.grid(False)  # the style's axis grid would cross the cells' text; cells have their own white lines
-    sns.heatmap(grid, ax=ax, mask=~np.isfinite(grid), annot=False, cmap="viridis", vmin=vmin, vmax=vmax, cbar=True,
+    sns.heatmap(grid, ax=ax, mask=~np.isfinite(grid), annot=False, cmap=cmap, vmin=vmin, vmax=vmax, cbar=True,
                 cbar_kws={"label": value_label}, linewidths=0.5, linecolor="white",
                 xticklabels=[str(c) for c in cols], yticklabels=[str(r) for r in rows])
     if compact_colorbar and ax.collections and ax.collections[0].colorbar is not None:
@@ -68,7 +72,8 @@ def heatmap_panel(ax, cells: list[Cell], *, title: str, value_label: str, fmt: C
             ax.add_patch(Rectangle((j, i), 1, 1, fill=False, hatch="///" if failed else "..",
                                    edgecolor="#b00020" if failed else "#888888", linewidth=0))
         if c.value is not None:
-            dark = (c.value - vmin) / (vmax - vmin) < 0.6
+            r, g, b, _ = sns.color_palette(cmap, as_cmap=True)((c.value - vmin) / (vmax - vmin))
+            dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
             ax.text(j + 0.5, i + 0.5, fmt(c.value) + (f"\n{c.status}" if c.status else ""), ha="center", va="center",
                     fontsize=NOTE_FONTSIZE, color="white" if dark else "black")
         elif c.status:

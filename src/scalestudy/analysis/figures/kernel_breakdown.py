@@ -59,13 +59,29 @@ def data(tables, study) -> prepare.FigureData:
                                           y_quantity=SHARE.label, **prepare.stat(c, SHARE.metric, SHARE.scale, SHARE),
                                           **({"note": note} if note else {})))
     fd.cpu = prepare.is_cpu(cfgs)
+    comm, exposed = (PART_NAMES[q.label] for q in PARTS[1:])
+    if _all_exposed(fd.rows, comm, exposed):  # two identical bars would say nothing: one bar, and the note says why
+        fd.rows = [r for r in fd.rows if r["series"] != exposed]
+        fd.notes.append(f"Every {comm} here is {exposed} (none overlaps computation, as with CPU gloo), so one bar "
+                        "shows both.")
+    drawing.leave_out_flat_panels(fd)
     kinds = sorted({k for c in cfgs for k in split_list(c.get("exposed_comm_kind"))})
-    fd.notes = ["Measured from profiler traces" + (f" ({', '.join(kinds)})" if kinds else "")
-                + ": exposed = communication not overlapped by computation; per iteration, mean over traced ranks."]
+    fd.notes[:0] = ["Measured from profiler traces" + (f" ({', '.join(kinds)})" if kinds else "")
+                    + ": exposed = communication not overlapped by computation; per iteration, mean over traced ranks."]
     if fd.predicted:
-        fd.notes = [f"Predicted by the model ({', '.join(kinds) or 'scalestudy.perfmodel'}): exposed = communication "
+        fd.notes[:1] = [f"Predicted by the model ({', '.join(kinds) or 'scalestudy.perfmodel'}): exposed = communication "
                     "not overlapped by computation, per iteration."]
     return fd
+
+
+def _all_exposed(rows: list[dict], comm: str, exposed: str, tol: float = 0.01) -> bool:
+    """Whether each configuration's exposed communication equals its communication (and some is > 0)."""
+    by = {}
+    for r in rows:
+        if r["series"] in (comm, exposed) and r.get("y") is not None:
+            by.setdefault((r["panel"], r["x"], tuple(r["config_ids"])), {})[r["series"]] = r["y"]
+    pairs = [(v[comm], v[exposed]) for v in by.values() if len(v) == 2]
+    return bool(pairs) and any(c > 0 for c, _ in pairs) and all(abs(c - e) <= tol * max(c, e) for c, e in pairs)
 
 
 def draw(fd: prepare.FigureData, study):
@@ -75,6 +91,8 @@ def draw(fd: prepare.FigureData, study):
     part_names = list(PART_NAMES.values())
     colors = dict(zip(part_names, drawing.palette(len(part_names))))
     width = 0.8 / len(part_names)
+    for ax in axes[1:len(groups)]:
+        ax.sharey(axes[0])  # the per-strategy panels show the same quantity (ms per iteration): one y scale
     for ax, panel in zip(axes, groups):
         rows = [r for r in fd.rows if r["panel"] == panel]
         worlds = sorted({r["x"] for r in rows})
@@ -100,7 +118,7 @@ def draw(fd: prepare.FigureData, study):
             ax.set_ylim(0, 1)
     share_fd = prepare.FigureData(fd.name, fd.title, rows=[r for r in fd.rows if r["panel"] == SHARE.label],
                                   panels=[SHARE.label], description=fd.description)
-    share_ax = axes[len(groups):len(groups) + 1]
+    share_ax = axes[len(groups):len(groups) + 1] if SHARE.label in fd.panels else []
     colors_share = dict(zip(shares, drawing.palette(len(part_names) + len(shares))[len(part_names):]))
     drawing.draw_lines(fig, share_ax, share_fd, colors=colors_share, legend=False)
     drawing.figure_legend(fig, axes, order=lambda s: (part_names.index(s) if s in part_names else len(part_names),

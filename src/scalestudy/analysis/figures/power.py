@@ -18,12 +18,13 @@ GPUS = Quantity("GPUs", "world size, log 2")
 DESCRIPTION = Description(
     name=NAME, title=f"Power and energy efficiency against GPUs — {SCOPE}",
     paper="the paper's Fig. 10",
-    shows="Total GPU power and tokens per joule (tokens/s per watt) against the number of GPUs (log-2 axis)",
+    shows="Power per GPU and tokens per joule (tokens/s per watt) against the number of GPUs (log-2 axis)",
     series=("one line per strategy family (FSDP, HSDP) and one joining the best tensor/pipeline configuration at "
-            "each GPU count (by tokens per joule; the others tried are grey dots), each also named by what else "
+            "each GPU count (by tokens per joule; its TP/PP layout written at each point; the others tried are grey "
+            "dots), each also named by what else "
             "differs (backend, model, compile)"),
     x=GPUS,
-    quantities=(Quantity("total GPU power", "W", "power_w_total", log=True),
+    quantities=(Quantity("power per GPU", "W", "power_w_per_gpu"),
                 Quantity("tokens per joule", "tokens/J", "tokens_per_joule")),
     category="Power",
     notes=(f"Power scope: {SCOPE} (a measured run reads it through NVML; a prediction gives the board's); CPU, "
@@ -50,18 +51,22 @@ def data(tables, study) -> prepare.FigureData:
     for c in cfgs:
         if names[c["config_id"]].startswith(TPP):
             groups.setdefault((names[c["config_id"]], c["world_size"]), []).append(c)
+    layout = {}
     for (name, _), cands in groups.items():
         ok = [c for c in cands if c.get("tokens_per_joule_mean") is not None]
         best = max(ok, key=lambda c: (c["tokens_per_joule_mean"], c["config_id"])) if ok else None
         for c in cands:
             names[c["config_id"]] = name.replace(TPP, BEST if c is best else OTHER, 1)
+            layout[c["config_id"]] = f"TP{prepare.as_int(full[c['config_id']].get('tp'))}/PP{prepare.as_int(full[c['config_id']].get('pp'))}"
     plain = [c for c in cfgs if not names[c["config_id"]].startswith(OTHER)]
     names.update(prepare.distinguish(plain, full, {c["config_id"]: names[c["config_id"]] for c in plain},
                                      "world_size"))
     fd.rows = prepare.metric_rows(cfgs, DESCRIPTION.quantities, names, "world_size", GPUS)
     for r in fd.rows:
         if r["series"].startswith(BEST):
-            r["note"] = f"best of the TP/PP configurations at {r['x']} GPUs by tokens per joule"
+            r["layout"] = layout.get((r.get("config_ids") or [""])[0], "")
+            r["note"] = f"best layout {r['layout']}: best of the TP/PP configurations at {r['x']} GPUs by tokens per joule"
+    _name_layouts(fd.rows)
     if all(c.get("device") == "cpu" for c in cfgs):
         fd.empty_reason = NO_CPU_POWER
         for r in fd.rows:
@@ -70,6 +75,25 @@ def data(tables, study) -> prepare.FigureData:
         reasons = sorted({n for c in cfgs for n in split_list(c.get("notes")) if n.startswith("energy:")})
         fd.empty_reason = "no GPU power data" + (": " + "; ".join(reasons)[:300] if reasons else "")
     return fd
+
+
+def _name_layouts(rows: list[dict]) -> None:
+    """Each best series is named by its winning layouts and the GPU counts where each won, e.g.
+    'best TP/PP: TP4/PP1 (8-1024), TP1/PP2 (2048)'; the CSV's note names it per point too."""
+    runs: dict[str, list] = {}
+    for r in sorted((r for r in rows if r.get("layout")), key=lambda r: r["x"]):
+        if r["panel"] == rows[0]["panel"]:
+            seq = runs.setdefault(r["series"], [])
+            if seq and seq[-1][0] == r["layout"]:
+                seq[-1][2] = r["x"]
+            else:
+                seq.append([r["layout"], r["x"], r["x"]])
+    for name, seq in runs.items():
+        said = seq[0][0] if len(seq) == 1 else ", ".join(f"{l} ({a:g}" + (f"-{b:g})" if b != a else ")") for l, a, b in seq)
+        new = name.replace(BEST, f"{BEST} {said}", 1)
+        for r in rows:
+            if r["series"] == name:
+                r["series"] = new
 
 
 def draw(fd: prepare.FigureData, study):

@@ -15,7 +15,7 @@ NAME = "tp_pp_grid"
 EXPERIMENTS = ("tp_pp_grid",)
 WPS = Quantity("WPS, all GPUs", "tokens/s", "tokens_per_s")
 MFU = Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0)
-SHARE = Quantity("exposed comm. share of step", "%", "exposed_comm_share", 100.0, 0.0, 100.0)
+SHARE = Quantity("exposed comm. share of step", "%", "exposed_comm_share", 100.0, 0.0, 100.0, better="low")
 PP = Quantity("PP degree", "", low=1.0)
 DESCRIPTION = Description(
     name=NAME, title="Tensor x pipeline parallel degrees (FSDP over the rest)",
@@ -91,12 +91,13 @@ def cells(rows: list[dict]) -> list[heatmap.Cell]:
 def draw(fd: prepare.FigureData, study):
     fig, axes = drawing.figure_for(fd, ncols=len(METRICS))
     fmts = {q.label: fmt for q, fmt in METRICS}
+    better = {q.label: q.better for q, _ in METRICS}
     for ax, panel in zip(axes, fd.panels):
         label = panel.rsplit("\n", 1)[-1]
         fmt = fmts.get(label, "{:.3g}")
         heatmap.heatmap_panel(ax, cells([r for r in fd.rows if r["panel"] == panel]), title=panel,
                               value_label=label, fmt=heatmap.compact if fmt == "{}" else fmt.format,
-                              compact_colorbar=fmt == "{}")
+                              compact_colorbar=fmt == "{}", better=better.get(label, "high"))
     return fig
 
 

@@ -1,0 +1,100 @@
+"""The drawing mechanisms that keep a panel from misleading (issue 25): opposite-sense colour maps,
+compact ticks, flat panels left out, zero-based axes below the noise, coinciding series kept
+visible, the best series naming its layout, the paper's own values drawn."""
+
+import matplotlib
+import pytest
+
+from scalestudy.analysis.figures import drawing, heatmap, prepare
+from scalestudy.analysis.figures.description import Description, Quantity
+
+matplotlib.use("Agg")
+
+Q = Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0)
+DESC = Description(name="t", title="t", paper="p", shows="s", series="s", x=Quantity("GPUs"), quantities=(Q,),
+                   category="c", paper_values=(("MFU (%)", 59.67, "A100"),))
+
+
+def _fd(ys_by_series, panel="MFU (%)", xs=(8, 16, 32)):
+    rows = [{"panel": panel, "series": s, "x": x, "y": y, "x_quantity": "GPUs", "y_quantity": panel,
+             "config_ids": [f"{s}{x}"]} for s, ys in ys_by_series.items() for x, y in zip(xs, ys)]
+    return prepare.FigureData(name="t", title="t", rows=rows, panels=[panel], description=DESC)
+
+
+def _draw(fd):
+    with matplotlib.rc_context(drawing.style()):
+        fig, axes = drawing.figure_for(fd)
+        drawing.draw_lines(fig, axes, fd)
+    return axes[0]
+
+
+def test_quantities_of_opposite_sense_get_different_colour_maps():
+    import matplotlib.pyplot as plt
+
+    cells = [heatmap.Cell(1, p, float(p), None, None) for p in (1, 2, 4)]
+    maps = []
+    for better in ("high", "low"):
+        fig, ax = plt.subplots()
+        heatmap.heatmap_panel(ax, cells, title="t", value_label="v", fmt="{:g}".format, better=better)
+        maps.append(ax.collections[0].get_cmap().name)
+        plt.close(fig)
+    assert maps[0] != maps[1]
+    from scalestudy.analysis.figures import tp_pp_grid
+
+    assert tp_pp_grid.SHARE.better == "low" and tp_pp_grid.WPS.better == "high"
+
+
+def test_large_axes_get_compact_tick_labels():
+    ax = _draw(_fd({"a": [200_000, 400_000, 800_000]}, panel="WPS"))
+    assert isinstance(ax.yaxis.get_major_formatter(), matplotlib.ticker.EngFormatter)
+    small = _draw(_fd({"a": [20, 40, 80]}))
+    assert not isinstance(small.yaxis.get_major_formatter(), matplotlib.ticker.EngFormatter)
+
+
+def test_a_range_below_the_noise_gets_a_zero_based_axis():
+    ax = _draw(_fd({"a": [684.4, 684.9, 684.6]}, panel="W"))
+    assert ax.get_ylim()[0] == 0
+    ax = _draw(_fd({"a": [400, 600, 700]}, panel="W"))
+    assert ax.get_ylim()[0] > 0
+
+
+def test_an_all_zero_panel_is_left_out_with_a_note():
+    fd = _fd({"a": [1.0, 2.0, 3.0]}, panel="time")
+    fd.rows += _fd({"a": [0.0, 0.0, 0.01]}, panel="share").rows
+    fd.panels = ["time", "share"]
+    drawing.leave_out_flat_panels(fd)
+    assert fd.panels == ["time"] and any("Left out: share" in n for n in fd.notes)
+    assert any(r["panel"] == "share" for r in fd.rows)  # the CSV keeps them
+
+
+def test_coinciding_series_stay_visible():
+    ax = _draw(_fd({"a": [50.0, 40.0, 30.0], "b": [50.5, 40.2, 30.1]}))
+    lines = [c.lines[0] for c in ax.containers]  # each series' data line (not its error-bar caps)
+    assert len({l.get_marker() for l in lines}) == 2
+    assert lines[0].get_xdata()[0] != lines[1].get_xdata()[0]  # nudged apart
+
+
+def test_the_papers_values_are_drawn_labelled():
+    ax = _draw(_fd({"a": [50.0, 40.0, 30.0]}))
+    assert any(t.get_text() == "paper: A100 59.67" for t in ax.texts)
+    assert any(list(l.get_ydata()) == [59.67, 59.67] for l in ax.get_lines())
+
+
+@pytest.fixture(scope="module")
+def rich(tmp_path_factory):
+    from analysis_fixtures import build_rich_study
+    from scalestudy.analysis import aggregate as agg
+
+    study = build_rich_study(tmp_path_factory.mktemp("mech"))
+    agg.aggregate(study)
+    return study, agg.load_tables(study.tables_dir)
+
+
+def test_the_best_tp_pp_series_names_its_layout_per_point(rich):
+    from scalestudy.analysis.figures import figure_data
+
+    study, tables = rich
+    fd = figure_data("power", tables, study)
+    best = [r for r in fd.rows if r["series"].startswith("best TP/PP")]
+    assert best and all(r["layout"].startswith("TP") and r["layout"] in r["note"] for r in best)
+    assert any(q.metric == "power_w_per_gpu" for q in fd.description.quantities)
