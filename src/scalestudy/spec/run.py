@@ -411,12 +411,14 @@ def load_mapping(path: str, what: str) -> dict:
     """The mapping of fields in a JSON or YAML spec file."""
     with open(path) as f:
         text = f.read()
-    if path.endswith((".yaml", ".yml")):
-        import yaml
+    import yaml
 
-        data = yaml.safe_load(text)
-    else:
-        data = json.loads(text)
+    from scalestudy.spec import strict_yaml
+
+    try:
+        data = strict_yaml.load_text(text, path) if path.endswith((".yaml", ".yml")) else strict_yaml.json_loads(text, path)
+    except (yaml.YAMLError, ValueError) as e:  # a duplicate key, or not YAML/JSON: one sentence naming the file
+        raise SpecError([("spec", " ".join(str(e).split()))]) from None
     if not isinstance(data, dict):
         raise SpecError([("spec", f"{path} does not hold a mapping of {what} fields")])
     return data

@@ -58,7 +58,12 @@ def load_site(path: os.PathLike | str | None = None, root: os.PathLike | str = "
     p = Path(path) if path is not None else site_path(root)
     if not p.exists():
         return Site()
-    data = yaml.safe_load(p.read_text()) or {}
+    from scalestudy.spec import strict_yaml
+
+    try:
+        data = strict_yaml.load_file(p) or {}
+    except yaml.YAMLError as e:  # a duplicate key, or not YAML
+        raise SiteError(f"{p}: {' '.join(str(e).split())}") from None
     if not isinstance(data, dict):
         raise SiteError(f"{p}: expected a mapping of settings")
     known = {f.name: f for f in fields(Site)}

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from scalestudy.spec.checkout import checkout_path
+from scalestudy.spec import strict_yaml
 from scalestudy.spec.collectives import CollectivesSpec
 from scalestudy.spec.run import RunSpec, SpecError
 
@@ -51,6 +52,7 @@ RANK_FIGURES = ("rank_grid", "rank_memory")
 # micro-batches a pipeline runs per step, and the per-step fixed cost (studies of public runs: mlperf)
 EXTRA_FIGURES = ("step_time_microbatches",)
 ALL_FIGURES = FIGURES + RANK_FIGURES + EXTRA_FIGURES
+MAX_RUN_ID = 200  # characters: run directories are named by run ids (NAME_MAX 255, with room for suffixes)
 STUDIES_DIR = Path("workflow") / "studies"
 SCHEMA_FILE = Path("workflow") / "schemas" / "study.schema.json"
 PLANNING_KEYS = ("global_batch_per_gpu",)
@@ -241,7 +243,7 @@ def study_headers(root: Path | str = ".") -> tuple[dict[str, dict], dict[str, st
     headers, broken = {}, {}
     for p in sorted((Path(root) / STUDIES_DIR).glob("*.yaml")):
         try:
-            data = yaml.safe_load(p.read_text())
+            data = strict_yaml.load_file(p)
         except (yaml.YAMLError, OSError, UnicodeDecodeError) as e:
             broken[p.stem] = f"{p} is not valid YAML: {' '.join(str(e).split())}"
             continue
@@ -267,7 +269,7 @@ def load_study(name: str, root: Path | str = ".") -> Study:
         known = ", ".join(study_names(root)) or "none"
         raise StudyError(study_name, [("study", f"no file {path} (known studies: {known})")])
     try:
-        data = yaml.safe_load(path.read_text())
+        data = strict_yaml.load_file(path)
     except yaml.YAMLError as e:
         raise StudyError(study_name, [("yaml", f"{path} is not valid YAML: {e}")]) from None
     from scalestudy.spec.site import SiteError, load_site
@@ -373,6 +375,10 @@ def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Pat
         for spec in _expand(name, exp, defaults, memory_gib, dropped):
             for seed in exp.get("seeds", seeds):
                 s = spec.replace(seed=seed)
+                if len(s.run_id) > MAX_RUN_ID:  # a run directory's name; with a variant's suffix under NAME_MAX
+                    raise StudyError(name, [(f"experiments/{exp_name}", f"run id {s.run_id!r} has {len(s.run_id)} "
+                                             f"characters, more than {MAX_RUN_ID} (a run directory is named by it; "
+                                             f"the model name {s.model!r} is {len(s.model)})")])
                 have = runs.setdefault(s.run_id, (s, []))[1]
                 have.extend(n for n in names if n not in have)
     planned = tuple(PlannedRun(spec=s, experiments=tuple(e), label=strategy_label(s)) for s, e in runs.values())
