@@ -157,6 +157,23 @@ def make_study(root: Path, runs: list[PlannedRun], collectives: tuple = (), *, n
                  collectives=tuple(collectives), figures=tuple(FIGURES), root=Path(root))
 
 
+# one small GPU configuration of the integrity tests (audit, faults)
+INTEGRITY_SPEC = RunSpec(model="tiny", seq_len=128, warmup_iters=1, measured_iters=4, device="cuda", nodes=1,
+                         procs_per_node=1, micro_batch=2)
+
+
+def analysis_cli(*argv) -> int:
+    """The analysis commands (aggregate, audit, provenance, ...) as `scalestudy` runs them, in process."""
+    import argparse
+
+    from scalestudy.cli import analysis as cli_analysis
+
+    parser = argparse.ArgumentParser(prog="scalestudy")
+    cli_analysis.register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(list(argv))
+    return args.func(args)
+
+
 def planned(spec: RunSpec, experiments: tuple[str, ...], label: str) -> PlannedRun:
     return PlannedRun(spec=spec, experiments=experiments, label=label)
 

@@ -2,29 +2,19 @@
 runs are never read, outlier and contaminated seeds are flagged, and the commands that find a
 problem exit non-zero with one sentence naming the file."""
 
-import argparse
 import json
 import shutil
 
 import pytest
-from analysis_fixtures import make_study, planned, write_train_run
+from analysis_fixtures import INTEGRITY_SPEC, analysis_cli, make_study, planned, write_train_run
 
 from scalestudy.analysis import aggregate as agg
 from scalestudy.analysis.audit import audit
 from scalestudy.analysis.csv_format import read_csv_rows
-from scalestudy.cli import analysis as cli_analysis
 from scalestudy.measure import rawlog
-from scalestudy.spec.run import RunSpec
 
-SPEC = RunSpec(model="tiny", seq_len=128, warmup_iters=1, measured_iters=4, device="cuda", nodes=1,
-               procs_per_node=1, micro_batch=2)
-
-
-def cli(*argv) -> int:
-    parser = argparse.ArgumentParser(prog="scalestudy")
-    cli_analysis.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(list(argv))
-    return args.func(args)
+SPEC = INTEGRITY_SPEC
+cli = analysis_cli
 
 
 def build(root, step_times=(0.5, 0.51, 0.52), oom_seed: int | None = 3):

@@ -3,7 +3,6 @@ summary, figure CSV and claim, a run of another study or configuration refused, 
 images audited, and damaged raw-log files (a broken gzip, a link out of the run, a FIFO, a full
 disk while the tables are written) stopped with one sentence naming the file."""
 
-import argparse
 import dataclasses
 import gzip
 import json
@@ -11,7 +10,7 @@ import os
 import shutil
 
 import pytest
-from analysis_fixtures import make_study, planned, write_train_run
+from analysis_fixtures import INTEGRITY_SPEC, analysis_cli, make_study, planned, write_train_run
 
 from scalestudy.analysis import aggregate as agg
 from scalestudy.analysis import claims
@@ -19,17 +18,9 @@ from scalestudy.analysis.audit import audit
 from scalestudy.analysis.csv_format import read_csv_rows
 from scalestudy.cli import analysis as cli_analysis
 from scalestudy.measure import rawlog
-from scalestudy.spec.run import RunSpec
 
-SPEC = RunSpec(model="tiny", seq_len=128, warmup_iters=1, measured_iters=4, device="cuda", nodes=1,
-               procs_per_node=1, micro_batch=2)
-
-
-def cli(*argv) -> int:
-    parser = argparse.ArgumentParser(prog="scalestudy")
-    cli_analysis.register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(list(argv))
-    return args.func(args)
+SPEC = INTEGRITY_SPEC
+cli = analysis_cli
 
 
 def build(root, step_times=(0.5, 0.51, 0.52), contaminated=(), figures=("weak_scaling",), aggregate=True, **kw):
