@@ -7,17 +7,25 @@
 data/paper-rank/raw; --include-measured plans them too): the agreement check first, then FSDP
 weak scaling, the tensor x pipeline grid by growing degrees, model sizes and strong scaling, each
 group by its estimated cost, the 70B layouts last. `run` starts `scalestudy train` for each in turn (one process a rank
-share), each under the harness's time limit (status `timeout`) and a kill after a grace period
+share), each under the harness's time limit (--per-run-s, or the plan entry's own `per_run_s`) (status `timeout`) and a kill after a grace period
 (then the raw log is finalised as `timeout` here), and stops starting runs once the budget is
 spent; the rest stay planned. Raw logs go to OUT/raw.tar.gz (run directories named by run id),
 what it printed to OUT/console.txt. Needs only the package and torch where it runs.
+
+    python benchmarks/rank_shares_device.py import OUT/raw.tar.gz ... data/paper-rank/raw   # here
+
+`import` unpacks the runs into the study's raw directory. A run whose tracebacks name files by the
+device's absolute paths (logged by a harness older than `measure/portable.py`) gets them made
+portable there, and its status.json's checksums and seal recomputed; it says which.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -99,7 +107,7 @@ def run(plan_file: Path, out: Path, budget_s: float, per_run_s: float, grace_s: 
         spec_rel = f"specs/{r['run_id']}.json"
         (out / "specs").mkdir(exist_ok=True)
         (out / spec_rel).write_text(json.dumps(r["spec"]))
-        limit = min(per_run_s, left - 5)
+        limit = min(r.get("per_run_s", per_run_s), left - 5)
         t0 = time.monotonic()
         # run from OUT with relative paths and argv[0] "scalestudy": run.json records the command
         # line, and no path of this machine may end up in the committed raw logs
@@ -127,6 +135,42 @@ def run(plan_file: Path, out: Path, budget_s: float, per_run_s: float, grace_s: 
     say(f"wrote {out / 'raw.tar.gz'} after {time.monotonic() - started:.0f} s")
 
 
+def import_runs(tars: list[Path], dest: Path) -> None:
+    import tempfile
+
+    from scalestudy.measure import portable, rawlog
+
+    for tar_path in tars:
+        with tempfile.TemporaryDirectory() as tmp, tarfile.open(tar_path) as tar:
+            tar.extractall(tmp, filter="data")
+            for run_dir in sorted((Path(tmp) / "raw").iterdir()):
+                if (dest / run_dir.name).exists():
+                    raise SystemExit(f"{dest / run_dir.name} exists already: not overwritten")
+                rawlog.read_run(run_dir)  # its seal and checksums hold as measured
+                text = rawlog.read_member_bytes(run_dir, rawlog.METRICS_FILE).decode()
+                lines = []
+                for line in text.splitlines():
+                    rec = json.loads(line)
+                    tb = rec["metadata"].get("traceback")
+                    if tb is not None:
+                        rec["metadata"]["traceback"] = portable.portable_text(tb)
+                    lines.append(json.dumps(rec, sort_keys=True))
+                new = "\n".join(lines) + "\n"
+                if new != text:
+                    metrics = run_dir / rawlog.METRICS_FILE
+                    rawlog.member_path(run_dir, rawlog.METRICS_FILE).unlink()
+                    metrics.write_text(new)
+                    status = rawlog.read_json_file(run_dir / rawlog.STATUS_FILE)
+                    status.pop(rawlog.SEAL_KEY)
+                    status["files_sha256"][rawlog.METRICS_FILE] = hashlib.sha256(new.encode()).hexdigest()
+                    rawlog.write_status(run_dir / rawlog.STATUS_FILE, status)
+                    rawlog.compress_run(run_dir)
+                    print(f"{run_dir.name}: traceback paths made portable, checksums and seal recomputed")
+                rawlog.read_run(run_dir)
+                shutil.copytree(run_dir, dest / run_dir.name)
+                print(f"imported {run_dir.name}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -139,9 +183,14 @@ def main() -> None:
     b.add_argument("--budget-s", type=float, default=450)
     b.add_argument("--per-run-s", type=float, default=60)
     b.add_argument("--grace-s", type=float, default=30)
+    c = sub.add_parser("import")
+    c.add_argument("tars", type=Path, nargs="+")
+    c.add_argument("dest", type=Path)
     args = p.parse_args()
     if args.cmd == "plan":
         plan(args.plan_file, args.include_measured)
+    elif args.cmd == "import":
+        import_runs(args.tars, args.dest)
     else:
         os.environ.setdefault("PYTHONUNBUFFERED", "1")
         run(args.plan_file, args.out, args.budget_s, args.per_run_s, args.grace_s)

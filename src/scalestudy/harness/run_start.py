@@ -9,7 +9,6 @@ import os
 import shutil
 import socket
 import time
-import traceback
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from scalestudy.harness import faults
-from scalestudy.measure import rawlog
+from scalestudy.measure import portable, rawlog
 
 COMM_TIMEOUT_ENV = "SCALESTUDY_COMM_TIMEOUT_S"
 
@@ -101,7 +100,7 @@ class RunContext:
         faults.ignore_sigterm()
         status = faults.classify(e)
         self.log.log("error", {"type": type(e).__name__, "message": str(e)},
-                     traceback="".join(traceback.format_exception(e)))
+                     traceback=portable.portable_traceback(e))
         self.log.write_status(status, error=f"{type(e).__name__}: {e}")
         rawlog.try_finalize(self.run_dir, self.world)
         if status == "crashed":
