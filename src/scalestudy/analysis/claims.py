@@ -35,6 +35,7 @@ behind the values.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 from scalestudy.analysis.csv_format import split_list, write_csv
@@ -154,9 +155,9 @@ def _compare(a: dict | None, b: dict | None, metric: str, how: str = "ratio") ->
     ca = (a.get("_corners") or {}).get(_CORNER_METRIC.get(metric, metric)) or []
     cb = (b.get("_corners") or {}).get(_CORNER_METRIC.get(metric, metric)) or []
     if not ca or len(ca) != len(cb):
-        return Comparison(value, None, None, 1, 1, "predicted: no joint band")
+        return Comparison(value, None, None, 1, 1, "predicted: no joint band", predicted=True)
     xs = [f(x, y) for x, y in zip(ca, cb)] + [value]
-    return Comparison(value, min(xs), max(xs), 1, 1, "predicted: the model's joint band")
+    return Comparison(value, min(xs), max(xs), 1, 1, "predicted: the model's joint band", predicted=True)
 
 
 def _in(c: dict, experiment: str) -> bool:
@@ -217,10 +218,43 @@ def _fmt(v, unit="%"):
     return f"{v:+.2f}{unit}" if unit in ("%", " pp") else f"{v:.4g}{unit}"
 
 
-def _fmt_ci(lo, hi, unit="%"):
+@dataclass(frozen=True)
+class _Basis:
+    """How a row words its evidence: seeds with 95% intervals, or predictions with the model's band."""
+
+    predicted: bool = False
+
+    @property
+    def interval(self) -> str:
+        return "model band" if self.predicted else "95% CI"
+
+    @property
+    def our_interval(self) -> str:
+        return "the model's band" if self.predicted else "our 95% CI"
+
+    @property
+    def intervals(self) -> str:
+        return "model bands" if self.predicted else "95% intervals"
+
+    @property
+    def point(self) -> str:
+        return ("one prediction a configuration: from its central value" if self.predicted
+                else "one seed: from the means")
+
+
+SEEDS, PREDICTIONS = _Basis(False), _Basis(True)
+
+
+def _basis(*things) -> _Basis:
+    """PREDICTIONS when any comparison or configuration given is a prediction."""
+    return PREDICTIONS if any(getattr(t, "predicted", False) or (isinstance(t, dict) and _predicted(t))
+                              for t in things) else SEEDS
+
+
+def _fmt_ci(lo, hi, unit="%", basis: _Basis = SEEDS):
     if lo is None:
-        return "no CI"
-    return f"95% CI [{_fmt(lo, unit)}, {_fmt(hi, unit)}]"
+        return "no joint band" if basis.predicted else "no CI"
+    return f"{basis.interval} [{_fmt(lo, unit)}, {_fmt(hi, unit)}]"
 
 
 def _stat(c: dict | None, metric: str) -> Summary:
@@ -249,8 +283,9 @@ def _numeric(row: dict, comp: Comparison, paper_value: float, cpu: bool, scale: 
     lo = None if comp.ci95_low is None else comp.ci95_low * scale
     hi = None if comp.ci95_high is None else comp.ci95_high * scale
     unit = row["unit"]
+    b = _basis(comp)
     row.update(ours=ours, ours_ci95_low=lo, ours_ci95_high=hi, n_seeds=f"{comp.n_a}/{comp.n_b}",
-               ours_text=f"{_fmt(ours, unit)} ({_fmt_ci(lo, hi, unit)})")
+               ours_text=f"{_fmt(ours, unit)} ({_fmt_ci(lo, hi, unit, b)})")
     if ours is None:
         row["reason"] = comp.note or "no value"
         return row
@@ -258,7 +293,10 @@ def _numeric(row: dict, comp: Comparison, paper_value: float, cpu: bool, scale: 
     reasons = []
     if cpu:
         reasons.append("CPU smoke data")
-    if lo is None:
+    if lo is None and b.predicted:
+        reasons.append(f"{comp.note}: no band to hold the paper's value; ours has the "
+                       f"{'same' if same_sign else 'opposite'} sign")
+    elif lo is None:
         reasons.append(f"one seed on a side (n={comp.n_a}/{comp.n_b}): no interval to hold the paper's value; "
                        f"ours has the {'same' if same_sign else 'opposite'} sign")
     if reasons:
@@ -267,11 +305,11 @@ def _numeric(row: dict, comp: Comparison, paper_value: float, cpu: bool, scale: 
     inside = lo <= paper_value <= hi
     if same_sign and inside:
         row["verdict"] = CONSISTENT
-        row["reason"] = f"same sign, paper's {_fmt(paper_value, unit)} inside our 95% CI"
+        row["reason"] = f"same sign, paper's {_fmt(paper_value, unit)} inside {b.our_interval}"
     else:
         row["verdict"] = NOT_CONSISTENT
         row["reason"] = ("opposite sign" if not same_sign else "same sign") + \
-            (f"; paper's {_fmt(paper_value, unit)} outside our 95% CI" if not inside else "")
+            (f"; paper's {_fmt(paper_value, unit)} outside {b.our_interval}" if not inside else "")
     return row
 
 
@@ -280,16 +318,17 @@ def _direction(comp: Comparison, positive: bool, what: str, unit: str = "%") -> 
     if comp.value is None:
         return "missing", f"{what}: {comp.note or 'no value'}"
     want = (lambda v: v > 0) if positive else (lambda v: v < 0)
+    b = _basis(comp)
     if comp.ci95_low is None:
         state = "holds" if want(comp.value) else "reversed"
-        return state, f"{what}: {_fmt(_pct(comp.value), unit)} (one seed: from the means)"
-    text = f"{what}: {_fmt(_pct(comp.value), unit)} ({_fmt_ci(_pct(comp.ci95_low), _pct(comp.ci95_high), unit)})"
+        return state, f"{what}: {_fmt(_pct(comp.value), unit)} ({b.point})"
+    text = f"{what}: {_fmt(_pct(comp.value), unit)} ({_fmt_ci(_pct(comp.ci95_low), _pct(comp.ci95_high), unit, b)})"
     if comp.ci95_low > 0 or comp.ci95_high < 0:
         return ("holds" if want(comp.value) else "reversed"), text
     return "unresolved", text
 
 
-def _qualitative(row: dict, parts: list[tuple[str, str]], cpu: bool) -> dict:
+def _qualitative(row: dict, parts: list[tuple[str, str]], cpu: bool, basis: _Basis = SEEDS) -> dict:
     row["ours_text"] = "; ".join(t for s, t in parts if s != "missing") or None
     states = [s for s, _ in parts]
     if "missing" in states:
@@ -300,12 +339,13 @@ def _qualitative(row: dict, parts: list[tuple[str, str]], cpu: bool) -> dict:
         row["verdict"] = NOT_CONSISTENT
         row["reason"] = "reversed: " + "; ".join(t for s, t in parts if s == "reversed")
     elif "unresolved" in states:
-        row["reason"] = "our 95% interval includes no change: " + "; ".join(t for s, t in parts if s == "unresolved")
+        row["reason"] = (("our model band" if basis.predicted else "our 95% interval") + " includes no change: "
+                         + "; ".join(t for s, t in parts if s == "unresolved"))
     else:
         row["verdict"] = CONSISTENT
-        one_seed = "one seed" in (row["ours_text"] or "")
-        row["reason"] = "the stated direction holds" + (" (one seed: from the means)" if one_seed
-                                                         else " with our 95% intervals excluding no change")
+        one_point = basis.point in (row["ours_text"] or "")
+        row["reason"] = "the stated direction holds" + (f" ({basis.point})" if one_point
+                                                         else f" with our {basis.intervals} excluding no change")
     return row
 
 
@@ -435,7 +475,7 @@ def c5(cfgs: list[dict]) -> dict:
             break
     parts.append(recovered or ("missing", "no Llama-7B FSDP and TP/PP (degree 2-4) pair with values above 128 GPUs"))
     row.update(_ids(*used))
-    return _qualitative(row, parts, _cpu(*used))
+    return _qualitative(row, parts, _cpu(*used), _basis(*used))
 
 
 def c6(tables) -> dict:
@@ -453,6 +493,7 @@ def c6(tables) -> dict:
                          f"{', '.join(map(str, nodes)) or 'none'})")
         return row
     lo_n, hi_n = nodes[0], nodes[-1]
+    basis = _basis(*({"kind": PREDICTED} for r in rows if "PREDICTED" in str(r.get("note") or "")))
     retention: dict[str, Comparison] = {}
     used_runs: list[str] = []
     texts = []
@@ -468,8 +509,8 @@ def c6(tables) -> dict:
         used_runs += split_list(a.get("run_ids")) + split_list(b.get("run_ids"))
         r = retention[op]
         texts.append(f"{op} keeps {100 * (1 + r.value):.1f}% of its {lo_n}-node busbw at {hi_n} nodes "
-                     f"({size} B" + (f", 95% CI {100 * (1 + r.ci95_low):.1f}-{100 * (1 + r.ci95_high):.1f}%)"
-                                     if r.ci95_low is not None else ", one seed)"))
+                     f"({size} B" + (f", {basis.interval} {100 * (1 + r.ci95_low):.1f}-{100 * (1 + r.ci95_high):.1f}%)"
+                                     if r.ci95_low is not None else ")" if basis.predicted else ", one seed)"))
     row["run_ids"] = sorted(set(used_runs))
     ring = [o for o in ring if o in retention]
     if "all_reduce" not in retention or not ring:
@@ -481,16 +522,16 @@ def c6(tables) -> dict:
         rg = retention[op]
         diff = ar.value - rg.value
         if ar.ci95_low is None or rg.ci95_low is None:
-            state, how = ("holds" if diff > 0 else "reversed"), " (one seed: from the means)"
+            state, how = ("holds" if diff > 0 else "reversed"), f" ({basis.point})"
         elif ar.ci95_low > rg.ci95_high or ar.ci95_high < rg.ci95_low:
-            state, how = ("holds" if diff > 0 else "reversed"), " (95% intervals separated)"
+            state, how = ("holds" if diff > 0 else "reversed"), f" ({basis.intervals} separated)"
         else:
-            state, how = "unresolved", " (95% intervals overlap)"
+            state, how = "unresolved", f" ({basis.intervals} overlap)"
         parts.append((state, f"all_reduce minus {op} retention: {100 * diff:+.1f} pp{how}"))
     row["ours"] = 100 * min(ar.value - retention[o].value for o in ring)
     row["unit"] = " pp"
     cpu = any(r.get("device") == "cpu" for r in rows)
-    row = _qualitative(row, parts, cpu)
+    row = _qualitative(row, parts, cpu, basis)
     row["ours_text"] = "; ".join(texts) + " | " + row["ours_text"]
     return row
 
@@ -519,7 +560,7 @@ def c7(cfgs: list[dict]) -> dict:
     row["unit"] = "%"
     row["n_seeds"] = f"{comp.n_a}/{comp.n_b}"
     return _qualitative(row, [_direction(comp, False, f"{a['model']} FSDP tokens per joule {worlds[0]} -> "
-                                                      f"{worlds[-1]} GPUs")], _cpu(a, b))
+                                                      f"{worlds[-1]} GPUs")], _cpu(a, b), _basis(comp))
 
 
 def hsdp(cfgs: list[dict]) -> list[dict]:
@@ -544,13 +585,13 @@ def hsdp(cfgs: list[dict]) -> list[dict]:
             row.update(ours=_pct(comp.value), ours_ci95_low=_pct(comp.ci95_low), ours_ci95_high=_pct(comp.ci95_high),
                        n_seeds=f"{comp.n_a}/{comp.n_b}")
             texts.append(f"HSDP vs best TP/PP ({best.get('label')}): {_fmt(_pct(comp.value))} "
-                         f"({_fmt_ci(_pct(comp.ci95_low), _pct(comp.ci95_high))})")
+                         f"({_fmt_ci(_pct(comp.ci95_low), _pct(comp.ci95_high), '%', _basis(comp))})")
         else:
             texts.append("no TP/PP configuration with a value to compare with")
         if fsdp is not None:
             comp = _compare(fsdp, h, "tokens_per_s")
             texts.append(f"HSDP vs FSDP: {_fmt(_pct(comp.value))} "
-                         f"({_fmt_ci(_pct(comp.ci95_low), _pct(comp.ci95_high))})")
+                         f"({_fmt_ci(_pct(comp.ci95_low), _pct(comp.ci95_high), '%', _basis(comp))})")
         row["ours_text"] = "; ".join(texts)
         row["reason"] = "the paper reports no HSDP number (deferred to App. A)" + \
             ("; CPU smoke data" if _cpu(h, best, fsdp) else "")
@@ -576,18 +617,12 @@ def evaluate(tables, inputs: str = MODEL_ALONE) -> list[dict]:
             predicted_runs.update(split_list(c.get("run_ids")))
     for r in rows:
         if (set(r.get("config_ids") or []) & predicted) or (set(r.get("run_ids") or []) & predicted_runs):
-            reason = (r.get("reason") or "").replace("our 95% CI", "the model's band").replace(
-                "95% intervals", "model bands").replace("95% interval", "model band").replace("95% CI", "model band")
+            reason = r.get("reason") or ""
             r["reason"] = PREDICTED_REASON + ("; " + reason if reason else "")
             r["n_seeds"] = PREDICTED
             kind = next((k for k, v in RULES.items() if v == r.get("rule")), None)
             if kind:
                 r["rule"] = PREDICTED_RULES[kind]
-            for k in ("ours_text", "reason"):  # a prediction has a band, never seeds
-                if r.get(k):
-                    r[k] = r[k].replace("95% CI", "model band").replace(
-                        "one seed: from the means", "one prediction a configuration: from its central value").replace(
-                        ", one seed)", ")").replace("one seed", "one prediction")
     # seeds the summary left out (contaminated, outliers): listed with why in every claim they touch
     left_out = {c["config_id"]: split_list(c.get("left_out")) for c in cfgs}
     for r in rows:

@@ -137,6 +137,7 @@ class Comparison:
     n_a: int
     n_b: int
     note: str = ""
+    predicted: bool = False  # two predictions: the interval is the model's band, not a 95% CI over seeds
 
     @property
     def has_interval(self) -> bool:
