@@ -56,6 +56,10 @@ class ElementwisePasses:
     loss_token_vocab: float  # x vocab, forward and backward (replicated under TP unless vocab-parallel)
     loss_token_dim: float = 0.0  # x dim
     loss_weight: float = 0.0  # x vocab x dim, a micro batch
+    # the attention products' kernels: True, a fused flash-attention kernel (its own class, eta_attention:
+    # what the calibration runs ran, cuDNN's sm90 flash kernels in data/h200-reference); False, batched
+    # matrix products (QK^T and PV as cuBLAS baddbmm/bmm) at the matrix products' efficiency, eta_matmul
+    flash_attention: bool = True
 
 
 # The harness in eager mode with its fused kernels (optimisations norm, ekern, loss: what
@@ -107,7 +111,11 @@ UNFUSED = ElementwisePasses(
 # writes (2.5), softmax's reads the gradient and the probabilities and writes (3). Attention dropout
 # 0.1 is Megatron-LM's default (megatron/arguments.py, --attention-dropout) [assumed: the paper does not
 # state it; without dropout the counts are (2, 3)].
-MEGATRON_2021 = replace(FUSED, name="megatron-2021", attention_scores=(4.5, 5.5))
+# Its attention products are batched matrix products (torch.baddbmm for Q K^T, torch.bmm for P V), over
+# the whole [s, s] score matrix (the causal mask is applied after them): they run as GEMM kernels, so
+# their FLOPs (counted in full, as they are computed) go at the matrix products' efficiency, not at the
+# flash-attention kernel's.
+MEGATRON_2021 = replace(FUSED, name="megatron-2021", attention_scores=(4.5, 5.5), flash_attention=False)
 
 ELEMENTWISE = {p.name: p for p in (FUSED, UNFUSED, MEGATRON_2021)}
 
@@ -248,17 +256,22 @@ class ComputeTimes:
 def compute_times(spec: RunSpec, cal: ComputeCalibration, peak_flops: float, hbm: float,
                   scale: float = 1.0, vocab_parallel_loss: bool = False,
                   recompute: tuple[float, float, float] | None = None,
-                  optimizer_shards: int | None = None, passes: ElementwisePasses = FUSED) -> ComputeTimes:
+                  optimizer_shards: int | None = None, passes: ElementwisePasses = FUSED,
+                  attention_flops: float | None = None) -> ComputeTimes:
     """Computation of `spec` on a GPU of `peak_flops` and `hbm` bytes/s; `scale` multiplies every
     kernel time (the uncertainty box); vocab_parallel_loss: the loss's element-wise work is split
     over the TP ranks (Megatron) instead of replicated; recompute: the fractions of the forward's
     (matrix products, attention, element-wise work) recomputed in backward, instead of the spec's
     activation checkpointing (selective checkpointing, RECOMPUTE); passes: the element-wise kernels
-    the training code runs (FUSED: the harness; UNFUSED: plain PyTorch ops)."""
+    the training code runs (FUSED: the harness; UNFUSED: plain PyTorch ops); attention_flops: the
+    rate that the attention kernels' efficiency (eta_attention for flash attention, eta_matmul for
+    batched matrix products: passes.flash_attention) is a fraction of; default `peak_flops` (the
+    kernel classes' carry, achievable.KernelCarry, can give attention its own)."""
     w = work(spec, vocab_parallel_loss, optimizer_shards, passes)
     r_mm, r_at, r_el = recompute if recompute is not None else (1.0 if w.recompute else 0.0,) * 3
     mm = peak_flops * cal.eta_matmul
-    at = peak_flops * cal.eta_attention
+    at = (attention_flops if attention_flops is not None else peak_flops) \
+        * (cal.eta_attention if passes.flash_attention else cal.eta_matmul)
     el = hbm * cal.eta_elementwise
     fwd = w.matmul_flops_fwd_layer / mm + w.attn_flops_fwd_layer / at + w.elem_bytes_fwd_layer / el
     bwd = (2.0 + r_mm) * w.matmul_flops_fwd_layer / mm + (2.0 + r_at) * w.attn_flops_fwd_layer / at \

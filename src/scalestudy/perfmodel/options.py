@@ -30,6 +30,12 @@ overlap_dp_chunks  True (the default): under an interleaved pipeline each model 
                  configurations set; perfmodel/overlap.py); False: the rank's chunks as one unit,
                  the collectives after the pipeline's last micro batch (before its first). Plain
                  1F1B and GPipe pipelines are the same either way.
+attention_carry  the target GPU's attention kernels' rate over the matrix products' carry (perfmodel/
+                 achievable.py KernelCarry): 1 (the default) carries attention as the matrix products
+                 (achievable-matmul ratio x power-limit clock ratio). Not 1 by default because no published
+                 rate of the attention kernel a target run used, at its shapes, is known to us next to one of
+                 the kernel the calibration ran (cuDNN's sm90 flash kernels on the H200); a user who has such
+                 a pair of rates (e.g. FlashAttention-2 against cuDNN on Hopper) states their ratio here.
 gpu_spread_cv    the GPU-to-GPU spread of one GPU model, as a coefficient of variation (0: none, the
                  default; perfmodel/straggler.py cites the one published figure we know and why it
                  is not the default).
@@ -52,6 +58,7 @@ class ModelOptions:
     straggler: bool = True
     overlap_dp_chunks: bool = True
     gpu_spread_cv: float = 0.0
+    attention_carry: float = 1.0
 
     def __post_init__(self):
         from scalestudy.perfmodel.compute import ELEMENTWISE, RECOMPUTE
@@ -63,6 +70,8 @@ class ModelOptions:
             raise ValueError(f"tp_loss {self.tp_loss!r} is not one of {', '.join(TP_LOSSES)}")
         if not (0.0 <= float(self.gpu_spread_cv) < 1.0):
             raise ValueError(f"gpu_spread_cv {self.gpu_spread_cv!r} must be a fraction in [0, 1)")
+        if not (0.0 < float(self.attention_carry) <= 10.0):
+            raise ValueError(f"attention_carry {self.attention_carry!r} must be a ratio in (0, 10]")
         if self.recompute is not None and self.recompute not in RECOMPUTE:
             raise ValueError(f"recompute {self.recompute!r} is not one of {', '.join(RECOMPUTE)}")
 
@@ -107,6 +116,9 @@ MEANING = {  # one line each, for the command line (the module docstring has the
                          "chunks' micro batches (Megatron-core's --overlap-grad-reduce/--overlap-param-gather)",
     "gpu_spread_cv": "the GPU-to-GPU speed spread of one GPU model as a coefficient of variation, added to the "
                      "straggler term [unit: fraction; allowed: 0 <= x < 1]",
+    "attention_carry": "the target GPU's attention kernels' rate over the matrix products' carry (1: attention "
+                       "carries by the achievable-matmul ratio and power-limit clock, as the matrix products) "
+                       "[unit: ratio; allowed: 0 < x <= 10]",
 }
 
 
@@ -115,7 +127,7 @@ def choices() -> dict[str, tuple[str, ...] | type | None]:
     from scalestudy.perfmodel.compute import ELEMENTWISE, RECOMPUTE
 
     allowed = {"tp_loss": TP_LOSSES, "recompute": tuple(RECOMPUTE), "elementwise": tuple(ELEMENTWISE),
-               "gpu_spread_cv": float}
+               "gpu_spread_cv": float, "attention_carry": float}
     return {f.name: (None if f.type in (bool, "bool") else allowed[f.name]) for f in fields(ModelOptions)}
 
 

@@ -237,6 +237,16 @@ def tensor_rate(cluster, cal: Calibration, dtype: str) -> float:
     return tensor_carry(cluster, cal, dtype).factor * clock_ratio(cluster, cal)
 
 
+def kernel_carry(cluster, cal: Calibration, dtype: str,
+                 options: ModelOptions = ModelOptions()) -> achievable.KernelCarry:
+    """The calibration's efficiencies carried to the cluster's GPU kernel class by kernel class
+    (perfmodel/achievable.py KernelCarry): matrix products by the achievable-matmul ratio and the
+    power-limit clock, attention as they are times options.attention_carry, memory-bound work at the
+    calibrated fractions of the cluster's HBM bandwidth."""
+    return achievable.kernel_carry(cluster.gpu, cal.compute.gpu, dtype, clock_ratio(cluster, cal),
+                                   float(options.attention_carry), cluster.hbm, cal.compute.hbm_bytes_per_s)
+
+
 def _with_compute(sc: dict, factor: float) -> dict:
     return {**sc, "compute": sc["compute"] * factor}
 
@@ -244,10 +254,12 @@ def _with_compute(sc: dict, factor: float) -> dict:
 def _compute_times(spec: RunSpec, cluster, cal: Calibration, options: ModelOptions,
                    scale: float = 1.0) -> compute_mod.ComputeTimes:
     zero1 = options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1
-    return compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * tensor_rate(cluster, cal, spec.precision),
+    carry = kernel_carry(cluster, cal, spec.precision, options)
+    return compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * carry.matmul,
                                      cluster.hbm, scale, options.tp_loss == "vocab_parallel",
                                      options.recompute_fractions(spec.model_config()),
-                                     spec.dp_replicate if zero1 else None, options.passes())
+                                     spec.dp_replicate if zero1 else None, options.passes(),
+                                     attention_flops=cluster.peak_flops * carry.attention)
 
 
 def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc: dict,
@@ -332,6 +344,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
     vals = {"step_time_s": step, "tokens_per_s": tps, "tokens_per_s_per_device": per_dev,
             "mfu": per_dev * fpt / cluster.peak_flops, "compute_s": compute_s, "comm_s": comm_s,
             "clock_ratio": clock_ratio(cluster, cal), "tensor_carry": tensor_carry(cluster, cal, spec.precision).factor,
+            "attention_carry": kernel_carry(cluster, cal, spec.precision, options).attention,
             "exposed_comm_s": exposed, "exposed_comm_share": exposed / step, "bubble_s": bubble * spec.grad_accum,
             "u_compute": min(1.0, compute_s / step), "u_exposed": min(1.0, exposed / step)}
     if cal.power is not None:
@@ -371,7 +384,8 @@ def _chunked_dp_wait(base: dict, chunk_layers: int, chunks: int, round_mbs: int,
     return exposed, max(0.0, total - exposed)
 
 
-def sources(cluster, cal: Calibration, cm: CollectiveModel, dtype: str = "bf16") -> dict:
+def sources(cluster, cal: Calibration, cm: CollectiveModel, dtype: str = "bf16",
+            options: ModelOptions = ModelOptions()) -> dict:
     vals = cluster.sources()
     by: dict[str, list[str]] = {}
     for k, v in vals.items():
@@ -396,6 +410,7 @@ def sources(cluster, cal: Calibration, cm: CollectiveModel, dtype: str = "bf16")
                 f"GPU's under its {cal.power.cap_w:g} W, from the duty-cycle fit and P_dynamic ~ clock^"
                 f"{power_mod.DVFS_EXPONENT:g} [published: Le Sueur and Heiser, HotPower 2010]") if cal.power else None,
             "tensor_core_carry": tensor_carry(cluster, cal, dtype).describe(),
+            "kernel_class_carry": kernel_carry(cluster, cal, dtype, options).describe(),
         },
         "collectives": cm.sources()["rules"],
         "published": ["inter-node all-reduce: " + (cm.panel.source if cm.panel else "none")],
@@ -472,7 +487,7 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
                       world_size=spec.world_size, label=strategy_label(spec), spec=spec.to_dict(), values=vals,
                       band=bands, corners=corners, collectives=timed,
                       compute=asdict(_compute_times(spec, cluster, cal, options)),
-                      sources={**sources(cluster, cal, cm, spec.precision), "options": options.as_dict(),
+                      sources={**sources(cluster, cal, cm, spec.precision, options), "options": options.as_dict(),
                                "straggler": (slowest.describe(spec.world_size) if slowest else
                                              "off (option straggler: false): one rank's mean computation"),
                                "inputs_from": rank_shares.inputs_from(
@@ -500,9 +515,11 @@ def share_carry(spec: RunSpec, cluster, cal: Calibration, share, options: ModelO
     kw = dict(vocab_parallel_loss=options.tp_loss == "vocab_parallel",
               recompute=options.recompute_fractions(spec.model_config()), passes=options.passes())
     ratio *= achievable.tensor_carry(share.measured_on, cal.compute.gpu, spec.precision).factor
+    # the share's GPU ran the calibration's attention kernel: option attention_carry is the cluster's only
     there = compute_mod.compute_times(spec, cal.compute, peak * ratio, g.memory_bytes_per_s, **kw).kernels_s
-    here = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * tensor_rate(cluster, cal, spec.precision),
-                                     cluster.hbm, **kw).kernels_s
+    carry = kernel_carry(cluster, cal, spec.precision, options)
+    here = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * carry.matmul, cluster.hbm, **kw,
+                                     attention_flops=cluster.peak_flops * carry.attention).kernels_s
     return here / there
 
 
