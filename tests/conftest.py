@@ -15,6 +15,9 @@ _LOCKS_OWNER = "SCALESTUDY_TEST_LOCKS_OWNER"
 if "SCALESTUDY_LOCK_DIR" not in os.environ or os.environ.get(_LOCKS_OWNER, str(os.getpid())) != str(os.getpid()):
     os.environ["SCALESTUDY_LOCK_DIR"] = tempfile.mkdtemp(prefix="scalestudy-test-locks-")
     os.environ[_LOCKS_OWNER] = str(os.getpid())
+# the runs the tests launch check mechanics, not speed, and pytest-xdist's workers run side by side: their
+# foreign CPU share is recorded, not flagged (tests/launch/test_integrity_launch.py sets a threshold itself)
+os.environ.setdefault("SCALESTUDY_FOREIGN_CPU_MAX", "off")
 
 
 def child_env(**extra: str) -> dict:

@@ -92,9 +92,7 @@ def test_outlier_slowdown_is_a_study_setting(tmp_path):
     s = build(tmp_path, step_times=(0.5, 0.51, 0.54))  # 7.4% below the fastest: beyond the GPU default 5%
     assert summary(s)["n_left_out"] == "1" and agg.outlier_slowdown(s) is None
     assert "outlier_slowdown 5%" in summary(s)["left_out"]
-    yaml_file = tmp_path / "t.yaml"
-    yaml_file.write_text("description: d\nhardware: h\nseeds: [0]\nexperiments: []\noutlier_slowdown: 0.08\n")
-    s = dataclasses.replace(s, source=yaml_file)
+    s = dataclasses.replace(s, outlier_slowdown=0.08)  # a typed field of the study (spec.studies.Study)
     assert agg.outlier_slowdown(s) == 0.08
     agg.aggregate(s)
     assert summary(s)["n_left_out"] == "0" and summary(s)["tokens_per_s_n"] == "3"

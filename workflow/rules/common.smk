@@ -146,6 +146,10 @@ onstart:
 # workflow (scalestudy.launch.warm_workers), not once a run; SCALESTUDY_LOCAL_LAUNCHER=local or torchrun
 # in the environment starts them afresh. GPU and SLURM runs start with torchrun either way.
 os.environ.setdefault("SCALESTUDY_LOCAL_LAUNCHER", "warm")
+# The host's locks (and warm servers) at the site file's lock_dir, when it names one; else the fixed
+# default of scalestudy.launch.run_guard.lock_dir (never TMPDIR's). SCALESTUDY_LOCK_DIR overrides both.
+if SITE.lock_dir:
+    os.environ.setdefault("SCALESTUDY_LOCK_DIR", SITE.lock_dir)
 
 
 def retire_warm_servers():

@@ -7,7 +7,10 @@
 
 rule run:
     output:
-        directory("data/{study}/raw/{run_id}"),
+        # update(): Snakemake never deletes a run directory that exists when the job starts (it appeared
+        # after the DAG was built: another workflow, a copy); the launcher moves it aside to
+        # RUN_ID.found-STAMP, kept and named (scalestudy.launch.launcher), and measures the run again
+        update(directory("data/{study}/raw/{run_id}")),
     log:
         "data/{study}/logs/runs/{run_id}.log",
     wildcard_constraints:

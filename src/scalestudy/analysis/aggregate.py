@@ -281,17 +281,9 @@ def default_slowdown(device: str | None) -> float:
 
 
 def outlier_slowdown(study) -> float | None:
-    """The study's `outlier_slowdown` (its YAML file's key); None: the device kind's default
-    (OUTLIER_SLOWDOWN)."""
+    """The study's `outlier_slowdown` (Study.outlier_slowdown, checked by the study schema); None:
+    the device kind's default (OUTLIER_SLOWDOWN)."""
     v = getattr(study, OUTLIER_SETTING, None)
-    if v is None and getattr(study, "source", None) is not None:
-        try:
-            import yaml
-
-            data = yaml.safe_load(Path(study.source).read_text())
-            v = data.get(OUTLIER_SETTING) if isinstance(data, dict) else None
-        except Exception:  # unreadable or not YAML: the study's loader reports it
-            v = None
     return None if v is None else float(v)
 
 

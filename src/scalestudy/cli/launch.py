@@ -44,14 +44,15 @@ def _load_spec(args: argparse.Namespace):
             except KeyError:
                 raise _Usage(f"study {study.name!r} plans no run {args.run_id!r}") from None
         run_dir = Path(args.run_dir) if args.run_dir else study.raw_dir / spec.run_id
-        return spec, run_dir, study.time_limit_s, study.peak_tflops, _study_sink(study)
+        return spec, run_dir, study.time_limit_s, study.peak_tflops, _study_sink(study), \
+            {"study": study.name, "hardware": study.hardware}
     path = args.spec_json or args.collectives_json
     data = json.loads(Path(path).read_text())
     spec = CollectivesSpec.from_dict(data) if args.collectives_json else RunSpec.from_dict(data)
     if args.run_id and args.run_id != spec.run_id:
         raise _Usage(f"--run-id {args.run_id} does not match the spec's run id {spec.run_id}")
     run_dir = Path(args.run_dir) if args.run_dir else Path("runs") / spec.run_id
-    return spec, run_dir, None, None, None
+    return spec, run_dir, None, None, None, None
 
 
 def _study_sink(study) -> dict | None:
@@ -82,7 +83,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
     from scalestudy.spec.site import SiteError, load_site
 
     try:
-        spec, run_dir, study_limit, study_peak, sink = _load_spec(args)
+        spec, run_dir, study_limit, study_peak, sink, identity = _load_spec(args)
         site = load_site(root=args.root)
         peak = study_peak or site.peak_tflops
         if peak:  # the workers' --peak-tflops: the study's, else the site's
@@ -91,7 +92,7 @@ def cmd_launch(args: argparse.Namespace) -> int:
             os.environ[metrics_sink.SINK_ENV] = metrics_sink.to_env(sink)
         outcome = launch(spec, run_dir, time_limit_s=args.time_limit_s or study_limit, log_path=args.log,
                          grace_s=args.grace_s, attempt=args.attempt, max_attempts=max(args.max_attempts, args.attempt),
-                         site=site)
+                         site=site, identity=identity)
     except (_Usage, LaunchError, SiteError, metrics_sink.SinkUnavailable) as e:
         print(f"scalestudy launch: {e}", file=sys.stderr)
         return EXIT_USAGE

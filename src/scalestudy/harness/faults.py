@@ -4,13 +4,19 @@ A classified failure (out of memory, time limit, lost peer, impossible config) i
 run's raw log records it and the command exits 0. Anything else is `crashed`: recorded too,
 then re-raised so that it fails loudly.
 
+A run also has to prove that it trained (check_step, after every iteration): a loss that is not
+finite or leaves LOSS_BAND makes it `diverged`, a step time that is not a positive finite number
+makes it `invalid`, each with the step where it happened; neither has a throughput.
+
 Test-only switch: SCALESTUDY_INJECT_FAULT="KIND[:rank=R][:step=S]" raises a fault of KIND at the
 start of iteration S (default 0) on rank R (default every rank). KIND is one of oom, timeout,
-comm_error, crash (an unclassified error) or exit (the process dies at once, writing nothing).
+comm_error, crash (an unclassified error) or exit (the process dies at once, writing nothing);
+`nan` makes the loss of iteration S NaN, `zero_time` its step time 0 (what check_step must catch).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 
@@ -27,6 +33,55 @@ class InvalidConfig(Exception):
     """The spec cannot run here (e.g. the launcher's world size differs from the spec's)."""
 
 
+class Diverged(Exception):
+    """The run did not train: its loss is not finite or left the sane band (check_step)."""
+
+    def __init__(self, message: str, step: int):
+        super().__init__(message)
+        self.step = step
+
+
+class InvalidMeasurement(Exception):
+    """A measured value that cannot be: a step time that is not a positive finite number."""
+
+    def __init__(self, message: str, step: int):
+        super().__init__(message)
+        self.step = step
+
+
+# The sane band of the training loss (cross-entropy, nats a token): [0, LOSS_BAND_FACTOR x ln(vocab)].
+# A freshly initialised model predicts about uniformly, loss ln(vocab) (the tiny smoke Llama, vocab
+# 512: 6.68 at step 0 against ln 512 = 6.24), and training only lowers it (on the harness's synthetic
+# tokens it stays near ln(vocab)). Twice the uniform loss is a model that diverged, not a slow one:
+# measured on the smoke spec (tiny, 4 layers, seq 128, AdamW, 7 steps; benchmarks/lr_bound.py) the
+# loss stayed within 6.50 to 7.23 for lr <= 0.1 and left the band at step 3 for lr 0.5 (12.78) and at
+# step 1 for lr 1 (14.15) and 10 (2104). Below 0 a cross-entropy cannot be.
+LOSS_BAND_FACTOR = 2.0
+
+
+def loss_band(vocab_size: int) -> tuple[float, float]:
+    return 0.0, LOSS_BAND_FACTOR * math.log(max(2, int(vocab_size)))
+
+
+def check_step(step: int, loss: float | None, step_time_s: float, vocab_size: int | None) -> None:
+    """Raise InvalidMeasurement for a step time that is not a positive finite number, Diverged for
+    a loss (None: not checked, e.g. under fake communication) that is not finite or lies outside
+    loss_band(vocab_size)."""
+    if not (isinstance(step_time_s, (int, float)) and math.isfinite(step_time_s) and step_time_s > 0):
+        raise InvalidMeasurement(f"step {step}: step time {step_time_s!r} s is not a positive finite number: "
+                                 "the clock or the synchronisation failed; nothing of this run is a measurement", step)
+    if loss is None:
+        return
+    if not math.isfinite(loss):
+        raise Diverged(f"step {step}: loss {loss!r} is not finite: the run did not train", step)
+    if vocab_size:
+        lo, hi = loss_band(vocab_size)
+        if not lo <= loss <= hi:
+            raise Diverged(f"step {step}: loss {loss:.6g} left the sane band [{lo:g}, {hi:.4g}] "
+                           f"({LOSS_BAND_FACTOR:g} x ln(vocab {vocab_size}), the loss of a uniform prediction, "
+                           "at most): the run diverged", step)
+
+
 _COMM_MARKERS = (
     "connection closed by peer", "connection reset by peer", "broken pipe", "gloo", "nccl",
     "timed out", "timeout", "processgroup", "socket", "rendezvous", "c10d",
@@ -41,6 +96,10 @@ def classify(exc: BaseException) -> str:
         return "invalid_config"
     if isinstance(exc, RunTimeout):
         return "timeout"
+    if isinstance(exc, Diverged):
+        return "diverged"
+    if isinstance(exc, InvalidMeasurement):
+        return "invalid"
     if isinstance(exc, torch.OutOfMemoryError):
         return "oom"
     msg = str(exc).lower()
@@ -75,7 +134,7 @@ class FaultInjector:
         if not spec_text:
             return
         kind, *opts = spec_text.split(":")
-        if kind not in ("oom", "timeout", "comm_error", "crash", "exit"):
+        if kind not in ("oom", "timeout", "comm_error", "crash", "exit", "nan", "zero_time"):
             raise ValueError(f"{INJECT_ENV}: unknown fault kind {kind!r}")
         self.kind = kind
         for o in opts:
@@ -88,8 +147,19 @@ class FaultInjector:
                 raise ValueError(f"{INJECT_ENV}: unknown option {o!r}")
         self.my_rank = rank
 
+    def _here(self, step: int) -> bool:
+        return self.kind is not None and step == self.step and (self.rank is None or self.rank == self.my_rank)
+
+    def loss(self, step: int, loss: float) -> float:
+        """The loss of iteration `step`, NaN where a `nan` fault is injected."""
+        return float("nan") if self.kind == "nan" and self._here(step) else loss
+
+    def step_time(self, step: int, step_time_s: float) -> float:
+        """The step time of iteration `step`, 0 where a `zero_time` fault is injected."""
+        return 0.0 if self.kind == "zero_time" and self._here(step) else step_time_s
+
     def maybe_fire(self, step: int) -> None:
-        if self.kind is None or step != self.step or (self.rank is not None and self.rank != self.my_rank):
+        if not self._here(step) or self.kind in ("nan", "zero_time"):
             return
         if self.kind == "oom":
             raise torch.OutOfMemoryError("injected fault: CUDA out of memory. Tried to allocate 1 TiB")

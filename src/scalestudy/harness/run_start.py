@@ -101,7 +101,8 @@ class RunContext:
         status = faults.classify(e)
         self.log.log("error", {"type": type(e).__name__, "message": str(e)},
                      traceback=portable.portable_traceback(e))
-        self.log.write_status(status, error=f"{type(e).__name__}: {e}")
+        step = getattr(e, "step", None)  # diverged, invalid: the step where it happened
+        self.log.write_status(status, error=f"{type(e).__name__}: {e}", **({"step": step} if step is not None else {}))
         rawlog.try_finalize(self.run_dir, self.world)
         if status == "crashed":
             raise e

@@ -214,7 +214,8 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         fake_comm = start_record(spec, device)
     if rank == 0:
         rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
-            "schema": rawlog.SCHEMA, "kind": "train", "run_id": spec.run_id, "config_id": spec.config_id, "spec": spec.to_dict(),
+            "schema": rawlog.SCHEMA, "kind": "train", "run_id": spec.run_id, "config_id": spec.config_id,
+            **rawlog.identity_from_env(), "spec": spec.to_dict(),
             "layout": spec.layout, "memory_estimate": estimate_memory(spec).as_dict(),
             "launch": {"time_limit_s": time_limit_s, "world_size": world, "comm_backend": spec.comm_backend,
                        "peak_tflops": peak_tflops, "power": power, "power_period_s": power_period_s,
@@ -256,6 +257,8 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         if rank == 0:
             print(f"[scalestudy] run {spec.run_id}: {spec.layout} on {world} process{'es' if world > 1 else ''}, {total_iters} steps "
                   f"({spec.warmup_iters} warm-up); raw log {run_dir}", flush=True)
+        # under fake communication no data moves between ranks: the loss is not a training loss
+        vocab_size = getattr(trainer.cfg, "vocab_size", None)
         profiler.start()
         for step in range(total_iters):
             if step == spec.warmup_iters:
@@ -269,8 +272,11 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             t0 = time.perf_counter()
             local = trainer.step(step)
             _sync(device)
-            dt = time.perf_counter() - t0
-            loss = trainer.global_loss(local)
+            dt = injector.step_time(step, time.perf_counter() - t0)
+            loss = injector.loss(step, trainer.global_loss(local))
+            # the run proves it trained: a non-finite loss or one out of its band is `diverged`, a
+            # step time <= 0 `invalid`, with this step (the loss is global: every rank stops here)
+            faults.check_step(step, None if spec.comm == "fake" else loss, dt, vocab_size)
             memory = memory_now(device)
             log.log("iteration", {"step": step, "phase": phase, "step_time_s": dt, "tokens": spec.tokens_per_step,
                                   "loss": loss, "memory": memory})

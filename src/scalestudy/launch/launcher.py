@@ -32,7 +32,7 @@ run is moved aside when the run is launched again (SLURM's requeue).
 
 Exit codes (the workflow's job fails only on 1, 2 and 3):
   0  the run has a status.json with a classified status - ok, oom, timeout, preempted,
-     comm_error, invalid_config, or crashed because a process died without writing its
+     comm_error, invalid_config, diverged, invalid, or crashed because a process died without writing its
      status (segfault, killed by the host, os._exit): the outcome is data, the DAG goes on.
   1  the harness itself failed: a rank raised an error that it could not classify (status
      crashed with a Python traceback: a bug to fix, not a measurement), or the processes
@@ -40,6 +40,10 @@ Exit codes (the workflow's job fails only on 1, 2 and 3):
      crashed/) first, since Snakemake deletes the outputs of a failed job.
   2  the launcher could not start the run: unknown run id, invalid spec, a multi-node spec
      outside a SLURM job, an allocation with fewer nodes than the spec.
+
+A finished run found in the run directory when the launch begins (it appeared after the workflow
+planned the run: another workflow, a copy) is never deleted: it is moved aside to the sibling
+RUN_ID.found-STAMP, named on the console and in the log, and the run is measured again.
   3  the run was stopped (timeout, preempted) and attempts remain: run it again.
 
 Pure Python at import time (no torch): the workflow imports it to plan resources.
@@ -212,11 +216,20 @@ def launch_command(spec: Spec, spec_file: Path, run_dir: Path, python: str = sys
 def launch(spec: Spec, run_dir: Path | str, *, time_limit_s: float | None = None, log_path: Path | str | None = None,
            grace_s: float = DEFAULT_GRACE_S, env: dict | None = None, python: str = sys.executable,
            keep_crashed: bool = True, attempt: int = 1, max_attempts: int = 1,
-           site: Site | None = None) -> LaunchOutcome:
+           site: Site | None = None, identity: dict | None = None) -> LaunchOutcome:
     """Run `spec` on this host, or on the nodes of the SLURM job it runs in, and leave a
-    finished raw log in run_dir (see the module doc)."""
+    finished raw log in run_dir (see the module doc). `identity` ({"study", "hardware"}: the
+    study that planned the run and its hardware line) goes into run.json (rawlog.IDENTITY_ENV)."""
     run_dir = Path(run_dir)
     env = dict(os.environ if env is None else env)
+    if site is not None and site.lock_dir and not env.get(run_guard.LOCK_DIR_ENV):
+        env[run_guard.LOCK_DIR_ENV] = site.lock_dir  # the locks, and the warm servers' sockets, live there
+    try:
+        run_guard.foreign_cpu_threshold(env)
+    except ValueError as e:
+        raise LaunchError(str(e)) from None
+    if identity is not None:
+        env[rawlog.IDENTITY_ENV] = rawlog.identity_env(identity.get("study"), identity.get("hardware"))
     allocation = slurm.current_allocation(env) if slurm.job_id_of(env) else None
     if spec.launch_nodes != 1 and allocation is None:
         raise LaunchError(f"{spec.run_id} needs {spec.launch_nodes} nodes; outside a SLURM job this launcher starts "
@@ -234,13 +247,24 @@ def launch(spec: Spec, run_dir: Path | str, *, time_limit_s: float | None = None
 def _launch_locked(spec: Spec, run_dir: Path, env: dict, allocation: slurm.Allocation | None, *,
                    time_limit_s: float | None, log_path: Path | str | None, grace_s: float, python: str,
                    keep_crashed: bool, attempt: int, max_attempts: int, site: Site | None) -> LaunchOutcome:
+    found_note = None
     if (run_dir / rawlog.STATUS_FILE).exists():
-        before = json.loads((run_dir / rawlog.STATUS_FILE).read_text()).get("status")
-        if before not in INTERRUPTED:
-            raise LaunchError(f"{run_dir} already holds a finished run; remove it to run again")
-        # an interrupted attempt (e.g. SLURM requeued the job after a preemption): kept, replaced
-        aside = _keep_copy(run_dir, run_dir, "interrupted", f"replaced.{_stamp()}", move=True)
-        print(f"[scalestudy] the run directory held an interrupted run ({before}); moved to {aside}", flush=True)
+        try:
+            before = json.loads((run_dir / rawlog.STATUS_FILE).read_text()).get("status")
+        except (OSError, ValueError, AttributeError):
+            before = "unreadable"
+        if before in INTERRUPTED:
+            # an interrupted attempt (e.g. SLURM requeued the job after a preemption): kept, replaced
+            aside = _keep_copy(run_dir, run_dir, "interrupted", f"replaced.{_stamp()}", move=True)
+            print(f"[scalestudy] the run directory held an interrupted run ({before}); moved to {aside}", flush=True)
+        else:
+            # a finished run that appeared after the workflow planned this one (another workflow, a
+            # copy): a measurement is never deleted; it is moved aside to a named sibling, which the
+            # aggregation lists as an unplanned run (and the audit as a problem) until someone decides
+            aside = _move_found(run_dir)
+            found_note = (f"{run_dir} already held a finished run (status {before}) when this launch was about to "
+                          f"measure into it: moved aside to {aside}, kept, not deleted; measuring the run again")
+            print(f"[scalestudy] {found_note}", flush=True)
     limit = float(time_limit_s or default_time_limit_s(spec))
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     env.setdefault("PYTHONUNBUFFERED", "1")
@@ -267,18 +291,21 @@ def _launch_locked(spec: Spec, run_dir: Path, env: dict, allocation: slurm.Alloc
             if allocation is not None:
                 _note(log, f"SLURM job {allocation.job_id}, nodes {allocation.nodelist}, attempt {attempt} of "
                            f"{max_attempts}" + (" (inside a job step)" if allocation.in_step else ""))
+            if found_note:
+                _note(log, found_note)
             _note(log, f"run {spec.run_id}: {' '.join(cmd)}")
             _note(log, f"wall-clock limit {limit:.0f} s, then SIGTERM and {grace_s:.0f} s grace")
             token = run_guard.new_token()
             watch = run_guard.LoadWatch(token, gpus=tuple(run_guard.gpu_ids(spec.launch_procs_per_node, env))
-                                        if spec.device == "cuda" else ())
+                                        if spec.device == "cuda" else (),
+                                        cpu_share_max=run_guard.foreign_cpu_threshold(env))
             with run_guard.device_lock(run_guard.device_names(spec.device, spec.launch_procs_per_node, env),
                                        f"{spec.run_id} ({os.getpid()})", env,
                                        on_wait=lambda p, h: _note(log, f"waiting for {p}: held by {h}")) as held:
                 started = time.monotonic()
                 returncode, timed_out, signalled, strays = _supervise(
                     cmd, run_guard.guarded_env(env, token), log, limit, grace_s, token, watch)
-            load = watch.record(held.waited_s)
+            load = watch.record(held.waited_s, window=measured_window(stage))
             _note(log, f"{_launcher_name(cmd)} ended with exit code {returncode} after {time.monotonic() - started:.1f} s"
                        + (" (stopped at the time limit)" if timed_out else "")
                        + (f" (stopped: the launcher received {signal.Signals(signalled).name})" if signalled else "")
@@ -296,7 +323,7 @@ def _launch_locked(spec: Spec, run_dir: Path, env: dict, allocation: slurm.Alloc
                        f" -> {verdict or 'no verdict'}")
         try:
             outcome = _conclude(spec, stage, returncode, timed_out, signalled, limit, keep_crashed, stop, allocation,
-                                final_dir=run_dir)
+                                final_dir=run_dir, identity=rawlog.identity_from_env(env))
             _record_load(stage / rawlog.STATUS_FILE, load)
         except (rawlog.RawLogError, OSError) as e:  # e.g. a full disk: say which file, and how much room is left
             message = f"{spec.run_id}: the raw log could not be finished: {e}"
@@ -311,6 +338,20 @@ def _launch_locked(spec: Spec, run_dir: Path, env: dict, allocation: slurm.Alloc
 
 def _stamp() -> str:
     return time.strftime("%Y%m%dT%H%M%S")
+
+
+FOUND_SUFFIX = ".found-"
+
+
+def _move_found(run_dir: Path) -> Path:
+    """Move a finished run found at run_dir to its sibling RUN_ID.found-STAMP (~N if taken)."""
+    dest = run_dir.with_name(f"{run_dir.name}{FOUND_SUFFIX}{_stamp()}")
+    base, n = dest.name, 1
+    while dest.exists():
+        n += 1
+        dest = dest.with_name(f"{base}~{n}")
+    os.replace(run_dir, dest)
+    return dest
 
 
 def _stage_dir(run_dir: Path, attempt: int, allocation: slurm.Allocation | None) -> Path:
@@ -411,6 +452,8 @@ def _supervise(cmd: list[str], env: dict, log: IO[str], limit: float, grace_s: f
                             start_new_session=True, preexec_fn=_die_with_parent)
     try:
         returncode, timed_out, signalled = _wait(proc, limit, grace_s, watch)
+        if watch is not None:  # a last sample after the run: the measured steps lie between two
+            watch.sample()
     finally:
         strays = run_guard.end_processes(token)
     return returncode, timed_out, signalled, strays
@@ -468,7 +511,8 @@ def _missing_ranks(run_dir: Path, world: int) -> list[int]:
 
 def _conclude(spec: Spec, run_dir: Path, returncode: int, timed_out: bool, signalled: int | None,
               limit: float, keep_crashed: bool, stop: dict | None = None,
-              allocation: slurm.Allocation | None = None, final_dir: Path | None = None) -> LaunchOutcome:
+              allocation: slurm.Allocation | None = None, final_dir: Path | None = None,
+              identity: dict | None = None) -> LaunchOutcome:
     """The outcome of the run written in run_dir (this attempt's directory); copies of it go
     where final_dir's would (crashed/ next to raw/)."""
     final_dir = final_dir or run_dir
@@ -494,7 +538,7 @@ def _conclude(spec: Spec, run_dir: Path, returncode: int, timed_out: bool, signa
                                  "started a raw log; see the log above", timed_out, returncode, False)
         if not started:  # stopped before the harness got going (e.g. stuck in rendezvous)
             run_dir.mkdir(parents=True, exist_ok=True)
-            _write_launcher_run_json(spec, run_dir, limit, allocation)
+            _write_launcher_run_json(spec, run_dir, limit, allocation, identity)
         missing = _missing_ranks(run_dir, world)
         (run_dir / rawlog.LOCK_FILE).unlink(missing_ok=True)  # a finaliser killed half-way
         if stopped:
@@ -538,6 +582,34 @@ def _record_scheduler_stop(status_path: Path, stop: dict, why: str) -> None:
     rawlog.write_status(status_path, final)
 
 
+def measured_window(run_dir: Path) -> tuple[float, float] | None:
+    """(start, end) in time_unix of a run's measured steps, from its iteration records (merged
+    metrics.jsonl, else the ranks' files): each record is written at its step's end. None: no
+    measured step."""
+    files = [run_dir / rawlog.METRICS_FILE] if (run_dir / rawlog.METRICS_FILE).exists() \
+        else sorted(run_dir.glob("rank-*.jsonl"))
+    start = end = None
+    for f in files:
+        try:
+            lines = f.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if '"measured"' not in line:
+                continue
+            try:
+                rec = json.loads(line)
+                v, t = rec["value"], float(rec["metadata"]["time_unix"])
+                if rec.get("key") != "iteration" or v.get("phase") != "measured":
+                    continue
+                t0 = t - max(0.0, float(v.get("step_time_s") or 0.0))
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue
+            start = t0 if start is None else min(start, t0)
+            end = t if end is None else max(end, t)
+    return None if start is None else (start, end)
+
+
 def _record_load(status_path: Path, load: dict) -> None:
     """Say in status.json what else ran on the host while the run measured (run_guard.LoadWatch):
     `load.contaminated` is true when processes of another run of the package were seen."""
@@ -549,7 +621,7 @@ def _record_load(status_path: Path, load: dict) -> None:
 
 
 def _write_launcher_run_json(spec: Spec, run_dir: Path, limit: float,
-                             allocation: slurm.Allocation | None = None) -> None:
+                             allocation: slurm.Allocation | None = None, identity: dict | None = None) -> None:
     kind = "collectives" if isinstance(spec, CollectivesSpec) else "train"
     provenance = {"written_by": "scalestudy.launch.launcher: the harness never started", "command": sys.argv}
     if allocation is not None:
@@ -557,6 +629,7 @@ def _write_launcher_run_json(spec: Spec, run_dir: Path, limit: float,
                                "nnodes": str(len(allocation.hosts))}
     rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
         "schema": rawlog.SCHEMA, "kind": kind, "run_id": spec.run_id, "config_id": spec.config_id,
+        **(identity or rawlog.identity_from_env({})),
         "spec": spec.to_dict(), "launch": {"time_limit_s": limit, "world_size": spec.world_size},
         "provenance": provenance, "start_time_unix": round(time.time(), 3),
     })

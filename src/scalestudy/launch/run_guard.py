@@ -9,18 +9,23 @@ them all on every exit path, and locks keep a second run off the same devices an
   when its parent, torchrun, dies) and starts a watchdog thread that kills the process when the
   launcher's pid (env SCALESTUDY_LAUNCHER_PID) is gone or belongs to another process.
 - `device_lock(names)`: fcntl.flock on one file per device (cuda: per GPU index; cpu: the host)
-  under SCALESTUDY_LOCK_DIR (default: a directory of this user in the system's temp dir). A second
-  run on the same devices waits for the first (the wait is logged and does not count against its
-  time limit).
+  in the lock directory (`lock_dir`): SCALESTUDY_LOCK_DIR, else the site file's `lock_dir`
+  (slurm/site.yaml; the launcher and the workflow export it as SCALESTUDY_LOCK_DIR), else
+  default_lock_dir(), /tmp/scalestudy-locks-UID: one fixed place a host, whatever TMPDIR says (two
+  workflows started with different TMPDIR values would otherwise measure side by side, each
+  holding a lock of its own). A second run on the same devices waits for the first (the wait is
+  logged and does not count against its time limit).
 - `run_lock(run_dir)`: an exclusive flock on RUN_DIR's hidden sibling `.RUN_ID.lock` held for the
   whole launch: a second launch of the same run id refuses at once, naming the holder. flock works
   across hosts on NFS (Linux emulates it with POSIX byte-range locks) and on Lustre/GPFS mounted
   with flock support.
 - `LoadWatch`: what the launcher sees while the run measures, recorded in status.json (`load`):
-  the host's load average, processes of other runs of the package (another token), and on GPUs
-  the compute processes NVML lists on the run's GPUs. A run that saw another run's process, or a
-  GPU with more than its one process, is `contaminated` (the load average is recorded only: on a
-  shared host it would flag every run).
+  the host's load average, processes of other runs of the package (another token), the CPU time
+  of every other process of the host (whoever started it: /proc/PID/stat, every user's), and on
+  GPUs the compute processes NVML lists on the run's GPUs and their utilisation. A run that saw
+  another run's process, a GPU with more than its one process, or (a CPU run) other processes
+  using more than FOREIGN_CPU_SHARE_MAX of the host's CPU time during its measured steps, is
+  `contaminated` (the load average is recorded only: on a shared host it would flag every run).
 
 Pure Python (no torch): the launcher imports it.
 """
@@ -32,7 +37,6 @@ import errno
 import fcntl
 import os
 import signal
-import tempfile
 import threading
 import time
 import uuid
@@ -186,9 +190,21 @@ def die_with_parent(sig: int = signal.SIGKILL) -> None:
 
 
 # ---- locks ---------------------------------------------------------------------------
-def lock_dir(env: dict | None = None) -> Path:
+# Where a host's locks live unless SCALESTUDY_LOCK_DIR or the site file says otherwise: a fixed path,
+# never tempfile.gettempdir() (which follows TMPDIR, and so differs between two shells of one host).
+# /tmp is on every POSIX host and local to it (the device locks are a host's); one directory a user.
+DEFAULT_LOCK_ROOT = "/tmp"
+
+
+def default_lock_dir() -> Path:
+    return Path(DEFAULT_LOCK_ROOT) / f"scalestudy-locks-{os.getuid()}"
+
+
+def lock_dir(env: dict | None = None, site_dir: str | os.PathLike | None = None) -> Path:
+    """The host's lock directory: $SCALESTUDY_LOCK_DIR (the tests' override), else `site_dir`
+    (the site file's lock_dir), else default_lock_dir(); never a function of TMPDIR."""
     env = os.environ if env is None else env
-    d = Path(env.get(LOCK_DIR_ENV) or Path(tempfile.gettempdir()) / f"scalestudy-locks-{os.getuid()}")
+    d = Path(env.get(LOCK_DIR_ENV) or site_dir or default_lock_dir()).expanduser()
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -318,6 +334,57 @@ def _nvml() -> Any:
         return None
 
 
+# A CPU run is contaminated when processes other than its own (any user's, the package's or not)
+# used more than this share of the host's CPU time (CPU-seconds / (wall seconds x CPUs)) during its
+# measured steps. A tenth: one busy neighbour on a 2-core host is half of the host, five times the
+# threshold, and a neighbour that takes a tenth of a host's CPU time takes at least that much from a
+# CPU run that uses all of it; the workflow's own process waits while a run measures, and the
+# launcher's own sampling (about 0.03 s a sample, once a second, on a host of about 100 processes)
+# is the run's, not counted. On a host shared with other work every CPU run is contaminated: that is
+# the point (SCALESTUDY_FOREIGN_CPU_MAX below sets another share).
+FOREIGN_CPU_SHARE_MAX = 0.10
+# another threshold for the runs a launcher starts (a fraction of the host's CPU time; "off": the
+# share is recorded, never flagged - the test suite's, whose pytest workers run side by side)
+FOREIGN_CPU_ENV = "SCALESTUDY_FOREIGN_CPU_MAX"
+
+
+def foreign_cpu_threshold(env: dict | None = None) -> float | None:
+    """The foreign CPU share above which a CPU run is contaminated (None: never)."""
+    text = str((os.environ if env is None else env).get(FOREIGN_CPU_ENV, "")).strip().lower()
+    if not text:
+        return FOREIGN_CPU_SHARE_MAX
+    if text in ("off", "none", "no"):
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"{FOREIGN_CPU_ENV}={text!r}: a fraction of the host's CPU time, or off") from None
+    if not 0 < v:
+        raise ValueError(f"{FOREIGN_CPU_ENV}={text!r}: must be above 0 (or off)")
+    return v
+_CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def host_processes() -> dict[int, tuple[float, int, str]]:
+    """Every process of the host: pid -> (its CPU time in seconds, user + system; its parent's pid;
+    its command name), from /proc/PID/stat (readable for every user's processes)."""
+    out = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry.name}/stat").read_text()
+        except OSError:
+            continue
+        head, _, tail = text.rpartition(")")
+        f = tail.split()
+        try:
+            out[int(entry.name)] = ((int(f[11]) + int(f[12])) / _CLK_TCK, int(f[1]), head.partition("(")[2])
+        except (IndexError, ValueError):
+            continue
+    return out
+
+
 @dataclass
 class LoadWatch:
     """What the launcher saw on its host while a run measured: the load average, processes of
@@ -333,7 +400,15 @@ class LoadWatch:
     loadavg_max: float | None = None
     foreign: dict = field(default_factory=dict)  # pid -> token of another run's process
     gpu_procs_max: dict = field(default_factory=dict)  # gpu -> most compute processes seen at once
+    gpu_util_max: dict = field(default_factory=dict)  # gpu -> highest utilisation (%) NVML reported
     gpu_reason: str | None = None
+    # the CPU time of other processes: host_processes() (a test passes a stand-in) read each sample
+    processes: Any = host_processes
+    own_pid: int = field(default_factory=os.getpid)  # the launcher: it and its descendants are the run's
+    cpu_seen: dict = field(default_factory=dict)  # pid -> CPU seconds at the last sample
+    cpu_series: list = field(default_factory=list)  # (time_unix, other processes' CPU seconds so far)
+    cpu_by_pid: dict = field(default_factory=dict)  # pid -> [CPU seconds of it seen, its command]
+    cpu_share_max: float | None = FOREIGN_CPU_SHARE_MAX  # None: recorded, never flagged
 
     def __post_init__(self) -> None:
         if self.gpus and self.nvml is None:
@@ -348,6 +423,7 @@ class LoadWatch:
             self.loadavg_max = la if self.loadavg_max is None else max(self.loadavg_max, la)
         for pid, tok in foreign_run_processes(self.token).items():
             self.foreign.setdefault(pid, tok)
+        self._sample_cpu()
         if self.nvml is not None:
             for gpu in self.gpus:
                 try:
@@ -358,22 +434,100 @@ class LoadWatch:
                     self.gpu_reason = f"NVML could not list the processes of GPU {gpu}: {e}"
                     continue
                 self.gpu_procs_max[str(gpu)] = max(n, self.gpu_procs_max.get(str(gpu), 0))
+                try:  # recorded only: the run's own process drives it
+                    util = int(self.nvml.nvmlDeviceGetUtilizationRates(h).gpu)
+                    self.gpu_util_max[str(gpu)] = max(util, self.gpu_util_max.get(str(gpu), 0))
+                except Exception:  # noqa: BLE001 - NVMLError, or a GPU without the counter
+                    pass
 
-    def record(self, device_lock_wait_s: float, cpus: int | None = None) -> dict:
+    def _sample_cpu(self) -> None:
+        """Add the CPU time other processes used since the last sample: every process of the host
+        but the launcher, its descendants and the processes carrying the run's token (a warm
+        server's workers). A process first seen after the first sample counts with all its CPU time
+        (it started since); one that lived less than a sampling period is not seen."""
+        try:
+            procs = self.processes()
+        except OSError:
+            return
+        ours = {self.own_pid} | set(processes_with_token(self.token))
+        parent = {pid: info[1] for pid, info in procs.items()}
+
+        def is_ours(pid: int) -> bool:
+            chain = []
+            while pid > 1 and pid not in ours and pid not in chain:
+                chain.append(pid)
+                pid = parent.get(pid, 0)
+            mine = pid in ours
+            if mine:
+                ours.update(chain)
+            return mine
+
+        first = not self.cpu_series
+        added = 0.0
+        for pid, (cpu, _ppid, comm) in procs.items():
+            before = self.cpu_seen.get(pid)
+            self.cpu_seen[pid] = cpu
+            if first or is_ours(pid):
+                continue
+            used = cpu if before is None else max(0.0, cpu - before)
+            if used > 0:
+                added += used
+                seen = self.cpu_by_pid.setdefault(pid, [0.0, comm])
+                seen[0] += used
+        total = (self.cpu_series[-1][1] if self.cpu_series else 0.0) + added
+        self.cpu_series.append((time.time(), total))
+
+    def foreign_cpu(self, window: tuple[float, float] | None = None, cpus: int | None = None) -> dict:
+        """Other processes' CPU time over `window` (time_unix of the measured steps' start and end;
+        None: the whole watch), between the samples around it, as a share of the host's CPUs."""
+        series = self.cpu_series
+        out = {"window": "measured steps" if window else "whole run", "foreign_cpu_s": None, "window_s": None,
+               "foreign_cpu_share": None}
+        if len(series) < 2:
+            return out
+        i, j = 0, len(series) - 1
+        if window:
+            i = max([k for k, (t, _) in enumerate(series) if t <= window[0]] or [0])
+            j = min([k for k, (t, _) in enumerate(series) if t >= window[1]] or [len(series) - 1])
+        if j <= i:
+            return out
+        wall = series[j][0] - series[i][0]
+        used = series[j][1] - series[i][1]
+        out.update(foreign_cpu_s=round(used, 3), window_s=round(wall, 3),
+                   foreign_cpu_share=round(used / (wall * (cpus or os.cpu_count() or 1)), 4) if wall > 0 else None)
+        return out
+
+    def record(self, device_lock_wait_s: float, cpus: int | None = None,
+               window: tuple[float, float] | None = None) -> dict:
+        """status.json's `load`; `window`: the measured steps (time_unix of their start and end)."""
         runs = sorted(set(self.foreign.values()))
         shared = {g: n for g, n in sorted(self.gpu_procs_max.items()) if n > 1}
+        cpus = cpus or os.cpu_count()
+        cpu = self.foreign_cpu(window, cpus)
+        top = sorted(self.cpu_by_pid.items(), key=lambda kv: -kv[1][0])[:10]
+        top_text = ", ".join(f"{comm} (pid {pid}, {used:.1f} CPU-s)" for pid, (used, comm) in top[:5])
         reasons = []
         if self.foreign and not self.gpus:  # a GPU run shares only its GPUs: NVML's counts decide
             reasons.append(f"{len(self.foreign)} process(es) of {len(runs)} other run(s) of the package ran on this "
                            "host while it measured")
+        share = cpu["foreign_cpu_share"]
+        limit = self.cpu_share_max
+        if share is not None and limit is not None and share > limit and not self.gpus:
+            reasons.append(f"other processes used {share:.0%} of the host's {cpus} CPUs during its {cpu['window']} "
+                           f"({cpu['foreign_cpu_s']:.1f} CPU-s in {cpu['window_s']:.1f} s; more than "
+                           f"{limit:.0%}): {top_text}")
         if shared:
             reasons.append("GPU(s) " + ", ".join(f"{g} ({n} compute processes at once)" for g, n in shared.items())
                            + " ran another process beside the run's one")
         return {
-            "host_cpus": cpus or os.cpu_count(), "loadavg_1min_max": None if self.loadavg_max is None
+            "host_cpus": cpus, "loadavg_1min_max": None if self.loadavg_max is None
             else round(self.loadavg_max, 2), "samples": self.samples,
             "other_run_processes": sorted(self.foreign), "other_runs": len(runs),
+            "foreign_cpu": {**cpu, "threshold": limit, "applies": not self.gpus and limit is not None,
+                            "top_processes": [{"pid": pid, "command": comm, "cpu_s": round(used, 3)}
+                                              for pid, (used, comm) in top]},
             "gpu_compute_processes_max": dict(sorted(self.gpu_procs_max.items())) if self.gpus else None,
+            "gpu_utilization_max": dict(sorted(self.gpu_util_max.items())) if self.gpus else None,
             "gpu_check": self.gpu_reason,
             "device_lock_wait_s": device_lock_wait_s, "contaminated": bool(reasons),
             "reason": "; ".join(reasons) or None,

@@ -54,9 +54,10 @@ START_TIMEOUT_S = 120.0  # the server's imports, on a busy host
 _PER_RUN = (run_guard.TOKEN_ENV, run_guard.LAUNCHER_PID_ENV, run_guard.LAUNCHER_START_ENV, run_guard.LAUNCHER_HOST_ENV)
 # the shell's bookkeeping, which no import reads: left out of the key too
 _SHELL = ("OLDPWD", "PWD", "SHLVL", "_")
-# read when a run starts, by no import (harness.faults.INJECT_ENV, the tests' fault switch): left
-# out of the key; the run's parent takes the run's own value with the rest of its environment
-_READ_AT_RUN = ("SCALESTUDY_INJECT_FAULT",)
+# read when a run starts, by no import (harness.faults.INJECT_ENV, the tests' fault switch;
+# measure.rawlog.IDENTITY_ENV, the study and hardware line run.json records): left out of the key;
+# the run's parent takes the run's own value with the rest of its environment
+_READ_AT_RUN = ("SCALESTUDY_INJECT_FAULT", "SCALESTUDY_RUN_IDENTITY")
 _SLOT = 64  # room for a pid, a start time or a host name
 _MAX_REQUEST = 1 << 20
 _SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes

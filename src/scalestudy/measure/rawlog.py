@@ -17,6 +17,7 @@ import errno
 import gzip
 import hashlib
 import json
+import math
 import os
 import shutil
 import stat
@@ -33,10 +34,36 @@ METRICS_FILE = "metrics.jsonl"
 STATUS_FILE = "status.json"
 LOCK_FILE = ".finalize.lock"
 
-STATUSES = ("ok", "oom", "timeout", "preempted", "crashed", "comm_error", "invalid_config")
+# diverged: the loss was not finite or left its sane band; invalid: a step time was not a positive
+# finite number (scalestudy.harness.faults.check_step); status.json's `step` says where
+STATUSES = ("ok", "oom", "timeout", "preempted", "crashed", "comm_error", "invalid_config", "diverged", "invalid")
 # When ranks disagree, the run's status is the most telling one: a peer's comm_error is
 # usually the echo of another rank's oom or crash.
-STATUS_PRIORITY = ("invalid_config", "oom", "crashed", "timeout", "preempted", "comm_error", "ok")
+STATUS_PRIORITY = ("invalid_config", "oom", "crashed", "diverged", "invalid", "timeout", "preempted", "comm_error",
+                   "ok")
+
+
+# The identity of a launched run beyond its spec: the study that planned it and that study's hardware
+# line. `scalestudy launch --study` passes them to the processes it starts (JSON in IDENTITY_ENV);
+# run.json records them (null for a run started outside a study), and the aggregation refuses a run
+# whose study or hardware differs from the study it is read for (analysis.aggregate.identity_problem).
+IDENTITY_ENV = "SCALESTUDY_RUN_IDENTITY"
+IDENTITY_KEYS = ("study", "hardware")
+
+
+def identity_env(study: str | None, hardware: str | None) -> str:
+    return json.dumps({"study": study, "hardware": hardware}, sort_keys=True)
+
+
+def identity_from_env(env: dict | None = None) -> dict:
+    """{"study": ..., "hardware": ...} from IDENTITY_ENV (each None where not given)."""
+    text = (os.environ if env is None else env).get(IDENTITY_ENV) or "{}"
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        data = {}
+    data = data if isinstance(data, dict) else {}
+    return {k: (None if data.get(k) is None else str(data[k])) for k in IDENTITY_KEYS}
 
 
 class RawLogError(Exception):
@@ -147,6 +174,18 @@ def status_contradictions(run: dict, status: dict, records: list[dict]) -> list[
     s = status.get("status")
     if s == "ok" and len(steps) < planned:
         return [f"status ok, but the metrics hold {len(steps)} of {planned} measured steps"]
+    if s == "ok":  # a run that proves it trained (harness.faults.check_step): what it checks, checked again
+        fake = (run.get("spec") or {}).get("comm") == "fake"  # no data moves: its loss is no training loss
+        for r in records:
+            v = r.get("value")
+            if r.get("key") != "iteration" or not isinstance(v, dict) or v.get("phase") != "measured":
+                continue
+            t, loss = v.get("step_time_s"), v.get("loss")
+            if isinstance(t, (int, float)) and not (math.isfinite(t) and t > 0):
+                return [f"status ok, but step {v.get('step')} has step time {t} s (not a positive finite number): "
+                        "an invalid measurement"]
+            if isinstance(loss, (int, float)) and not math.isfinite(loss) and not fake:
+                return [f"status ok, but step {v.get('step')} has loss {loss}: a run that diverged"]
     if s in ("oom", "invalid_config") and len(steps) >= planned and not errors:
         return [f"status {s}, but the metrics hold every measured step ({planned}) and no error"]
     return []
@@ -316,6 +355,7 @@ def try_finalize(run_dir: os.PathLike | str, world_size: int, *, force: bool = F
     status = missing_status if missing else combine_statuses(s["status"] for s in ranks.values())
     culprits = missing or sorted(r for r, s in ranks.items() if s["status"] == status)
     error = ranks[culprits[0]].get("error") if status != "ok" else None
+    at_step = ranks[culprits[0]].get("step") if status != "ok" else None  # diverged, invalid: where
 
     lines: list[tuple[tuple, str]] = []
     for r in range(world_size):
@@ -351,6 +391,7 @@ def try_finalize(run_dir: os.PathLike | str, world_size: int, *, force: bool = F
     write_status(run_dir / STATUS_FILE, {
         "schema": SCHEMA, "status": status, "error": error, "culprit_ranks": culprits,
         "ranks": [ranks[r] for r in range(world_size)], "files_sha256": files,
+        **({"step": at_step} if at_step is not None else {}),
     })
     for r in range(world_size):
         for name in (rank_metrics_file(r), rank_status_file(r)):

@@ -26,6 +26,16 @@ PRECISIONS = ("fp32", "bf16", "fp8")
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
 AC_MODES = ("none", "full")
 OPTIMIZERS = ("adamw", "sgd")
+# The largest learning rate the harness trains with, per optimizer (the study schema's `lr` maximum is
+# the largest of them). Measured on the smoke spec (tiny Llama, 4 layers, seq 128, fp32 on CPU, one
+# process, seed 0) over 7 steps, the loss from 6.68 (ln 512 = 6.24) against the sane band of
+# harness.faults.check_step (at most 2 ln 512 = 12.48):
+#   adamw  lr 0.01: 6.50 after 7 steps; 0.05: 6.65; 0.1: 7.16 (in the band); 0.3: peak 8.21;
+#          0.5: 12.78 at step 3 (out); 1: 14.15 at step 1; 10: 2104 at step 1; 1000: 2.5e7 at step 1, NaN at 4
+#   sgd    lr 3: 6.41; 10: 6.27 (still training); 30: 15.58 at step 3 (out), NaN at step 6;
+#          100: 2063 at step 2
+# (benchmarks/lr_bound.py --optimizer adamw|sgd LR ... repeats the measurement)
+LR_MAX = {"adamw": 0.1, "sgd": 10.0}
 MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "tp")
 COMM_MODES = ("default", "fake")
 # Fields added after runs were committed: left out of the config id while at their default, so
@@ -140,7 +150,8 @@ class RunSpec:
         "training code: torch (FSDP2/DTensor, torchtitan style) or megatron (megatron-core)", allowed=BACKENDS))
     optimizer: str = field(default="adamw", metadata=doc(
         "AdamW [assumed by the study]; sgd makes gradient errors visible in tests", allowed=OPTIMIZERS))
-    lr: float = field(default=3e-4, metadata=doc("learning rate", unit="per step", allowed="> 0"))
+    lr: float = field(default=3e-4, metadata=doc("learning rate", unit="per step",
+                                                 allowed="> 0, at most 0.1 (adamw) or 10 (sgd): LR_MAX"))
     seed: int = field(default=0, metadata=doc(
         "seed of weights and data; repeats differ only here", unit="index", allowed=_COUNT))
     warmup_iters: int = field(default=10, metadata=doc(
@@ -329,6 +340,9 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
         p.append(("dp_shard", f"must be at least 1, or -1 for the rest, got {s.dp_shard}"))
     if not isinstance(s.lr, (int, float)) or not math.isfinite(s.lr) or s.lr <= 0:
         p.append(("lr", f"must be a finite positive number, got {s.lr}"))
+    elif s.optimizer in LR_MAX and s.lr > LR_MAX[s.optimizer]:
+        p.append(("lr", f"{s.lr:g} is above {LR_MAX[s.optimizer]:g}, the largest learning rate the harness trains "
+                        f"with under {s.optimizer} (measured: a larger one leaves the sane loss band, the run diverges)"))
     if not math.isfinite(s.device_memory_cap_gib):
         p.append(("device_memory_cap_gib", f"must be finite, got {s.device_memory_cap_gib}"))
     elif s.device_memory_cap_gib < 0:

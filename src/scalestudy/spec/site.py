@@ -39,6 +39,9 @@ class Site:
     gpu_hours_budget: int | None = None  # refuse a study asking more GPU-hours (unless the study sets its own)
     catalog: str | None = None  # catalog files (comma-separated) of this site's GPU kinds and models
     peak_tflops: float | None = None  # the peak for MFU of this site's GPU (a study's own wins)
+    # the host and device locks of measured runs (scalestudy.launch.run_guard.lock_dir): an absolute
+    # path on each host; None: /tmp/scalestudy-locks-UID, whatever TMPDIR says; SCALESTUDY_LOCK_DIR overrides
+    lock_dir: str | None = None
 
     @property
     def source(self) -> str:
@@ -87,6 +90,9 @@ def load_site(path: os.PathLike | str | None = None, root: os.PathLike | str = "
                 raise SiteError(f"{p}: {key} must be a whole number >= 0, not {value!r}")
         else:
             value = str(value)
+            if key == "lock_dir" and not Path(os.path.expanduser(value)).is_absolute():
+                raise SiteError(f"{p}: lock_dir must be an absolute path (one place a host, whatever the "
+                                f"working directory), not {value!r}")
         kwargs[key] = value
     site = Site(**kwargs)
     object.__setattr__(site, "_source", str(p))
