@@ -10,7 +10,8 @@ from itertools import combinations
 
 import numpy as np
 from matplotlib.axes import Axes
-from matplotlib.collections import LineCollection, PathCollection
+from matplotlib.container import BarContainer
+from matplotlib.collections import LineCollection, PathCollection, QuadMesh
 from matplotlib.legend import Legend
 from matplotlib.lines import Line2D
 from matplotlib.text import Text
@@ -270,33 +271,28 @@ def text_size(fig, minimum: float = 7.0) -> list[str]:
 
 
 def connected_series(fig, fd) -> list[str]:
-    """A series with values at more than one x in a panel is one line through them."""
+    """A series with values at more than one x in a panel is one line through them: some drawn
+    line (linestyle not none; seaborn leaves its data lines unlabelled) passes through every one of
+    its y values in the order of x (its x may be nudged apart from a coinciding series)."""
     out = []
     by_title = {}
     for ax in _data_axes(fig):
         by_title.setdefault(ax.get_title(), ax)
     for panel in fd.panels:
         ax = by_title.get(panel)
-        if ax is None:
-            continue
-        lines: dict[str, list] = {}
-        for c in ax.containers:  # errorbar(): the label is the container's, the data line its first
-            ln = getattr(c, "lines", (None,))[0]
-            if isinstance(ln, Line2D):
-                lines.setdefault(c.get_label(), []).append(ln)
-        for ln in ax.get_lines():
-            lines.setdefault(ln.get_label(), []).append(ln)
-        series = {r["series"] for r in fd.rows if r["panel"] == panel}
-        if not series & set(lines):
-            continue  # bars or a heatmap: no line to join
-        lines = {k: [ln for ln in v if ln.get_linestyle() not in ("None", "none", "", " ")] for k, v in lines.items()}
-        for s in {r["series"] for r in fd.rows if r["panel"] == panel}:
-            xs = {r["x"] for r in fd.rows if r["panel"] == panel and r["series"] == s and r.get("y") is not None}
-            if len(xs) < 2 or s.startswith("other"):
+        if ax is None or any(isinstance(c, QuadMesh) for c in ax.collections) or any(
+                isinstance(c, BarContainer) for c in ax.containers):
+            continue  # a heatmap or bars: no line to join
+        lines = [np.asarray(ln.get_ydata(), dtype=float) for ln in ax.get_lines()
+                 if ln.get_visible() and ln.get_linestyle() not in ("None", "none", "", " ") and len(ln.get_xdata()) > 1]
+        for s in sorted({r["series"] for r in fd.rows if r["panel"] == panel}):
+            pts = sorted((r["x"], r["y"]) for r in fd.rows
+                         if r["panel"] == panel and r["series"] == s and r.get("y") is not None)
+            if len({x for x, _ in pts}) < 2 or s.startswith("other"):
                 continue
-            drawn = [ln for ln in lines.get(s, []) if len(ln.get_xdata()) >= len(xs)]
-            if not drawn:
-                out.append(f"series {s!r} of panel {panel[:40]!r} has {len(xs)} x values but no line joins them")
+            ys = np.array([y for _, y in pts])
+            if not any(len(ln) == len(ys) and np.allclose(ln, ys, rtol=1e-9, atol=1e-12) for ln in lines):
+                out.append(f"series {s!r} of panel {panel[:40]!r} has {len(pts)} x values but no line joins them")
     return out
 
 

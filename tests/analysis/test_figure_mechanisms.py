@@ -69,8 +69,8 @@ def test_an_all_zero_panel_is_left_out_with_a_note():
 
 def test_coinciding_series_stay_visible():
     ax = _draw(_fd({"a": [50.0, 40.0, 30.0], "b": [50.5, 40.2, 30.1]}))
-    lines = [c.lines[0] for c in ax.containers]  # each series' data line (not its error-bar caps)
-    assert len({l.get_marker() for l in lines}) == 2
+    lines = [l for l in ax.get_lines() if len(l.get_xdata()) == 3 and l.get_linestyle() != "None"]  # data lines
+    assert len(lines) == 2 and len({l.get_marker() for l in lines}) == 2
     assert lines[0].get_xdata()[0] != lines[1].get_xdata()[0]  # nudged apart
 
 
@@ -98,3 +98,17 @@ def test_the_best_tp_pp_series_names_its_layout_per_point(rich):
     best = [r for r in fd.rows if r["series"].startswith("best TP/PP")]
     assert best and all(r["layout"].startswith("TP") and r["layout"] in r["note"] for r in best)
     assert any(q.metric == "power_w_per_gpu" for q in fd.description.quantities)
+
+
+def test_heatmap_cells_are_annotated_by_seaborn_with_value_and_status():
+    import matplotlib.pyplot as plt
+
+    cells = [heatmap.Cell(1, 1, 10.0), heatmap.Cell(1, 2, None, "oom", heatmap.FAILED_HATCH),
+             heatmap.Cell(2, 1, 30.0, "oom", heatmap.FAILED_HATCH), heatmap.Cell(2, 2, None, "planned")]
+    fig, ax = plt.subplots()
+    heatmap.heatmap_panel(ax, cells, title="t", value_label="v", fmt="{:g}".format)
+    texts = {t.get_text(): t for t in ax.texts}
+    plt.close(fig)
+    assert set(texts) == {"10", "oom", "30\noom", "planned"}
+    assert texts["oom"].get_color() == "#b00020"  # a failure's status in red
+    assert texts["10"].get_color() != texts["30\noom"].get_color()  # white on the dark cell, black on the light one

@@ -5,8 +5,6 @@ the study's collectives benchmark runs (study.collectives)."""
 
 from __future__ import annotations
 
-import math
-
 from scalestudy.analysis.csv_format import split_list
 from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
@@ -114,15 +112,12 @@ def draw(fd: prepare.FigureData, study):
     failed = [r for r in fd.rows if r["panel"] == FAILED_PANEL]
     drawing.draw_lines(fig, axes, fd, colors=colors, order=lambda s: (series_count(s), s), legend=False,
                        x_format=binary_size)
-    for ax in axes:
-        xs = sorted({r["x"] for r in fd.rows if r["panel"] != FAILED_PANEL and r.get("x")})
-        if xs:
-            lo, hi = math.floor(math.log2(xs[0])), math.ceil(math.log2(xs[-1]))
-            step = 2 * max(1, math.ceil((hi - lo) / 2 / 8))  # at most ~8 ticks, every 4x (or more)
-            ticks = [2.0 ** k for k in range(lo + (lo % 2), hi + 1, step)]
-            ax.set_xticks(ticks)
-            ax.set_xticklabels([binary_size(t) for t in ticks], rotation=45, ha="right")
-            ax.minorticks_off()
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
+    for ax in axes:  # a tick every 4x or more (at most 9), in binary units
+        ax.xaxis.set_major_locator(LogLocator(base=4, numticks=9))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: binary_size(v)))
+        ax.tick_params(axis="x", labelrotation=45)
         ax.set_ylabel(BUSBW.label)
     if failed:
         for r in failed:

@@ -5,6 +5,23 @@ A figure is three stacked subfigures: the header (title, study and hardware, CPU
 panels with their legend below them (constrained layout), and the footer (notes). Header and
 footer text is wrapped to the figure's width and their heights follow from their lines.
 Heatmap panels are in figures.heatmap.
+
+Seaborn draws the data: series, their colours, markers, dashes, error bars and legend entries
+through its semantic mappings (sns.lineplot with hue and style the series, sns.scatterplot,
+sns.barplot, sns.heatmap with annot); matplotlib formats the ticks (EngFormatter, LogLocator) and
+lays the figure out (constrained layout, a legend "outside lower center"). Still written here by
+hand, and why:
+- the frame (new_figure, header, footer): subfigures sized from the wrapped header and notes, so
+  that long notes never overlap the panels and the figure grows instead of its panels shrinking;
+- one legend for all panels (figure_legend, legend_rows_for): seaborn's legends are per axes;
+  the handles it made are gathered, deduplicated and ordered naturally (no natsort dependency)
+  below the panels, and their rows reserved in the figure's height;
+- coinciding series (coinciding): seaborn has no notion of a series hiding another; such a series
+  gets another marker and dash through the style mapping and is nudged along x;
+- failed marks (mark_failed, failed_note): an 'x' at the foot of the axes, in axes coordinates;
+- the axis rules of the issue (log2_axis at the data's x values, bound_axis, zero_based_if_flat,
+  compact_ticks choosing EngFormatter, paper_lines, leave_out_flat_panels): decisions about what
+  a panel may show, not drawing.
 """
 
 from __future__ import annotations
@@ -93,24 +110,23 @@ def series_colors(series: list[str]) -> dict[str, object]:
     return {s: colors[base(s)] for s in series}
 
 
-def line_style(series: str, muted: bool = False) -> dict:
+# (marker, dashes) of a series for seaborn's style mapping: a line's own, the model beside it, a
+# prediction with a measured input (never joined to model-only points), a fit; then the styles a
+# series takes where it lies on earlier ones (coinciding).
+SOLID, DASHED, DOTTED, DASHDOT = "", (4, 2), (1, 1.5), (4, 1.5, 1, 1.5)
+COINCIDE_STYLES = (("s", DASHED), ("^", DOTTED), ("v", DASHDOT))
+
+
+def line_style(series: str) -> tuple[str, object]:
     from scalestudy.spec.rank_share import MEASURED_SERIES
 
-    if muted:
-        return {"marker": ".", "linestyle": "none", "markersize": 4}
     if series.endswith(prepare.FIT_SERIES):
-        return {"marker": "none", "linestyle": "--"}
+        return ".", DASHED
     if series.endswith(prepare.MODEL_SERIES):
-        return {"marker": "s", "linestyle": ":", "markersize": 5, "markerfacecolor": "white"}
-    if series.endswith(MEASURED_SERIES):  # predicted with a measured input: never joined to model-only points
-        return {"marker": "D", "linestyle": "--", "markersize": 5, "markerfacecolor": "white", "markeredgewidth": 1.3,
-                "zorder": 5}  # above a figure's own markers, so a coinciding model point cannot hide it
-    return {"marker": "o", "linestyle": "-", "markersize": 4.5}
-
-
-COINCIDE_STYLES = ({"marker": "s", "linestyle": "--", "markerfacecolor": "white"},
-                   {"marker": "^", "linestyle": ":", "markerfacecolor": "white"},
-                   {"marker": "v", "linestyle": "-.", "markerfacecolor": "white"})
+        return "s", DOTTED
+    if series.endswith(MEASURED_SERIES):
+        return "D", DASHED
+    return "o", SOLID
 
 
 def coinciding(pts: list[dict], drawn: list[list[dict]], tol: float = 0.03) -> int:
@@ -163,27 +179,25 @@ def body(fig):
     return fig.scalestudy["body"] if hasattr(fig, "scalestudy") else fig
 
 
+def _text_lines(sub, lines, top_in: float) -> None:
+    """Lines of (text, font size, weight, colour) from `top_in` below the subfigure's top left corner."""
+    from matplotlib.transforms import offset_copy
+
+    y = top_in * 72
+    for line, fs, weight, color in lines:
+        at = offset_copy(sub.transSubfigure, fig=sub.figure, x=MARGIN_IN * 72, y=-y, units="points")
+        sub.text(0, 1, line, transform=at, ha="left", va="top", fontsize=fs, fontweight=weight, color=color)
+        y += fs * LINE_SPACING
+
+
 def header(fig, fd: FigureData, study) -> None:
     """The figure's title, study and hardware (and the CPU warning), as laid out by new_figure."""
-    frame = fig.scalestudy
-    top = frame["head"]
-    h = top.get_window_extent().height / top.dpi if hasattr(top, "dpi") else fig.get_figheight()
-    w = top.get_window_extent().width / top.dpi if hasattr(top, "dpi") else fig.get_figwidth()
-    y = 1.0 - MARGIN_IN / max(h, 1e-6)
-    for line, fs, weight, color in frame["head_lines"]:
-        top.text(MARGIN_IN / max(w, 1e-6), y, line, ha="left", va="top", fontsize=fs, fontweight=weight, color=color)
-        y -= _height(1, fs) / max(h, 1e-6)
+    _text_lines(fig.scalestudy["head"], fig.scalestudy["head_lines"], MARGIN_IN)
 
 
 def footer(fig, notes: list[str] | None = None) -> None:
-    frame = fig.scalestudy
-    bottom = frame["foot"]
-    h = bottom.get_window_extent().height / bottom.dpi if hasattr(bottom, "dpi") else 1.0
-    w = bottom.get_window_extent().width / bottom.dpi if hasattr(bottom, "dpi") else fig.get_figwidth()
-    y = 1.0 - 0.04 / max(h, 1e-6)
-    for line in frame["foot_lines"]:
-        bottom.text(MARGIN_IN / max(w, 1e-6), y, line, ha="left", va="top", fontsize=NOTE_FONTSIZE, color="#444444")
-        y -= _height(1, NOTE_FONTSIZE) / max(h, 1e-6)
+    _text_lines(fig.scalestudy["foot"], [(n, NOTE_FONTSIZE, "normal", "#444444") for n in fig.scalestudy["foot_lines"]],
+                0.04)
 
 
 def assumptions_note(study, limit: int = 400) -> str | None:
@@ -225,11 +239,11 @@ def log2_axis(ax, xs: list[float], formatter: Callable[[float], str] | None = No
     ax.set_xlim(lo / 2 ** 0.4, hi * 2 ** 0.4) if len(xs) > 1 else ax.set_xlim(lo / 2, lo * 2)
 
 
-def mark_failed(ax, x, color) -> None:
-    """An 'x' at the foot of the axes at data x. Its status is in the figure's notes
-    (failed_note), not written in the panel, where it would cover the data."""
-    tr = ax.get_xaxis_transform()
-    ax.plot([x], [0.04], marker="x", color=color, markersize=7, mew=2, transform=tr, linestyle="none", clip_on=False)
+def mark_failed(ax, xs: list, colors: list) -> None:
+    """An 'x' at the foot of the axes at each data x, in its colour. Its status is in the figure's
+    notes (failed_note), not written in the panel, where it would cover the data."""
+    ax.scatter(xs, [0.04] * len(xs), marker="x", color=colors, s=49, linewidths=2, transform=ax.get_xaxis_transform(),
+               clip_on=False)
 
 
 def failed_note(rows: list[dict], limit: int = 12) -> str | None:
@@ -319,59 +333,84 @@ def figure_legend(fig, axes, ncol: int = 6, title: str | None = None, order: Cal
                      frameon=False, title=title, fontsize=LEGEND_FONTSIZE)
 
 
-def interval(r: dict) -> tuple[float, float]:
-    lo = (r["y"] - r["ci95_low"]) if r.get("ci95_low") is not None else 0.0
-    hi = (r["ci95_high"] - r["y"]) if r.get("ci95_high") is not None else 0.0
-    return max(lo, 0.0), max(hi, 0.0)
+def long_frame(points: list[dict], x_of: Callable[[dict], float]):
+    """Points with y as seaborn's long form: three rows a point (its interval's low end, its value,
+    its high end), so that seaborn's median (estimator="median") and 100% percentile interval
+    (errorbar=("pi", 100)) give back exactly the value and interval the CSV holds (a Student-t CI
+    over seeds, or the model's band): seaborn draws the error bars, it computes no statistic."""
+    import pandas as pd
+
+    def end(r, key, pick):
+        return r["y"] if r.get(key) is None else pick(r["y"], r[key])
+
+    rows = [{"series": r["series"], "x": x_of(r), "y": y}
+            for r in points for y in (end(r, "ci95_low", min), r["y"], end(r, "ci95_high", max))]
+    return pd.DataFrame(rows, columns=["series", "x", "y"])
 
 
 def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, muted_series: set[str] = frozenset(),
-               colors: dict[str, object] | None = None, order: Callable[[str], object] | None = None, legend_ncol: int = 6, legend: bool = True) -> None:
-    """Line panels: per panel, per series, the points with y (error bars where there is a CI),
-    joined in x order, and an 'x' for each row without y; one legend below the panels."""
+               colors: dict[str, object] | None = None, order: Callable[[str], object] | None = None,
+               legend_ncol: int = 6, legend: bool = True) -> None:
+    """Line panels through seaborn's semantic mappings: per panel one sns.lineplot, hue and style
+    the series (colour, marker and dashes from series_colors and line_style, error bars its
+    interval), muted series as grey dots (sns.scatterplot); an 'x' for each row without y; one
+    legend below the panels."""
+    import seaborn as sns
+
     order = order or (lambda s: (s in muted_series, natural(s)))
     all_series = sorted({r["series"] for r in fd.rows}, key=order)
     colors = colors or series_colors(all_series)
     failed_seen = False
     for ax, panel in zip(axes, fd.panels):
         rows = [r for r in fd.rows if r["panel"] == panel]
-        drawn: list[list[dict]] = []
-        for s in [s for s in all_series if any(r["series"] == s for r in rows)]:
-            pts = sorted((r for r in rows if r["series"] == s and r.get("y") is not None), key=lambda r: r["x"])
-            muted = s in muted_series
-            color = "#aaaaaa" if muted else colors[s]
-            if pts:
-                lo, hi = zip(*(interval(r) for r in pts))
-                style, xs = line_style(s, muted), [r["x"] for r in pts]
-                k = 0 if muted else coinciding(pts, drawn)
-                if k:  # on top of an earlier series: another marker and dash, nudged right, so neither hides
-                    style = {**style, **COINCIDE_STYLES[(k - 1) % len(COINCIDE_STYLES)]}
-                    xs = [x * 2 ** (0.07 * k) if log_x else x + 0.01 * k * (max(xs) - min(xs) or 1) for x in xs]
-                if not muted:
-                    drawn.append(pts)
-                ax.errorbar(xs, [r["y"] for r in pts], yerr=[lo, hi], color=color, label=s,
-                            capsize=2.5, linewidth=1.3, elinewidth=0.9, **style)
-            elif not muted:
-                ax.plot([], [], marker="x", linestyle="none", color=color, mew=2, label=f"{s} (no value)")
-        failed_here: dict = {}
-        for r in rows:
-            if r.get("y") is None and r.get("x") is not None and r["series"] in colors:
-                failed_here.setdefault(r["x"], []).append(r)
-        for x, fails in sorted(failed_here.items(), key=lambda kv: str(kv[0])):
-            mark_failed(ax, x, colors[fails[0]["series"]] if len(fails) == 1 else "#555555")
+        valued = [r for r in rows if r.get("y") is not None]
+        lines = [s for s in all_series if s not in muted_series and any(r["series"] == s for r in valued)]
+        styles, shift, drawn = {}, {}, []
+        for s in lines:  # a series on top of earlier ones: another marker and dash, nudged right
+            pts = [r for r in valued if r["series"] == s]
+            k = coinciding(pts, drawn)
+            styles[s] = COINCIDE_STYLES[(k - 1) % len(COINCIDE_STYLES)] if k else line_style(s)
+            shift[s] = k
+            drawn.append(pts)
+        span = max((r["x"] for r in valued), default=1) - min((r["x"] for r in valued), default=0) or 1
+
+        def x_of(r):
+            k = shift.get(r["series"], 0)
+            return r["x"] * 2 ** (0.12 * k) if log_x else r["x"] + 0.02 * k * span  # about a marker apart
+
+        if lines:
+            sns.lineplot(long_frame([r for r in valued if r["series"] in styles], x_of), x="x", y="y", hue="series",
+                         style="series", hue_order=lines, style_order=lines, palette=colors,
+                         markers={s: m for s, (m, _) in styles.items()},
+                         dashes={s: d for s, (_, d) in styles.items()}, estimator="median", errorbar=("pi", 100),
+                         err_style="bars", err_kws={"capsize": 2.5, "elinewidth": 0.9}, linewidth=1.3, markersize=5,
+                         ax=ax)
+        muted = [r for r in valued if r["series"] in muted_series]
+        if muted:  # the others tried: grey dots, no line, no interval
+            sns.scatterplot(x=[r["x"] for r in muted], y=[r["y"] for r in muted], hue=[r["series"] for r in muted],
+                            palette={s: "#aaaaaa" for s in muted_series}, s=12, linewidth=0, ax=ax)
+        for s in all_series:  # a series only failed in this panel: its legend entry says so
+            if s not in muted_series and s not in lines and any(r["series"] == s for r in rows):
+                ax.plot([], [], marker="x", linestyle="none", color=colors[s], mew=2, label=f"{s} (no value)")
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()  # one legend for the figure (figure_legend)
+        fails: dict = {}  # x -> the series without a value there: one 'x' in its colour (grey for several)
+        for r in (r for r in rows if r.get("y") is None and r.get("x") is not None and r["series"] in colors):
+            fails.setdefault(r["x"], set()).add(r["series"])
+        if fails:
+            xs = sorted(fails, key=str)
+            mark_failed(ax, xs, [colors[min(fails[x])] if len(fails[x]) == 1 else "#555555" for x in xs])
             failed_seen = True
-        xs = [r["x"] for r in rows if r.get("x") is not None]
         if log_x:
-            log2_axis(ax, xs, x_format)
-        ax.set_title(panel)
-        ax.set_xlabel(rows[0]["x_quantity"] if rows else "")
-        ax.set_ylabel(rows[0]["y_quantity"] if rows else panel)
-        if not any(r.get("y") is not None for r in rows):
+            log2_axis(ax, [r["x"] for r in rows if r.get("x") is not None], x_format)
+            if any(shift.values()):  # room for the points nudged right of the last x
+                ax.set_xlim(right=max(ax.get_xlim()[1], max(x_of(r) for r in valued) * 2 ** 0.25))
+        ax.set(title=panel, xlabel=rows[0]["x_quantity"] if rows else "", ylabel=rows[0]["y_quantity"] if rows else panel)
+        if not valued:
             ax.set_ylim(0, 1)
         elif fd.description is not None:
-            bound_axis(ax, rows[0]["y_quantity"] if rows else panel, fd.description,
-                       [r["y"] for r in rows if r.get("y") is not None])
-        zero_based_if_flat(ax, [r["y"] for r in rows if r.get("y") is not None])
+            bound_axis(ax, rows[0]["y_quantity"], fd.description, [r["y"] for r in valued])
+        zero_based_if_flat(ax, [r["y"] for r in valued])
         if fd.description is not None and rows:
             paper_lines(ax, fd.description, rows[0]["y_quantity"])
         compact_ticks(ax)

@@ -38,49 +38,49 @@ CMAPS = {"high": "viridis", "low": "rocket_r"}
 
 def heatmap_panel(ax, cells: list[Cell], *, title: str, value_label: str, fmt: Callable[[float], str],
                   compact_colorbar: bool = False, better: str = "high", row_label: str = "TP degree", col_label: str = "PP degree") -> None:
-    """A heatmap of cells over row x column values (tp_pp_grid, rank_grid): viridis over the
-    cells with a value, each written in it; hatched cells with their status on a white box;
-    cells not in `cells` stay blank (grey)."""
+    """A heatmap of cells over row x column values (tp_pp_grid, rank_grid), drawn by sns.heatmap:
+    the cells with a value coloured (CMAPS[better]) with their value (and status) as its annotation,
+    in black or white by the cell's luminance; cells without a value but with a status get a flat
+    layer of their own, their status as its annotation (red: failed), on a white box over their
+    hatch; cells not in `cells` stay blank (grey). The hatches are matplotlib patches (seaborn
+    draws none)."""
     import numpy as np
     import seaborn as sns
+    from matplotlib.colors import ListedColormap
     from matplotlib.patches import Rectangle
+    from matplotlib.ticker import EngFormatter
 
-    rows = sorted({c.row for c in cells})
-    cols = sorted({c.col for c in cells})
+    rows, cols = sorted({c.row for c in cells}), sorted({c.col for c in cells})
     grid = np.full((len(rows), len(cols)), np.nan)
+    text = np.full(grid.shape, "", dtype=object)
+    hatch = np.full(grid.shape, "", dtype=object)
     for c in cells:
-        if c.value is not None:
-            grid[rows.index(c.row), cols.index(c.col)] = c.value
+        at = rows.index(c.row), cols.index(c.col)
+        grid[at] = np.nan if c.value is None else c.value
+        text[at] = "\n".join(t for t in (None if c.value is None else fmt(c.value), c.status) if t)
+        hatch[at] = c.hatch or ""
     finite = grid[np.isfinite(grid)]
     vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     if vmin == vmax:
         vmin, vmax = vmin - 0.5 * abs(vmin or 1), vmax + 0.5 * abs(vmax or 1)
-    cmap = CMAPS[better]
     ax.set_facecolor("#f0f0f0")
     ax.grid(False)  # the style's axis grid would cross the cells' text; cells have their own white lines
-    sns.heatmap(grid, ax=ax, mask=~np.isfinite(grid), annot=False, cmap=cmap, vmin=vmin, vmax=vmax, cbar=True,
-                cbar_kws={"label": value_label}, linewidths=0.5, linecolor="white",
-                xticklabels=[str(c) for c in cols], yticklabels=[str(r) for r in rows])
-    if compact_colorbar and ax.collections and ax.collections[0].colorbar is not None:
-        from matplotlib.ticker import FuncFormatter
-
-        ax.collections[0].colorbar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: compact(v)))
-    for c in cells:
-        i, j = rows.index(c.row), cols.index(c.col)
-        failed = c.hatch == FAILED_HATCH
-        if c.hatch:
+    common = {"ax": ax, "annot": text, "fmt": "", "linewidths": 0.5, "linecolor": "white",
+              "xticklabels": [str(c) for c in cols], "yticklabels": [str(r) for r in rows]}
+    sns.heatmap(grid, mask=~np.isfinite(grid), cmap=CMAPS[better], vmin=vmin, vmax=vmax,
+                cbar_kws={"label": value_label, "format": EngFormatter(sep="") if compact_colorbar else None},
+                annot_kws={"fontsize": NOTE_FONTSIZE}, **common)
+    for kind, color in ((FAILED_HATCH, "#b00020"), (BLANK_HATCH, "#555555"), ("", "#555555")):
+        status_only = ~np.isfinite(grid) & (text != "") & (hatch == kind)
+        if status_only.any():
+            box = {"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1} if kind else None
+            sns.heatmap(np.zeros(grid.shape), mask=~status_only, cmap=ListedColormap(["#f0f0f0"]), cbar=False,
+                        annot_kws={"fontsize": NOTE_FONTSIZE, "color": color, "bbox": box}, **common)
+    for (i, j), kind in np.ndenumerate(hatch):
+        if kind:
+            failed = kind == FAILED_HATCH
             ax.add_patch(Rectangle((j, i), 1, 1, fill=False, hatch="///" if failed else "..",
                                    edgecolor="#b00020" if failed else "#888888", linewidth=0))
-        if c.value is not None:
-            r, g, b, _ = sns.color_palette(cmap, as_cmap=True)((c.value - vmin) / (vmax - vmin))
-            dark = 0.299 * r + 0.587 * g + 0.114 * b < 0.5
-            ax.text(j + 0.5, i + 0.5, fmt(c.value) + (f"\n{c.status}" if c.status else ""), ha="center", va="center",
-                    fontsize=NOTE_FONTSIZE, color="white" if dark else "black")
-        elif c.status:
-            ax.text(j + 0.5, i + 0.5, c.status, ha="center", va="center", fontsize=NOTE_FONTSIZE,
-                    color="#b00020" if failed else "#555555",
-                    bbox={"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1} if c.hatch else None)
     ax.set_title(title, fontsize=7.5)
     ax.set_xlabel(col_label)
     ax.set_ylabel(row_label)
-

@@ -85,42 +85,37 @@ def _all_exposed(rows: list[dict], comm: str, exposed: str, tol: float = 0.01) -
 
 
 def draw(fd: prepare.FigureData, study):
+    """A panel of grouped bars a strategy family (sns.barplot, hue the part, its interval as the error
+    bar), one y scale for them all; the share panel's lines (drawing.draw_lines)."""
+    import seaborn as sns
+
     groups = [p for p in fd.panels if p != SHARE.label]
-    shares = sorted({r["series"] for r in fd.rows if r["panel"] == SHARE.label})
+    parts = [p for p in PART_NAMES.values() if any(r["series"] == p for r in fd.rows)]
     fig, axes = drawing.figure_for(fd, legend_rows=drawing.legend_rows_for(fd))
-    part_names = list(PART_NAMES.values())
-    colors = dict(zip(part_names, drawing.palette(len(part_names))))
-    width = 0.8 / len(part_names)
     for ax in axes[1:len(groups)]:
         ax.sharey(axes[0])  # the per-strategy panels show the same quantity (ms per iteration): one y scale
     for ax, panel in zip(axes, groups):
         rows = [r for r in fd.rows if r["panel"] == panel]
         worlds = sorted({r["x"] for r in rows})
-        for k, part in enumerate(part_names):
-            mine = [r for r in rows if r["series"] == part]
-            drawn = [r for r in mine if r.get("y") is not None]
-            if drawn:
-                xs = [worlds.index(r["x"]) - 0.4 + width * (k + 0.5) for r in drawn]
-                lo, hi = zip(*(drawing.interval(r) for r in drawn))
-                ax.bar(xs, [r["y"] for r in drawn], width=width * 0.95, color=colors[part], label=part,
-                       yerr=[lo, hi], capsize=2, error_kw={"elinewidth": 0.8})
-        for w in worlds:
-            missing = [r for r in rows if r["x"] == w and r.get("y") is None]
-            if len(missing) == len(part_names):
-                drawing.mark_failed(ax, worlds.index(w), "#b00020")
-        ax.set_xticks(range(len(worlds)))
-        ax.set_xticklabels([f"{w:g}" for w in worlds], rotation=45 if len(worlds) > 6 else 0)
-        ax.set_xlim(-0.6, len(worlds) - 0.4)
-        ax.set_title(panel)
-        ax.set_xlabel(GPUS.label)
-        ax.set_ylabel("time per iteration (ms)")
-        if not any(r.get("y") is not None for r in rows):
-            ax.set_ylim(0, 1)
+        drawn = [r for r in rows if r.get("y") is not None]
+        if drawn:
+            sns.barplot(drawing.long_frame(drawn, lambda r: f"{r['x']:g}"), x="x", y="y", hue="series",
+                        order=[f"{w:g}" for w in worlds], hue_order=parts, palette=drawing.palette(len(parts)),
+                        estimator="median", errorbar=("pi", 100), capsize=0.2, err_kws={"linewidth": 0.8}, ax=ax)
+            ax.get_legend().remove()  # one legend for the figure
+        else:
+            ax.set(xticks=range(len(worlds)), xticklabels=[f"{w:g}" for w in worlds], xlim=(-0.6, len(worlds) - 0.4),
+                   ylim=(0, 1))
+        failed = [k for k, w in enumerate(worlds) if not any(r["x"] == w for r in drawn)]
+        drawing.mark_failed(ax, failed, ["#b00020"] * len(failed))
+        ax.tick_params(axis="x", labelrotation=45 if len(worlds) > 6 else 0)
+        ax.set(title=panel, xlabel=GPUS.label, ylabel="time per iteration (ms)")
+        drawing.compact_ticks(ax)
     share_fd = prepare.FigureData(fd.name, fd.title, rows=[r for r in fd.rows if r["panel"] == SHARE.label],
                                   panels=[SHARE.label], description=fd.description)
     share_ax = axes[len(groups):len(groups) + 1] if SHARE.label in fd.panels else []
-    colors_share = dict(zip(shares, drawing.palette(len(part_names) + len(shares))[len(part_names):]))
+    shares = sorted({r["series"] for r in share_fd.rows})
+    colors_share = dict(zip(shares, drawing.palette(len(parts) + len(shares))[len(parts):]))
     drawing.draw_lines(fig, share_ax, share_fd, colors=colors_share, legend=False)
-    drawing.figure_legend(fig, axes, order=lambda s: (part_names.index(s) if s in part_names else len(part_names),
-                                                      drawing.natural(s)))
+    drawing.figure_legend(fig, axes, order=lambda s: (parts.index(s) if s in parts else len(parts), drawing.natural(s)))
     return fig

@@ -82,6 +82,11 @@ def data(ledger_csv: Path | str) -> prepare.FigureData:
 
 
 def draw(fd: prepare.FigureData):
+    """Left: sns.scatterplot of predicted against published (hue the source), the model's band as
+    vertical bars in the point's colour; right: sns.barplot of each row's error (hue the source)."""
+    import pandas as pd
+    import seaborn as sns
+
     series = sorted({r["series"] for r in fd.rows})
     colors = dict(zip(series, drawing.palette(len(series))))
     fig, axes = drawing.figure_for(fd, ncols=2, panel_w=4.6, panel_h=3.6, legend_rows=1)
@@ -92,34 +97,28 @@ def draw(fd: prepare.FigureData):
         drawing.message_panel(bars, fd.empty_reason)
         drawing.footer(fig)
         return fig
-    pts = [r for r in fd.rows if r["panel"] == PANELS[0]]
-    for s in series:
-        rs = [r for r in pts if r["series"] == s]
-        xs, ys = [r["x"] for r in rs], [r["y"] for r in rs]
-        err = [[max(r["y"] - r["ci95_low"], 0) for r in rs], [max(r["ci95_high"] - r["y"], 0) for r in rs]]
-        scatter.errorbar(xs, ys, yerr=err, fmt="o", ms=4, color=colors[s], label=s, capsize=2, lw=0.8)
-    lo = min(min(r["x"], r["y"]) for r in pts) * 0.7
-    hi = max(max(r["x"], r["y"]) for r in pts) * 1.4
+    pts = pd.DataFrame([r for r in fd.rows if r["panel"] == PANELS[0]])
+    scatter.vlines(pts["x"], pts["ci95_low"].fillna(pts["y"]), pts["ci95_high"].fillna(pts["y"]),
+                   colors=[colors[s] for s in pts["series"]], lw=0.8)
+    sns.scatterplot(pts, x="x", y="y", hue="series", hue_order=series, palette=colors, s=20, ax=scatter)
+    scatter.get_legend().remove()  # one legend for the figure
+    lo = min(pts["x"].min(), pts["y"].min()) * 0.7
+    hi = max(pts["x"].max(), pts["y"].max()) * 1.4
     scatter.plot([lo, hi], [lo, hi], color="black", lw=0.8)
     for k in (0.9, 1.1):
         scatter.plot([lo, hi], [lo * k, hi * k], color="#999999", lw=0.6, ls="--")
-    scatter.set_xscale("log")
-    scatter.set_yscale("log")
-    scatter.set_xlim(lo, hi)
-    scatter.set_ylim(lo, hi)
-    scatter.set_xlabel(PUBLISHED.label)
-    scatter.set_ylabel(PREDICTED.label)
+    scatter.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel=PUBLISHED.label,
+                ylabel=PREDICTED.label)
     scatter.set_title("predicted vs published (dashed: +-10%)", fontsize=9)
-    errs = [r for r in fd.rows if r["panel"] == PANELS[1]]
-    errs.sort(key=lambda r: (r["series"], r["x"]))
-    ys = range(len(errs))
-    bars.barh(list(ys), [r["y"] for r in errs], color=[colors[r["series"]] for r in errs])
-    bars.set_yticks(list(ys), [r["label"] for r in errs], fontsize=7)
-    bars.invert_yaxis()
+    errs = pd.DataFrame([r for r in fd.rows if r["panel"] == PANELS[1]]).sort_values(["series", "x"])
+    errs["row"] = [str(k) for k in range(len(errs))]  # a bar a row: row ids repeat across sources
+    sns.barplot(errs, x="y", y="row", hue="series", hue_order=series, palette=colors, order=list(errs["row"]),
+                dodge=False, legend=False, orient="h", ax=bars)
+    bars.set_yticks(range(len(errs)), errs["label"], fontsize=7)
     bars.axvline(0, color="black", lw=0.8)
     for v in (-10, 10):
         bars.axvline(v, color="#999999", lw=0.6, ls="--")
-    bars.set_xlabel(ERROR.label)
+    bars.set(xlabel=ERROR.label, ylabel="")
     bars.set_title("error of each row", fontsize=9)
     drawing.figure_legend(fig, [scatter], ncol=3)
     drawing.footer(fig)

@@ -125,25 +125,27 @@ def data(tables, study) -> prepare.FigureData:
 
 
 def draw(fd: prepare.FigureData, study=None):
-    """Each configuration's mean step time as a point with its interval (not joined: one family
-    has several configurations at one x), each family's fit as a dashed line in its colour."""
+    """Each point's mean step time with its interval (sns.lineplot without a line: one family has
+    several configurations at one x), each family's fit as a dashed line in its colour (hue the series)."""
+    import pandas as pd
+    import seaborn as sns
+
     fig, axes = drawing.figure_for(fd, ncols=1, panel_w=7.0, panel_h=4.0, legend_rows=drawing.legend_rows_for(fd, 1))
     ax = axes[0]
     colors = drawing.series_colors(sorted({r["series"] for r in fd.rows}, key=drawing.natural))
-    for name in sorted(colors, key=drawing.natural):
-        pts = sorted((r for r in fd.rows if r["series"] == name and r.get("y") is not None), key=lambda r: r["x"])
-        if not pts:
-            continue
-        if name.endswith(FIT_SERIES):
-            ax.plot([r["x"] for r in pts], [r["y"] for r in pts], color=colors[name], linestyle="--", linewidth=1.2,
-                    label=name)
-            continue
-        lo, hi = zip(*(drawing.interval(r) for r in pts))
-        ax.errorbar([r["x"] for r in pts], [r["y"] for r in pts], yerr=[lo, hi], color=colors[name], label=name,
-                    marker="o", linestyle="none", markersize=5, capsize=2.5, elinewidth=0.9)
-    ax.set_title(STEP.label)
-    ax.set_xlabel(MICROBATCHES.label)
-    ax.set_ylabel(STEP.label)
+    valued = [r for r in fd.rows if r.get("y") is not None]
+    points = [r for r in valued if not r["series"].endswith(FIT_SERIES)]
+    fitted = [r for r in valued if r["series"].endswith(FIT_SERIES)]
+    if points:
+        sns.lineplot(drawing.long_frame(points, lambda r: r["x"]), x="x", y="y", hue="series", palette=colors,
+                     estimator="median", errorbar=("pi", 100), err_style="bars", marker="o", linestyle="",
+                     markersize=5, err_kws={"capsize": 2.5, "elinewidth": 0.9}, ax=ax)
+    if fitted:
+        sns.lineplot(pd.DataFrame(fitted), x="x", y="y", hue="series", palette=colors, linestyle="--", linewidth=1.2,
+                     ax=ax)
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()  # one legend for the figure
+    ax.set(title=STEP.label, xlabel=MICROBATCHES.label, ylabel=STEP.label)
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0)
     drawing.figure_legend(fig, axes, ncol=2)

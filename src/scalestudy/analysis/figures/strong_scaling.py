@@ -69,18 +69,25 @@ FAMILY_MARKERS = "sD^vPp*h<>"
 
 
 def draw(fd: prepare.FigureData, study):
-    """The best strategy's line, then its points again, one marker shape a strategy family (the
-    family named in the legend, not written over the data)."""
-    best = [r for r in fd.rows if r["series"] == BEST and r.get("y") is not None]
-    families = sorted({r["annotation"] for r in best if r.get("annotation")}, key=drawing.natural)
+    """The best strategy's line (drawing.draw_lines), then its points again through seaborn's style
+    mapping, one marker shape a strategy family (named in the legend, not written over the data)."""
+    import pandas as pd
+    import seaborn as sns
+
+    best = pd.DataFrame([{"panel": r["panel"], "x": r["x"], "y": r["y"], "family": f"best here: {r['annotation']}"}
+                         for r in fd.rows if r["series"] == BEST and r.get("y") is not None and r.get("annotation")],
+                        columns=["panel", "x", "y", "family"])
+    families = sorted(set(best["family"]), key=drawing.natural)
     fig, axes = drawing.figure_for(fd, legend_rows=drawing.legend_rows_for(fd, extra=len(families)))
-    drawing.draw_lines(fig, axes, fd, muted_series={OTHER}, legend=False)
+    def order(s):  # the best line first (the palette's first colour), the other strategies last
+        return s != BEST, s == OTHER, s.startswith("x: "), drawing.natural(s)
+
+    drawing.draw_lines(fig, axes, fd, muted_series={OTHER}, order=order, legend=False)
+    markers = {f: FAMILY_MARKERS[k % len(FAMILY_MARKERS)] for k, f in enumerate(families)}
     for ax, panel in zip(axes, fd.panels):
-        for k, fam in enumerate(families):
-            pts = [r for r in best if r["panel"] == panel and r.get("annotation") == fam]
-            if pts:
-                ax.plot([r["x"] for r in pts], [r["y"] for r in pts], marker=FAMILY_MARKERS[k % len(FAMILY_MARKERS)],
-                        linestyle="none", markersize=7, markerfacecolor="white", markeredgecolor="black",
-                        markeredgewidth=1.1, label=f"best here: {fam}", zorder=4)
-    drawing.figure_legend(fig, axes, order=lambda s: (s != BEST, s == OTHER, s.startswith("x: "), drawing.natural(s)))
+        if (best["panel"] == panel).any():
+            sns.scatterplot(best[best["panel"] == panel], x="x", y="y", style="family", style_order=families,
+                            markers=markers, s=49, color="white", edgecolor="black", linewidth=1.1, zorder=4, ax=ax)
+            ax.get_legend().remove()  # one legend for the figure
+    drawing.figure_legend(fig, axes, order=order)
     return fig
