@@ -62,8 +62,11 @@ def test_timeline_hides_small_collectives_and_exposes_large_ones():
     assert big.exposed_comm_s > 8 * 2.0 and big.step_s > small.step_s
     no_prefetch = simulate(StepInputs(ag_block_s=0.5, rs_block_s=1.0, forward_prefetch=0, **kw))
     assert no_prefetch.exposed_comm_s == pytest.approx(8 * 0.5 + 1.0)
+    # the overlap slowdown stretches computation inside the timeline (test_perfmodel_overlap_slowdown.py):
+    # at most s x the overlapped time longer, and the stretch is the extra time
     slowed = simulate(StepInputs(ag_block_s=0.5, rs_block_s=1.0, interference=0.1, **kw))
-    assert slowed.step_s == pytest.approx(small.step_s + 0.1 * small.overlapped_s)
+    assert small.step_s < slowed.step_s <= small.step_s + 0.1 * small.overlapped_s + 1e-12
+    assert slowed.slowdown_s == pytest.approx(slowed.compute_s - small.compute_s)
 
 
 def test_fsdp_monotone_in_gpu_count(cal, h100):
@@ -204,3 +207,17 @@ def test_a_new_gpu_needs_only_its_catalog_entry(fresh_catalog, cal):
     assert predict(spec, c, cal, band=False)["tokens_per_s_per_device"] > 0
     h200 = with_gpu(base, "NVIDIA H200")
     assert h200.hbm == 4.8e12 and h200.v("memory_gib") == 141 and h200.v("inter_node_GBps") == 50
+
+
+def test_overlap_slowdown_in_the_breakdown(cal, h100):
+    from scalestudy.perfmodel.options import ModelOptions
+
+    off = ModelOptions(overlap_slowdown=0.0)
+    for n in (16, 256):
+        on_v = predict(fsdp(n), h100, cal, band=False).values
+        off_v = predict(fsdp(n), h100, cal, band=False, options=off).values
+        assert on_v["overlap_slowdown"] == pytest.approx(0.189) and off_v["overlap_slowdown_s"] == 0.0
+        assert on_v["overlap_slowdown_s"] > 0
+        assert on_v["step_time_s"] >= off_v["step_time_s"] - 1e-12
+        assert on_v["exposed_comm_s"] <= off_v["exposed_comm_s"] + 1e-12  # the stretch hides communication
+        assert on_v["power_w_per_gpu"] >= off_v["power_w_per_gpu"] - 1e-9  # ... and is drawn at compute power

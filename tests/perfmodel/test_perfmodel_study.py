@@ -166,7 +166,8 @@ def test_a_share_measured_on_another_gpu_is_carried_by_the_models_kernel_time_ra
     carry = share_carry(spec, h100, cal, share)
     assert 1.05 < carry < 1.3  # same bf16 peak, HBM 3.35 against 4.8 TB/s
     p = predict(spec, h100, cal, band=False, shares=shares)
-    assert p.values["compute_s"] == pytest.approx(share.compute_s * carry, rel=0.05)
+    # the share ran without real collectives: it meets the computation before the overlap slowdown
+    assert p.values["compute_s"] - p.values["overlap_slowdown_s"] == pytest.approx(share.compute_s * carry, rel=0.05)
     same = {share_key(spec, h100.gpu): dc_replace(share, measured_on=h100.gpu)}
     assert share_carry(spec, h100, cal, same[share_key(spec, h100.gpu)]) == 1.0
     assert predict(spec, h100, cal, band=False, shares=same).values["compute_s"] < p.values["compute_s"]

@@ -127,6 +127,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if v.get("straggler_s"):
         print(f"  {'waiting for the slowest rank (s)':28s} {v['straggler_s']:>10.4f}   (in computation: "
               f"x {v['straggler_factor']:.4f})")
+    if v.get("overlap_slowdown_s"):
+        print(f"  {'computation slowed by overlap (s)':28s} {v['overlap_slowdown_s']:>10.4f}   (overlap_slowdown "
+              f"{v['overlap_slowdown']:g}: counted in computation)")
     if v.get("bubble_s"):
         print(f"  {'pipeline bubble (s)':28s} {v['bubble_s']:>10.4f}   (counted in exposed communication)")
     print(f"  memory estimate {v['memory_estimate_gib']:.1f} GiB of {cluster.v('memory_gib'):g}"
@@ -143,6 +146,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     print("collectives: " + "; ".join(f"{k}: {x}" for k, x in s["collectives"].items()))
     print("inputs: " + "; ".join(f"{k} from {x}" for k, x in s["inputs_from"].items()))
     print(f"straggler: {s['straggler']}")
+    if s.get("overlap_slowdown"):
+        print(f"overlap slowdown: {s['overlap_slowdown']}")
     print("assumed cluster values: " + ", ".join(s["cluster_values_by_source"].get("assumed", [])))
     if s["cluster_values_by_source"].get("what-if"):
         print("what-if values: " + ", ".join(f"{k}={cluster.v(k):g}" for k in s["cluster_values_by_source"]["what-if"]))

@@ -13,7 +13,9 @@ panel, assumed. Keys (all required unless marked optional):
                  collectives benchmarks), bus_efficiency_intra, ll128_bw_factor, channels (NCCL's
                  channels of a ring at full bandwidth; small messages use fewer),
                  ring_latency_us {nvlink_simple, net_simple, nvlink_ll128, net_ll128, base}
-  overlap:       interference (fractional slow-down of computation while a collective overlaps it)
+  (no overlap section: the slow-down of computation under an overlapping collective is the model
+                 option overlap_slowdown, perfmodel/options.py, with its source; a file that still has
+                 the old `overlap: interference` is refused, naming it)
   power:         hbm_bytes_per_bus_byte (HBM traffic of a collective, for the power of exposed
                  communication; the powers themselves come from the measured duty-cycle fit,
                  perfmodel/power.py, carried to this GPU as fractions of tdp_w)
@@ -43,7 +45,7 @@ from scalestudy.spec.checkout import checkout_path
 CLUSTERS_DIR = Path("workflow") / "clusters"
 SOURCES = ("datasheet", "paper", "measured", "published panel", "published", "assumed", "fit", "config", "what-if")
 REQUIRED = ("name", "description", "gpu", "gpus_per_node", "max_nodes", "peak_flops_per_s", "hbm_bytes_per_s",
-            "memory_gib", "tdp_w", "intra_node_GBps", "inter_node_GBps", "collectives", "overlap", "power",
+            "memory_gib", "tdp_w", "intra_node_GBps", "inter_node_GBps", "collectives", "power",
             "uncertainty")
 OPTIONAL = ("design_power_w",)
 # the cluster value -> the catalog GPU entry's field it defaults to, and the unit factor
@@ -143,6 +145,10 @@ def cluster_from_dict(data: dict, source_file: str | None = None) -> Cluster:
     missing = [k for k in REQUIRED if k not in data]
     if missing:
         raise ClusterError(f"{source_file or data.get('name', 'cluster')}: missing {', '.join(missing)}")
+    if "overlap" in data:
+        raise ClusterError(f"{source_file or data.get('name', 'cluster')}: `overlap` (interference) is no longer read: "
+                           "the slow-down of computation while a collective overlaps it is the model option "
+                           "overlap_slowdown (scalestudy model predict --overlap-slowdown); remove the section")
     data = copy.deepcopy(data)
     coll = dict(data["collectives"])
     fit = coll.pop("fit", "published_panel")
@@ -151,11 +157,10 @@ def cluster_from_dict(data: dict, source_file: str | None = None) -> Cluster:
     raw_dirs = tuple(str(p) for p in coll.pop("raw_dirs", []) or [])
     if fit == "raw" and not raw_dirs:
         raise ClusterError(f"{source_file}: collectives.fit raw needs collectives.raw_dirs")
-    numbers = {k: data[k] for k in REQUIRED if k not in ("name", "description", "gpu", "collectives", "overlap",
-                                                           "power", "uncertainty")}
+    numbers = {k: data[k] for k in REQUIRED if k not in ("name", "description", "gpu", "collectives", "power",
+                                                           "uncertainty")}
     numbers.update({k: data[k] for k in OPTIONAL if k in data})
-    numbers.update({"collectives": coll, "overlap": data["overlap"], "power": data["power"],
-                    "uncertainty": data["uncertainty"]})
+    numbers.update({"collectives": coll, "power": data["power"], "uncertainty": data["uncertainty"]})
     flat = _flatten(numbers)
     values = {k: value(v, f"{source_file or data['name']}: {k}") for k, v in flat.items()}
     return Cluster(name=str(data["name"]), description=str(data["description"]).strip(), gpu=str(data["gpu"]),

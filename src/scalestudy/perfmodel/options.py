@@ -39,6 +39,31 @@ attention_carry  the target GPU's attention kernels' rate over the matrix produc
 gpu_spread_cv    the GPU-to-GPU spread of one GPU model, as a coefficient of variation (0: none, the
                  default; perfmodel/straggler.py cites the one published figure we know and why it
                  is not the default).
+overlap_slowdown s: computation that overlaps an FSDP collective runs at 1 / (1 + s) of its rate for
+                 the overlapped part (NCCL's kernels hold SMs and take memory bandwidth), inside the
+                 step's timeline (perfmodel/overlap.py): the stretched computation hides more of the
+                 collective, exposed communication is what still exceeds it, and the stretch is
+                 computation, drawn at compute power. Source: Lee, Oh, Kim, Go, Park, Mahajan,
+                 "Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep
+                 Learning: Performance and Power Implications", arXiv 2507.03114v1 (2025), abstract:
+                 "overlapping computation and communication can result in an average computational
+                 slowdown of 18.9%, with a maximum of 40.0% slowdown. This slowdown is in comparison to
+                 the scenario when no communication was happening with the compute"; the HTML version's
+                 opening: "across state-of-the-art GPT and LLaMA models, across 4 A100s, H100s, MI250,
+                 and MI210" (one node: NVLink / Infinity Fabric). Default 0.189, that average: it is
+                 the only published measurement we have, on the GPU generations modelled here, and its
+                 sign is not in doubt across nodes (a collective's NCCL kernels hold one SM a channel,
+                 16 of an H100's 132, for the whole collective, which across nodes lasts longer, not
+                 shorter), so 0 is the one value the evidence rules out. Caveat: what may not carry to
+                 inter-node FSDP is the memory-bandwidth contention, which across nodes is smaller (a
+                 ring at a 50 GB/s NIC moves ~150 GB/s through HBM at the model's 3 bytes a bus byte,
+                 4.5% of an H100's 3.35 TB/s, against several hundred GB/s a GPU over NVLink): 0.189 is
+                 the published value of a setting that contends more, not a measurement of ours, and
+                 no per-GPU (H100, A100) value of the paper was available to us (the stored copy gives
+                 its opening only). The band spans [0, 2 s] (cluster uncertainty.interference); 0 turns
+                 the mechanism off. Nothing is fitted to C1-C4 or the external ledger. Replaces the
+                 cluster files' additive `overlap.interference` (0.15, assumed, no source), which is no
+                 longer read.
 """
 
 from __future__ import annotations
@@ -59,6 +84,7 @@ class ModelOptions:
     overlap_dp_chunks: bool = True
     gpu_spread_cv: float = 0.0
     attention_carry: float = 1.0
+    overlap_slowdown: float = 0.189
 
     def __post_init__(self):
         from scalestudy.perfmodel.compute import ELEMENTWISE, RECOMPUTE
@@ -72,6 +98,8 @@ class ModelOptions:
             raise ValueError(f"gpu_spread_cv {self.gpu_spread_cv!r} must be a fraction in [0, 1)")
         if not (0.0 < float(self.attention_carry) <= 10.0):
             raise ValueError(f"attention_carry {self.attention_carry!r} must be a ratio in (0, 10]")
+        if not (0.0 <= float(self.overlap_slowdown) <= 1.0):
+            raise ValueError(f"overlap_slowdown {self.overlap_slowdown!r} must be a fraction in [0, 1]")
         if self.recompute is not None and self.recompute not in RECOMPUTE:
             raise ValueError(f"recompute {self.recompute!r} is not one of {', '.join(RECOMPUTE)}")
 
@@ -119,6 +147,11 @@ MEANING = {  # one line each, for the command line (the module docstring has the
     "attention_carry": "the target GPU's attention kernels' rate over the matrix products' carry (1: attention "
                        "carries by the achievable-matmul ratio and power-limit clock, as the matrix products) "
                        "[unit: ratio; allowed: 0 < x <= 10]",
+    "overlap_slowdown": "computation overlapping an FSDP collective runs 1 + s times slower for the overlapped part "
+                        "(NCCL kernels take SMs and memory bandwidth); default 0.189, the average computational "
+                        "slowdown Lee et al. (arXiv 2507.03114) measured on 4-GPU A100/H100/MI250/MI210 nodes, "
+                        "intra-node (across nodes less memory traffic contends); 0: off [unit: fraction; "
+                        "allowed: 0 <= x <= 1]",
 }
 
 
@@ -127,7 +160,8 @@ def choices() -> dict[str, tuple[str, ...] | type | None]:
     from scalestudy.perfmodel.compute import ELEMENTWISE, RECOMPUTE
 
     allowed = {"tp_loss": TP_LOSSES, "recompute": tuple(RECOMPUTE), "elementwise": tuple(ELEMENTWISE),
-               "gpu_spread_cv": float, "attention_carry": float}
+               "gpu_spread_cv": float, "attention_carry": float,
+               "overlap_slowdown": float}
     return {f.name: (None if f.type in (bool, "bool") else allowed[f.name]) for f in fields(ModelOptions)}
 
 

@@ -14,10 +14,20 @@ compute stream between the kernels that need them. FSDP's collectives run on the
 Gradient sync happens on the last micro batch only (harness/train.py).
 
 Exposed communication is what the trace analyser measures (scalestudy.measure.exposed_comm): the union of
-communication intervals minus the union of computation intervals. While a collective overlaps
-computation, computation slows by `interference` x the overlapped time (NCCL kernels take SMs
-and memory bandwidth) [assumed]. Host overhead stretches every computation kernel by
-1 / (1 - gap_fraction), as measured on one GPU.
+communication intervals minus the union of computation intervals. Host overhead stretches every
+computation kernel by 1 / (1 - gap_fraction), as measured on one GPU.
+
+Overlap slowdown (`interference`, the value of ModelOptions.overlap_slowdown, s): computation that
+runs while a collective of an FSDP stream is in flight progresses at 1 / (1 + s) of its rate (NCCL's
+kernels hold SMs and take memory bandwidth: Lee et al., arXiv 2507.03114, measured an average
+computational slowdown of 18.9% on 4-GPU nodes; options.py says what of it applies here). The
+stretch is inside the timeline: a kernel that starts under a collective that ends before the
+kernel would have, runs stretched until the collective ends and at full rate after it; the
+stretched computation covers more of the collective, so exposed communication is what still
+exceeds the stretched computation, and the extra time is computation (drawn at compute power by
+perfmodel/power.py). `Timeline.slowdown_s` is the extra time. To know every collective a kernel
+can overlap when it starts, a prefetched all-gather is issued when the block it is prefetched
+behind starts (FSDP's order: block i + prefetch's when block i starts), not later.
 
 Pipeline parallelism: the timeline above is run for one micro batch of the heaviest stage (the
 FSDP all-gathers of the first and the reduce-scatters of the last micro batch); the other
@@ -84,9 +94,31 @@ class Timeline:
     exposed_comm_s: float  # union(comm) - union(compute)
     overlapped_s: float
     waits_s: float  # time the compute stream waited for an FSDP collective
+    slowdown_s: float = 0.0  # computation's extra time while collectives overlapped it (interference)
 
     def as_dict(self) -> dict:
         return asdict(self)
+
+
+def stretched_end(t: float, work_s: float, busy: list[tuple[float, float]], slowdown: float) -> float:
+    """When computation of `work_s` seconds (at full rate) started at `t` ends, if it runs at
+    1 / (1 + slowdown) of its rate inside the `busy` intervals (sorted, disjoint) and at full rate
+    outside them."""
+    cur, left = t, work_s
+    if slowdown > 0:
+        for a, b in busy:
+            if b <= cur:
+                continue
+            if a > cur:  # full rate up to the next collective
+                step = min(left, a - cur)
+                cur, left = cur + step, left - step
+                if left <= 0:
+                    return cur
+            cap = (b - cur) / (1.0 + slowdown)  # work done before the collective ends
+            if left <= cap:
+                return cur + left * (1.0 + slowdown)
+            cur, left = b, left - cap
+    return cur + left
 
 
 def simulate(x: StepInputs) -> Timeline:
@@ -94,17 +126,25 @@ def simulate(x: StepInputs) -> Timeline:
     t = 0.0  # compute stream clock
     compute: list[tuple[float, float]] = []
     comm: list[tuple[float, float]] = []
+    side: list[tuple[float, float]] = []  # FSDP-stream collectives that may still overlap computation
     comm_sum = 0.0
     waits = 0.0
+    slowdown = 0.0
     L = x.layers
     ag_free = 0.0  # all-gather stream free at
     rs_free = 0.0
 
     def run(d: float) -> None:
-        nonlocal t
+        nonlocal t, slowdown, side
         if d > 0:
-            compute.append((t, t + d * k))
-            t += d * k
+            w = d * k
+            end = w + t
+            if x.interference > 0 and side:
+                side = [iv for iv in side if iv[1] > t]
+                end = stretched_end(t, w, intervals.union(side), x.interference)
+                slowdown += end - t - w
+            compute.append((t, end))
+            t = end
 
     def sync_comm(d: float) -> None:
         nonlocal t, comm_sum
@@ -113,35 +153,44 @@ def simulate(x: StepInputs) -> Timeline:
             comm_sum += d
             t += d
 
+    def fsdp_comm(s: float, d: float) -> float:
+        nonlocal comm_sum
+        comm.append((s, s + d))
+        side.append((s, s + d))
+        comm_sum += d
+        return s + d
+
     for mb in range(x.microbatches):
         last = mb == x.microbatches - 1
         # ---- forward ----
-        start_fwd = [0.0] * L
         ag_end = [0.0] * L
         gather = mb == 0 or not x.ag_once
         if x.ag_root_s > 0 and gather:
-            s = max(ag_free, t)
-            comm.append((s, s + x.ag_root_s))
-            comm_sum += x.ag_root_s
-            ag_free = s + x.ag_root_s
+            ag_free = fsdp_comm(max(ag_free, t), x.ag_root_s)
             if t < ag_free:
                 waits += ag_free - t
                 t = ag_free
         run(x.embed_s / 2)
         sync_comm(x.tp_embed_fwd_s)
-        fwd_begin, P = t, max(x.forward_prefetch, 0)
+        P = max(x.forward_prefetch, 0)
+        gathers = x.ag_block_s > 0 and gather
+
+        def issue_fwd(i: int) -> None:  # block i's all-gather, issued now (at the compute clock)
+            nonlocal ag_free
+            ag_free = ag_end[i] = fsdp_comm(max(ag_free, t), x.ag_block_s)
+
+        if gathers and P > 0:  # the first P at once
+            for i in range(min(P, L)):
+                issue_fwd(i)
         for i in range(L):
-            if x.ag_block_s > 0 and gather:
-                # issued when block i - P starts its forward (the first P at once); P = 0: on demand
-                issue = t if P == 0 else (fwd_begin if i - P < 0 else start_fwd[i - P])
-                s = max(ag_free, issue)
-                comm.append((s, s + x.ag_block_s))
-                comm_sum += x.ag_block_s
-                ag_free = ag_end[i] = s + x.ag_block_s
+            if gathers:
+                if P == 0:  # on demand
+                    issue_fwd(i)
                 if t < ag_end[i]:
                     waits += ag_end[i] - t
                     t = ag_end[i]
-            start_fwd[i] = t
+                if P > 0 and i + P < L:  # block i + P's, when block i starts its forward
+                    issue_fwd(i + P)
             run(x.layer_fwd_s)
             sync_comm(x.tp_layer_fwd_s)
         run(x.head_fwd_s)
@@ -149,32 +198,33 @@ def simulate(x: StepInputs) -> Timeline:
         # ---- backward ----
         run(x.head_bwd_s)
         sync_comm(x.tp_head_bwd_s)
-        start_bwd = [0.0] * L
-        bwd_begin, Q = t, max(x.backward_prefetch, 0)
+        Q = max(x.backward_prefetch, 0)
+        ag_bwd_end = [0.0] * L
+        regather = x.ag_bwd_block_s > 0
+
+        def issue_bwd(i: int) -> None:
+            nonlocal ag_free
+            ag_free = ag_bwd_end[i] = fsdp_comm(max(ag_free, t), x.ag_bwd_block_s)
+
+        if regather and Q > 0:  # blocks L-2 .. L-Q at once (block L-1 is still gathered)
+            for i in range(L - 2, max(L - Q, 0) - 1, -1):
+                issue_bwd(i)
         for i in reversed(range(L)):
-            if x.ag_bwd_block_s > 0 and i < L - 1:
-                issue = t if Q == 0 else (bwd_begin if i + Q > L - 1 else start_bwd[i + Q])
-                s = max(ag_free, issue)
-                comm.append((s, s + x.ag_bwd_block_s))
-                comm_sum += x.ag_bwd_block_s
-                ag_free = s + x.ag_bwd_block_s
-                if t < ag_free:
-                    waits += ag_free - t
-                    t = ag_free
-            start_bwd[i] = t
+            if regather and i < L - 1:
+                if Q == 0:
+                    issue_bwd(i)
+                if t < ag_bwd_end[i]:
+                    waits += ag_bwd_end[i] - t
+                    t = ag_bwd_end[i]
+            if regather and Q > 0 and 0 <= i - Q:  # block i - Q's, when block i starts its backward
+                issue_bwd(i - Q)
             run(x.layer_bwd_s)
             sync_comm(x.tp_layer_bwd_s)
             if last and x.rs_block_s > 0:
-                s = max(rs_free, t)
-                comm.append((s, s + x.rs_block_s))
-                comm_sum += x.rs_block_s
-                rs_free = s + x.rs_block_s
+                rs_free = fsdp_comm(max(rs_free, t), x.rs_block_s)
         run(x.embed_s / 2)
         if last and x.rs_root_s > 0:
-            s = max(rs_free, t)
-            comm.append((s, s + x.rs_root_s))
-            comm_sum += x.rs_root_s
-            rs_free = s + x.rs_root_s
+            rs_free = fsdp_comm(max(rs_free, t), x.rs_root_s)
     if rs_free > t:
         waits += rs_free - t
         t = rs_free
@@ -182,10 +232,8 @@ def simulate(x: StepInputs) -> Timeline:
     u_comp, u_comm = intervals.union(compute), intervals.union(comm)
     exposed = intervals.total(intervals.subtract(u_comm, u_comp))
     overlapped = intervals.total(intervals.intersection(u_comm, u_comp))
-    slow = x.interference * overlapped
-    compute_s = intervals.total(u_comp) + slow
-    return Timeline(step_s=t + slow, compute_s=compute_s, comm_s=comm_sum, exposed_comm_s=exposed,
-                    overlapped_s=overlapped, waits_s=waits)
+    return Timeline(step_s=t, compute_s=intervals.total(u_comp), comm_s=comm_sum, exposed_comm_s=exposed,
+                    overlapped_s=overlapped, waits_s=waits, slowdown_s=slowdown)
 
 
 def chunked_exposure(edge_s: float, per_chunk_s: float, round_s: float, chunks: int) -> float:

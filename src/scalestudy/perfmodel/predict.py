@@ -8,7 +8,7 @@ the smallest and largest value over the corners (not a probability interval):
   latency       collective latencies x (1 +- cluster uncertainty.ring_latency)
   intra_bw      NVLink bus bandwidth x (1 +- uncertainty.intra_bandwidth)
   inter_bw      network bus bandwidth x (1 +- uncertainty.inter_bandwidth)
-  interference  overlap.interference x (1 +- uncertainty.interference)
+  interference  options.overlap_slowdown x (1 +- uncertainty.interference)
   comm_power    the power of exposed communication above a gap's (measured, perfmodel/power.py CommPower;
                 without that file the assumed HBM traffic power.hbm_bytes_per_bus_byte) x (1 +- uncertainty.comm_power)
                 (power only)
@@ -183,10 +183,11 @@ class Prediction:
         return asdict(self)
 
 
-def _scales(cluster, cal: Calibration, corner: tuple[int, ...] | None) -> dict:
+def _scales(cluster, cal: Calibration, corner: tuple[int, ...] | None,
+            options: ModelOptions = ModelOptions()) -> dict:
     u = lambda k: cluster.v(f"uncertainty.{k}")  # noqa: E731
     c = dict(zip(AXES, corner)) if corner else dict.fromkeys(AXES, 0)
-    kappa = cluster.v("overlap.interference")
+    kappa = float(options.overlap_slowdown)  # the cluster files' overlap.interference is no longer read
     return {
         "compute": 1.0 + c["compute"] * cal.compute_error,
         "coll": Scales(latency=1.0 + c["latency"] * u("ring_latency"),
@@ -311,10 +312,12 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
                 rs_block_s=fsdp["rs_block"], forward_prefetch=spec.fsdp_forward_prefetch,
                 backward_prefetch=spec.fsdp_backward_prefetch, interference=sc["interference"], ag_once=zero1)
     bubble = 0.0
-    if spec.pp == 1:
+    if spec.pp == 1:  # the overlap slowdown stretches computation inside the timeline (overlap.py)
         tl = simulate(StepInputs(microbatches=spec.grad_accum, tail_s=tail, **base))
         step, compute_s, comm_s, exposed = tl.step_s, tl.compute_s, tl.comm_s, tl.exposed_comm_s
-    else:
+        slowdown_s = tl.slowdown_s
+    else:  # the pipeline is a formula, not a timeline: the slowdown is added (s x overlapped), not absorbed
+        base = {**base, "interference": 0.0}
         one = simulate(StepInputs(microbatches=1, tail_s=0.0, **base))
         mb_compute = (ct.microbatch_fwd_s + ct.microbatch_bwd_s) * k
         mb_sync = ct.layers * (tp["layer_fwd"] + tp["layer_bwd"]) + tp["head_fwd"] + tp["head_bwd"] \
@@ -331,6 +334,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
             fsdp_wait, overlapped = _chunked_dp_wait(base, ct.layers // v, v, min(spec.pp, spec.pp_microbatches),
                                                      per_fwd / v, per_bwd / v)
             slow = sc["interference"] * overlapped
+        slowdown_s = spec.grad_accum * slow
         step = spec.grad_accum * (pipe + fsdp_wait + slow) + tail * k
         compute_s = spec.grad_accum * (spec.pp_microbatches * mb_compute + slow) + tail * k
         fsdp_comm = sum(t["time_per_step_s"] for t in timed if t["stream"] == "fsdp")
@@ -346,6 +350,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
             "clock_ratio": clock_ratio(cluster, cal), "tensor_carry": tensor_carry(cluster, cal, spec.precision).factor,
             "attention_carry": kernel_carry(cluster, cal, spec.precision, options).attention,
             "exposed_comm_s": exposed, "exposed_comm_share": exposed / step, "bubble_s": bubble * spec.grad_accum,
+            "overlap_slowdown": sc["interference"], "overlap_slowdown_s": slowdown_s,
             "u_compute": min(1.0, compute_s / step), "u_exposed": min(1.0, exposed / step)}
     if cal.power is not None:
         coll_s = sum(t["time_per_step_s"] for t in timed if t["op"] != "send")
@@ -412,6 +417,14 @@ def sources(cluster, cal: Calibration, cm: CollectiveModel, dtype: str = "bf16",
             "tensor_core_carry": tensor_carry(cluster, cal, dtype).describe(),
             "kernel_class_carry": kernel_carry(cluster, cal, dtype, options).describe(),
         },
+        "overlap_slowdown": (
+            f"computation overlapping an FSDP collective runs {1 + float(options.overlap_slowdown):.3f} x slower for "
+            "the overlapped part, inside the step's timeline (exposed communication is what exceeds the stretched "
+            "computation; the stretch drawn at compute power); option overlap_slowdown, default 0.189: the average "
+            "computational slowdown measured by Lee et al., arXiv 2507.03114 (4-GPU A100/H100/MI250/MI210 nodes, "
+            "intra-node; across nodes less memory traffic contends) [published, carried beyond its setting]; "
+            "prediction value overlap_slowdown_s is the extra time a step" + (
+                "" if options.overlap_slowdown else " (off)")),
         "collectives": cm.sources()["rules"],
         "published": ["inter-node all-reduce: " + (cm.panel.source if cm.panel else "none")],
         "cluster_values_by_source": {k: sorted(v) for k, v in sorted(by.items())},
@@ -440,16 +453,18 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
         raise ValueError(f"{spec.run_id} runs {spec.procs_per_node} processes a node; cluster {cluster.name} has "
                          f"{cluster.gpus_per_node} GPUs a node")
     cm = cm or CollectiveModel.for_cluster(cluster)
-    vals, timed = _evaluate(spec, cluster, cal, cm, _scales(cluster, cal, None), options)
+    vals, timed = _evaluate(spec, cluster, cal, cm, _scales(cluster, cal, None, options), options)
     share = (shares or {}).get(rank_shares.share_key(spec, cluster.gpu))
     carry = share_carry(spec, cluster, cal, share, options)
-    factor = rank_shares.compute_factor(share, vals["compute_s"] / carry)
+    # a share ran without real collectives: it is met by the computation without the overlap slowdown
+    factor = rank_shares.compute_factor(share, (vals["compute_s"] - vals["overlap_slowdown_s"]) / carry)
     slowest = cal.straggler(options)
     wait = slowest.factor(spec.world_size) if slowest else 1.0
     mean_compute_s = vals["compute_s"] * factor  # one rank's mean: the measured share where there is one
     factor *= wait  # the slowest of the W ranks (perfmodel/straggler.py), after the share
     if factor != 1.0:
-        vals, timed = _evaluate(spec, cluster, cal, cm, _with_compute(_scales(cluster, cal, None), factor), options)
+        vals, timed = _evaluate(spec, cluster, cal, cm, _with_compute(_scales(cluster, cal, None, options), factor),
+                                options)
     vals["straggler_factor"] = wait
     vals["straggler_s"] = vals["compute_s"] - mean_compute_s  # waiting for the slowest rank, a step
     mem = memory_bytes(spec, options)
@@ -459,7 +474,8 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
     bands: dict[str, list] = {}
     if band:
         for corner in CORNERS:
-            cv, _ = _evaluate(spec, cluster, cal, cm, _with_compute(_scales(cluster, cal, corner), factor), options)
+            cv, _ = _evaluate(spec, cluster, cal, cm, _with_compute(_scales(cluster, cal, corner, options), factor),
+                              options)
             for m in METRICS:
                 corners[m].append(cv.get(m))
         for m in METRICS:
