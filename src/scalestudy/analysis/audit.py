@@ -228,12 +228,41 @@ def same_pdf(a: bytes, b: bytes) -> bool:
     return True
 
 
+# The same sub-pt moves change the anti-aliasing of a few edge pixels of a PNG by a level or two:
+# a PNG may differ from the one drawn here in at most PNG_TOLERANCE_PIXELS pixels, each channel by
+# at most PNG_TOLERANCE_LEVELS of 255. A stale, swapped or edited figure changes thousands of pixels.
+PNG_TOLERANCE_PIXELS = 50
+PNG_TOLERANCE_LEVELS = 16
+
+
+def same_png(a: bytes, b: bytes) -> bool:
+    """Whether two PNGs draw the same: equal bytes, or equal size and mode with the pixels differing
+    within PNG_TOLERANCE_PIXELS and PNG_TOLERANCE_LEVELS."""
+    if a == b:
+        return True
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    try:
+        x, y = (Image.open(io.BytesIO(d)) for d in (a, b))
+        if x.size != y.size or x.mode != y.mode:
+            return False
+        diff = np.abs(np.asarray(x, dtype=np.int16) - np.asarray(y, dtype=np.int16))
+    except (OSError, ValueError):  # not a decodable PNG
+        return False
+    if diff.ndim == 3:
+        diff = diff.max(axis=2)
+    return int(diff.max()) <= PNG_TOLERANCE_LEVELS and int((diff > 0).sum()) <= PNG_TOLERANCE_PIXELS
+
+
 def compare_image(expected: Path, actual: Path) -> str | None:
     """A problem naming `actual` (a figure's PDF or PNG) if it differs from the image this code
     draws from the figure's CSV (`expected`): stale, swapped with another figure's, or edited. PNGs
-    are compared byte for byte, PDFs by same_pdf."""
+    are compared by same_png, PDFs by same_pdf."""
     a, e = actual.read_bytes(), expected.read_bytes()
-    if a == e or (actual.suffix == ".pdf" and same_pdf(a, e)):
+    if a == e or (actual.suffix == ".pdf" and same_pdf(a, e)) or (actual.suffix == ".png" and same_png(a, e)):
         return None
     import matplotlib
 
@@ -293,7 +322,7 @@ def audit(study, *, figures: bool = True, claims: bool = True, manifest: dict | 
         if figures:
             # the study's own figures (every figure unless its file names a subset): the CSV, and the
             # PDF and PNG drawn from it by this code (deterministic: fixed metadata, no dates, the
-            # fonts matplotlib ships), byte for byte
+            # fonts matplotlib ships), within the layout solver's sub-pt noise (same_pdf, same_png)
             for name in [f for f in FIGURES if f in (getattr(study, "figures", None) or FIGURES)]:
                 for p in render(name, study, loaded, f_dir, formats=("csv", "pdf", "png")):
                     drawn = Path(study.figures_dir) / p.name
