@@ -343,6 +343,12 @@ def long_frame(points: list[dict], x_of: Callable[[dict], float]):
     def end(r, key, pick):
         return r["y"] if r.get(key) is None else pick(r["y"], r[key])
 
+    seen: dict[tuple, dict] = {}
+    for r in points:  # two points at one x of a series would be merged into one median: refused
+        other = seen.setdefault((r["series"], x_of(r)), r)
+        if other is not r:
+            raise ValueError(f"series {r['series']!r} has two points at x={x_of(r)} "
+                             f"({other.get('config_id')}, {r.get('config_id')}): draw them as separate series")
     rows = [{"series": r["series"], "x": x_of(r), "y": y}
             for r in points for y in (end(r, "ci95_low", min), r["y"], end(r, "ci95_high", max))]
     return pd.DataFrame(rows, columns=["series", "x", "y"])

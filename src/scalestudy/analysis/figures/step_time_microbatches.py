@@ -125,8 +125,9 @@ def data(tables, study) -> prepare.FigureData:
 
 
 def draw(fd: prepare.FigureData, study=None):
-    """Each point's mean step time with its interval (sns.lineplot without a line: one family has
-    several configurations at one x), each family's fit as a dashed line in its colour (hue the series)."""
+    """Each point's mean step time with its interval (markers by sns.scatterplot, hue the series; the
+    intervals as error bars in the series' colour: a family has several configurations at one x, so
+    no estimator may merge them), each family's fit as a dashed line in its colour."""
     import pandas as pd
     import seaborn as sns
 
@@ -137,12 +138,16 @@ def draw(fd: prepare.FigureData, study=None):
     points = [r for r in valued if not r["series"].endswith(FIT_SERIES)]
     fitted = [r for r in valued if r["series"].endswith(FIT_SERIES)]
     if points:
-        sns.lineplot(drawing.long_frame(points, lambda r: r["x"]), x="x", y="y", hue="series", palette=colors,
-                     estimator="median", errorbar=("pi", 100), err_style="bars", marker="o", linestyle="",
-                     markersize=5, err_kws={"capsize": 2.5, "elinewidth": 0.9}, ax=ax)
+        frame = pd.DataFrame(points)
+        sns.scatterplot(frame, x="x", y="y", hue="series", palette=colors, s=25, zorder=3, ax=ax)
+        for series, g in frame.groupby("series", sort=True):
+            lo = (g["y"] - g["ci95_low"]).where(g["ci95_low"].notna(), 0.0).clip(lower=0)
+            hi = (g["ci95_high"] - g["y"]).where(g["ci95_high"].notna(), 0.0).clip(lower=0)
+            ax.errorbar(g["x"], g["y"], yerr=[lo, hi], fmt="none", ecolor=colors[series], capsize=2.5,
+                        elinewidth=0.9)
     if fitted:
         sns.lineplot(pd.DataFrame(fitted), x="x", y="y", hue="series", palette=colors, linestyle="--", linewidth=1.2,
-                     ax=ax)
+                     estimator=None, errorbar=None, ax=ax)
     if ax.get_legend() is not None:
         ax.get_legend().remove()  # one legend for the figure
     ax.set(title=STEP.label, xlabel=MICROBATCHES.label, ylabel=STEP.label)
