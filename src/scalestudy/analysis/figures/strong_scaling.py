@@ -37,12 +37,18 @@ def data(tables, study) -> prepare.FigureData:
         panel = f"global batch {gb} sequences"
         fd.panels.append(panel)
         at_gb = [c for c in cfgs if c["global_batch"] == gb and not measured_base(c["config_id"])]
-        for c in cfgs:  # predicted with a measured input: a series of its own, never the best line's
-            if c["global_batch"] == gb and measured_base(c["config_id"]):
-                fd.rows.append(prepare.config_row(
-                    c, panel=panel, series=prepare.family(prepare.config_spec(c, specs)) + MEASURED_SERIES,
-                    x_quantity=GPUS.label, x=c["world_size"], y_quantity=TOKENS.label,
-                    **prepare.stat(c, TOKENS.metric, 1.0, TOKENS)))
+        measured = [c for c in cfgs if c["global_batch"] == gb and measured_base(c["config_id"])]
+        micro = {}  # family -> its micro batches: named in the series where a family has several
+        for c in measured:
+            micro.setdefault(prepare.family(prepare.config_spec(c, specs)), set()).add(
+                prepare.config_spec(c, specs).get("micro_batch"))
+        for c in measured:  # predicted with a measured input: a series of its own, never the best line's
+            fam = prepare.family(prepare.config_spec(c, specs))
+            mb = f", micro batch {prepare.config_spec(c, specs).get('micro_batch')}" if len(micro[fam]) > 1 else ""
+            fd.rows.append(prepare.config_row(
+                c, panel=panel, series=fam + mb + MEASURED_SERIES,
+                x_quantity=GPUS.label, x=c["world_size"], y_quantity=TOKENS.label,
+                **prepare.stat(c, TOKENS.metric, 1.0, TOKENS)))
         for world in sorted({c["world_size"] for c in at_gb}):
             here = [c for c in at_gb if c["world_size"] == world]
             ok = [c for c in here if c.get("tokens_per_s_mean") is not None]
