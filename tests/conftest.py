@@ -102,9 +102,11 @@ def status_of(run_dir: Path) -> dict:
 # under pytest 9.2: pytest-xdist#1386.) The modules below start first, longest first by the
 # durations of a full run, so that no long one starts last on an otherwise idle worker; the rest
 # keep their collection order.
-LONGEST_FIRST = ("test_slurm_cluster", "test_layouts", "test_workflow_e2e", "test_workflow_dag",
-                 "test_megatron_model", "test_faults", "test_megatron_tp_layers", "test_rank_share",
-                 "test_slurm_launch", "test_perfmodel_predict", "test_perfmodel_external", "test_launch")
+LONGEST_FIRST = ("test_slurm_cluster", "test_workflow_e2e", "test_layouts", "test_faults", "test_integrity_launch",
+                 "test_workflow_dag", "test_analysis_provenance_audit", "test_launch", "test_megatron_tp_layers",
+                 "test_perfmodel_study", "test_slurm_launch", "test_analysis_figures", "test_rank_share",
+                 "test_integrity_processes", "test_megatron_model", "test_collectives_bench", "test_figure_layout",
+                 "test_perfmodel_predict", "test_perfmodel_external")
 
 
 def pytest_collection_modifyitems(config, items):

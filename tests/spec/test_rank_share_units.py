@@ -106,28 +106,36 @@ def test_prediction_takes_compute_and_memory_from_a_measured_share():
     from pathlib import Path
 
     from scalestudy.perfmodel.cluster import load_cluster
+    from scalestudy.perfmodel.options import ModelOptions
     from scalestudy.perfmodel.predict import cached_calibration, predict
     from scalestudy.perfmodel.rank_shares import MeasuredShare, share_key
 
+    # without the overlap slowdown, whose stretch is added to a measured share's computation (checked last)
+    no_slowdown = ModelOptions(overlap_slowdown=0.0)
     repo = Path(__file__).resolve().parents[2]
     cal = cached_calibration([str(repo / "data" / "h200-reference" / "raw")], repo)
     h100 = load_cluster("h100-paper", repo)
     spec = RunSpec(model="llama2-7b", device="cuda", seq_len=4096, micro_batch=2, nodes=32, procs_per_node=8,
                    warmup_iters=10, measured_iters=50)
-    plain = predict(spec, h100, cal, band=False)
+    plain = predict(spec, h100, cal, band=False, options=no_slowdown)
     assert plain.sources["inputs_from"]["compute"].startswith("the model")
     measured = plain.values["compute_s"] * 1.5
     shares = {share_key(spec.replace(comm="fake", device_memory_cap_gib=79.6, warmup_iters=2, measured_iters=3),
                         "h100-sxm"): MeasuredShare("paper-rank", "ok", measured, 52 << 30, 79.6, ("r0",))}
-    moved = predict(spec, h100, cal, band=False, shares=shares)
+    moved = predict(spec, h100, cal, band=False, shares=shares, options=no_slowdown)
     assert moved.values["compute_s"] == pytest.approx(measured, rel=0.05)
     assert moved.values["step_time_s"] > plain.values["step_time_s"]
     assert moved.values["memory_measured_gib"] == 52 and moved.values["fits_memory"]
     assert "measured" in moved.sources["inputs_from"]["compute"]
     oom = {k: MeasuredShare("paper-rank", "oom", None, None, 79.6, ("r1",)) for k in shares}
-    failed = predict(spec, h100, cal, band=False, shares=oom)
+    failed = predict(spec, h100, cal, band=False, shares=oom, options=no_slowdown)
     assert not failed.values["fits_memory"] and any(n.startswith("measured:") for n in failed.notes)
     assert failed.values["compute_s"] == plain.values["compute_s"]
+    # a share ran with fake communication, so nothing overlapped it: the model's slowdown comes on top
+    stretched = predict(spec, h100, cal, band=False, shares=shares)
+    assert stretched.values["overlap_slowdown_s"] > 0
+    extra = stretched.values["overlap_slowdown_s"]
+    assert stretched.values["compute_s"] == pytest.approx(moved.values["compute_s"] + extra, rel=0.01)
     # keyed by the GPU kind the shares stand in for: an A100 cluster finds none
     a100 = load_cluster("a100-paper", repo)
     assert predict(spec, a100, cal, band=False, shares=shares).sources["inputs_from"]["compute"].startswith("the model")
