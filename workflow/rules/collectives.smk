@@ -16,7 +16,7 @@ rule collectives:
         study=study_arg,
         time_limit_s=run_resource("time_limit_s"),
         max_attempts=RUN_RETRIES + 1,
-    threads: run_resource("threads")
+    threads: run_threads
     resources:
         nodes=run_resource("nodes"),
         tasks=run_resource("tasks"),

@@ -194,6 +194,14 @@ def run_resource(key):
     return resource
 
 
+def run_threads(wildcards):
+    """A measured run owns its host: run locally, its job takes every core Snakemake was given, so
+    no other job (another run's start-up while this one measures, which the load watch counts as
+    foreign CPU) runs beside it; on a cluster, the cores its processes use."""
+    threads = run_resource("threads")(wildcards)
+    return max(threads, workflow.cores) if workflow.local_exec else threads
+
+
 def attempt_number(wildcards, attempt):
     """The attempt at a job (1, 2, ...), for the launcher's --attempt."""
     return attempt
