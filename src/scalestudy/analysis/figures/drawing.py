@@ -19,7 +19,7 @@ hand, and why:
 - coinciding series (coinciding): seaborn has no notion of a series hiding another; such a series
   gets another marker and dash through the style mapping and is nudged along x;
 - failed marks (mark_failed, failed_note): an 'x' at the foot of the axes, in axes coordinates;
-- the axis rules of the issue (log2_axis at the data's x values, bound_axis, zero_based_if_flat,
+- the axis rules of the issue (log2_axis at the data's x values, bound_axis, zero_based_if_flat, zero_based_if_one_x,
   compact_ticks choosing EngFormatter, paper_lines, leave_out_flat_panels): decisions about what
   a panel may show, not drawing.
 """
@@ -416,7 +416,8 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
             ax.set_ylim(0, 1)
         elif fd.description is not None:
             bound_axis(ax, rows[0]["y_quantity"], fd.description, [r["y"] for r in valued])
-        zero_based_if_flat(ax, [r["y"] for r in valued])
+        if not zero_based_if_flat(ax, [r["y"] for r in valued]):
+            zero_based_if_one_x(ax, valued)
         if fd.description is not None and rows:
             paper_lines(ax, fd.description, rows[0]["y_quantity"])
         compact_ticks(ax)
@@ -460,6 +461,16 @@ def zero_based_if_flat(ax, ys: list[float], noise: float = NOISE) -> bool:
     start its axis at zero instead, so the values read as equal."""
     if ys and min(ys) > 0 and ax.get_yscale() == "linear" and max(ys) - min(ys) <= noise * max(ys):
         ax.set_ylim(0, max(ys) * 1.15)
+        return True
+    return False
+
+
+def zero_based_if_one_x(ax, rows: list[dict]) -> bool:
+    """A panel of one x compares its points by size alone (no trend to read): its axis starts at
+    zero, as a bar's would, so a 10% difference does not fill the panel."""
+    ys = [r["y"] for r in rows]
+    if len({r["x"] for r in rows}) == 1 and ys and min(ys) > 0 and ax.get_yscale() == "linear":
+        ax.set_ylim(0, max(ax.get_ylim()[1], max(ys) * 1.15))
         return True
     return False
 
