@@ -4,7 +4,7 @@ the others by plain replacement), status.json's checksums of those files and its
 recomputed (nothing else in it changes), and metrics.jsonl is gzipped. Fails on a run that
 does not read back afterwards.
 
-    python benchmarks/import_device_runs.py DIR... --strip /root/out/c1/ --strip /work/main/.dev/i14/
+    python benchmarks/import_device_runs.py DIR... --strip DEVICE_OUT_DIR/ --strip DEVICE_CHECKOUT/
 """
 
 from __future__ import annotations
