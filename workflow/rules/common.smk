@@ -288,6 +288,9 @@ def figure_runs(figure):
         seeds = {}
         for r in planned:
             seeds[r.spec.config_id] = seeds.get(r.spec.config_id, 0) + 1
+        if study.prediction:  # a prediction has the model's band, never seeds
+            return (f"{len(planned)} predicted runs of study {study.name}, experiment {figure}: {len(seeds)} "
+                    "configurations, PREDICTED by the performance model (one prediction a run, with the model's band)")
         counts = sorted(set(seeds.values())) or [0]
         each = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
         return (
