@@ -22,7 +22,6 @@ portable there, and its status.json's checksums and seal recomputed; it says whi
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -138,6 +137,8 @@ def run(plan_file: Path, out: Path, budget_s: float, per_run_s: float, grace_s: 
 def import_runs(tars: list[Path], dest: Path) -> None:
     import tempfile
 
+    import import_device_runs  # benchmarks/, beside this script
+
     from scalestudy.measure import portable, rawlog
 
     for tar_path in tars:
@@ -156,15 +157,10 @@ def import_runs(tars: list[Path], dest: Path) -> None:
                         rec["metadata"]["traceback"] = portable.portable_text(tb)
                     lines.append(json.dumps(rec, sort_keys=True))
                 new = "\n".join(lines) + "\n"
-                if new != text:
-                    metrics = run_dir / rawlog.METRICS_FILE
+                if new != text:  # checksums, seal and gzip redone as for any run made fit to commit
                     rawlog.member_path(run_dir, rawlog.METRICS_FILE).unlink()
-                    metrics.write_text(new)
-                    status = rawlog.read_json_file(run_dir / rawlog.STATUS_FILE)
-                    status.pop(rawlog.SEAL_KEY)
-                    status["files_sha256"][rawlog.METRICS_FILE] = hashlib.sha256(new.encode()).hexdigest()
-                    rawlog.write_status(run_dir / rawlog.STATUS_FILE, status)
-                    rawlog.compress_run(run_dir)
+                    (run_dir / rawlog.METRICS_FILE).write_text(new)
+                    import_device_runs.import_run(run_dir, prefixes=[])
                     print(f"{run_dir.name}: traceback paths made portable, checksums and seal recomputed")
                 rawlog.read_run(run_dir)
                 shutil.copytree(run_dir, dest / run_dir.name)
