@@ -178,6 +178,16 @@ def planned(spec: RunSpec, experiments: tuple[str, ...], label: str) -> PlannedR
     return PlannedRun(spec=spec, experiments=experiments, label=label)
 
 
+def integrity_seeds(raw_dir: Path, step_times, spec: RunSpec = INTEGRITY_SPEC) -> list[PlannedRun]:
+    """One ok run of `spec` a seed (0, 1, ...) with these step times, planned for weak_scaling."""
+    runs = []
+    for seed, t in enumerate(step_times):
+        s = spec.replace(seed=seed)
+        write_train_run(raw_dir, s, step_time_s=t)
+        runs.append(planned(s, ("weak_scaling",), "FSDP"))
+    return runs
+
+
 # ---- a small study with every kind of figure data ----------------------------------
 def _spec(device: str, **kw) -> RunSpec:
     base = dict(model="tiny", seq_len=128, warmup_iters=2, measured_iters=4, device=device)

@@ -6,7 +6,7 @@ import json
 import shutil
 
 import pytest
-from analysis_fixtures import INTEGRITY_SPEC, analysis_cli, make_study, planned, write_train_run
+from analysis_fixtures import INTEGRITY_SPEC, analysis_cli, integrity_seeds, make_study, planned, write_train_run
 
 from scalestudy.analysis import aggregate as agg
 from scalestudy.analysis.audit import audit
@@ -20,11 +20,7 @@ cli = analysis_cli
 def build(root, step_times=(0.5, 0.51, 0.52), oom_seed: int | None = 3):
     """One configuration: ok seeds with these step times, and one oom seed after 1 step."""
     raw = root / "data" / "t" / "raw"
-    runs = []
-    for seed, t in enumerate(step_times):
-        spec = SPEC.replace(seed=seed)
-        write_train_run(raw, spec, step_time_s=t)
-        runs.append(planned(spec, ("weak_scaling",), "FSDP"))
+    runs = integrity_seeds(raw, step_times)
     if oom_seed is not None:
         spec = SPEC.replace(seed=oom_seed)
         write_train_run(raw, spec, status="oom", fail_at_step=SPEC.warmup_iters + 1)

@@ -10,7 +10,7 @@ import os
 import shutil
 
 import pytest
-from analysis_fixtures import INTEGRITY_SPEC, analysis_cli, make_study, planned, write_train_run
+from analysis_fixtures import INTEGRITY_SPEC, analysis_cli, integrity_seeds, make_study
 
 from scalestudy.analysis import aggregate as agg
 from scalestudy.analysis import claims
@@ -25,16 +25,12 @@ cli = analysis_cli
 
 def build(root, step_times=(0.5, 0.51, 0.52), contaminated=(), figures=("weak_scaling",), aggregate=True, **kw):
     raw = root / "data" / "t" / "raw"
-    runs = []
-    for seed, t in enumerate(step_times):
-        spec = SPEC.replace(seed=seed)
-        write_train_run(raw, spec, step_time_s=t)
-        runs.append(planned(spec, ("weak_scaling",), "FSDP"))
-        if seed in contaminated:
-            path = raw / spec.run_id / "status.json"
-            st = json.loads(path.read_text())
-            st["load"] = {"contaminated": True, "reason": "a process of another user (pid 4242) used 1.9 CPU-s"}
-            rawlog.write_status(path, st)
+    runs = integrity_seeds(raw, step_times)
+    for seed in contaminated:
+        path = raw / runs[seed].spec.run_id / "status.json"
+        st = json.loads(path.read_text())
+        st["load"] = {"contaminated": True, "reason": "a process of another user (pid 4242) used 1.9 CPU-s"}
+        rawlog.write_status(path, st)
     study = dataclasses.replace(make_study(root, runs, **kw), figures=tuple(figures))
     if aggregate:
         agg.aggregate(study)
