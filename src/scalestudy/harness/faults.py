@@ -22,6 +22,8 @@ import signal
 
 import torch
 
+from scalestudy.measure import rawlog
+
 INJECT_ENV = "SCALESTUDY_INJECT_FAULT"
 
 
@@ -66,20 +68,17 @@ def loss_band(vocab_size: int) -> tuple[float, float]:
 def check_step(step: int, loss: float | None, step_time_s: float, vocab_size: int | None) -> None:
     """Raise InvalidMeasurement for a step time that is not a positive finite number, Diverged for
     a loss (None: not checked, e.g. under fake communication) that is not finite or lies outside
-    loss_band(vocab_size)."""
-    if not (isinstance(step_time_s, (int, float)) and math.isfinite(step_time_s) and step_time_s > 0):
-        raise InvalidMeasurement(f"step {step}: step time {step_time_s!r} s is not a positive finite number: "
-                                 "the clock or the synchronisation failed; nothing of this run is a measurement", step)
-    if loss is None:
+    loss_band(vocab_size) (measure.rawlog.step_problem decides)."""
+    problem = rawlog.step_problem(step, loss, step_time_s, loss_band(vocab_size) if vocab_size else None)
+    if problem is None:
         return
-    if not math.isfinite(loss):
-        raise Diverged(f"step {step}: loss {loss!r} is not finite: the run did not train", step)
-    if vocab_size:
-        lo, hi = loss_band(vocab_size)
-        if not lo <= loss <= hi:
-            raise Diverged(f"step {step}: loss {loss:.6g} left the sane band [{lo:g}, {hi:.4g}] "
-                           f"({LOSS_BAND_FACTOR:g} x ln(vocab {vocab_size}), the loss of a uniform prediction, "
-                           "at most): the run diverged", step)
+    kind, why = problem
+    if kind == "invalid":
+        raise InvalidMeasurement(f"{why}: the clock or the synchronisation failed; nothing of this run is a "
+                                 "measurement", step)
+    band = (f" ({LOSS_BAND_FACTOR:g} x ln(vocab {vocab_size}), the loss of a uniform prediction, at most)"
+            if math.isfinite(loss) else "")
+    raise Diverged(f"{why}{band}: the run did not train", step)
 
 
 _COMM_MARKERS = (

@@ -160,6 +160,23 @@ def seal_problem(status: dict) -> str | None:
     return None
 
 
+def step_problem(step, loss: float | None, step_time_s, band: tuple[float, float] | None = None
+                 ) -> tuple[str, str] | None:
+    """Why one step is no measurement of training, as (status, sentence): `invalid` for a step time
+    that is not a positive finite number, `diverged` for a loss (None: not checked) that is not
+    finite or lies outside `band`; None for a sound step. The harness stops a run on it
+    (harness.faults.check_step) and the reader refuses an `ok` log that holds such a step."""
+    if not (isinstance(step_time_s, (int, float)) and math.isfinite(step_time_s) and step_time_s > 0):
+        return "invalid", f"step {step} has step time {step_time_s!r} s (not a positive finite number)"
+    if loss is None:
+        return None
+    if not math.isfinite(loss):
+        return "diverged", f"step {step} has loss {loss!r} (not finite)"
+    if band is not None and not band[0] <= loss <= band[1]:
+        return "diverged", f"step {step} has loss {loss:.6g}, outside the sane band [{band[0]:g}, {band[1]:.4g}]"
+    return None
+
+
 def status_contradictions(run: dict, status: dict, records: list[dict]) -> list[str]:
     """Where a training run's status contradicts its metrics: `ok` with fewer measured steps
     than the spec plans, or `oom` / `invalid_config` with every measured step and no error."""
@@ -181,11 +198,13 @@ def status_contradictions(run: dict, status: dict, records: list[dict]) -> list[
             if r.get("key") != "iteration" or not isinstance(v, dict) or v.get("phase") != "measured":
                 continue
             t, loss = v.get("step_time_s"), v.get("loss")
-            if isinstance(t, (int, float)) and not (math.isfinite(t) and t > 0):
-                return [f"status ok, but step {v.get('step')} has step time {t} s (not a positive finite number): "
-                        "an invalid measurement"]
-            if isinstance(loss, (int, float)) and not math.isfinite(loss) and not fake:
-                return [f"status ok, but step {v.get('step')} has loss {loss}: a run that diverged"]
+            if not isinstance(t, (int, float)):
+                continue
+            problem = step_problem(v.get("step"), None if fake or not isinstance(loss, (int, float)) else loss, t)
+            if problem:
+                kind, why = problem
+                return [f"status ok, but {why}: " + ("a run that diverged" if kind == "diverged"
+                                                     else "an invalid measurement")]
     if s in ("oom", "invalid_config") and len(steps) >= planned and not errors:
         return [f"status {s}, but the metrics hold every measured step ({planned}) and no error"]
     return []
