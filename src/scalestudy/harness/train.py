@@ -11,7 +11,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from scalestudy.harness import faults, optimisations, provenance
+from scalestudy.harness import device_busy, faults, optimisations, provenance
 from scalestudy.harness.cpu_peak import calibrate_cpu_peak
 from scalestudy.harness.data import local_batch
 from scalestudy.harness.llama import Transformer, init_weights
@@ -289,6 +289,9 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         log.log("energy", monitor.stop())
         for sample in monitor.samples():
             log.log("power_sample", sample)
+        if device_busy.applies(spec, device) is None:  # after the measured and energy windows
+            log.log("device_busy", device_busy.measure(lambda i: trainer.step(total_iters + i),
+                                                       lambda: _sync(device)))
         profiler.stop()
         if (rec := profiler.record()) is not None:
             log.log("profile", rec)
