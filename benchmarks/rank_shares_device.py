@@ -14,7 +14,8 @@ what it printed to OUT/console.txt. Needs only the package and torch where it ru
 
     python benchmarks/rank_shares_device.py import OUT/raw.tar.gz ... data/paper-rank/raw   # here
 
-`import` unpacks the runs into the study's raw directory. A run whose tracebacks name files by the
+`import` unpacks the runs into the study's raw directory (--replace: a run measured again takes the
+place of the committed one, whose raw log stays in the git history). A run whose tracebacks name files by the
 device's absolute paths (logged by a harness older than `measure/portable.py`) gets them made
 portable there, and its status.json's checksums and seal recomputed; it says which.
 """
@@ -78,7 +79,15 @@ def _summary(run_dir: Path) -> str:
         return ""
     if not steps:
         return ""
-    return f"step {sum(steps) / len(steps):.4f} s over {len(steps)}, peak allocated {peak / 2**30:.1f} GiB"
+    busy = ""
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec["key"] == "device_busy":
+            v = rec["value"]
+            busy = (f"; GPU busy {v['busy_s_per_step']:.4f} s a step (traced steps' wall "
+                    f"{', '.join(f'{w:.4f}' for w in v['host_wall_s'])} s)" if v.get("available")
+                    else f"; GPU busy not measured: {v.get('reason')}")
+    return f"step {sum(steps) / len(steps):.4f} s over {len(steps)}, peak allocated {peak / 2**30:.1f} GiB{busy}"
 
 
 def run(plan_file: Path, out: Path, budget_s: float, per_run_s: float, grace_s: float) -> None:
@@ -134,7 +143,7 @@ def run(plan_file: Path, out: Path, budget_s: float, per_run_s: float, grace_s: 
     say(f"wrote {out / 'raw.tar.gz'} after {time.monotonic() - started:.0f} s")
 
 
-def import_runs(tars: list[Path], dest: Path) -> None:
+def import_runs(tars: list[Path], dest: Path, replace: bool = False) -> None:
     import tempfile
 
     import import_device_runs  # benchmarks/, beside this script
@@ -145,8 +154,8 @@ def import_runs(tars: list[Path], dest: Path) -> None:
         with tempfile.TemporaryDirectory() as tmp, tarfile.open(tar_path) as tar:
             tar.extractall(tmp, filter="data")
             for run_dir in sorted((Path(tmp) / "raw").iterdir()):
-                if (dest / run_dir.name).exists():
-                    raise SystemExit(f"{dest / run_dir.name} exists already: not overwritten")
+                if (dest / run_dir.name).exists() and not replace:
+                    raise SystemExit(f"{dest / run_dir.name} exists already: not overwritten (--replace to remeasure)")
                 rawlog.read_run(run_dir)  # its seal and checksums hold as measured
                 text = rawlog.read_member_bytes(run_dir, rawlog.METRICS_FILE).decode()
                 lines = []
@@ -163,6 +172,9 @@ def import_runs(tars: list[Path], dest: Path) -> None:
                     import_device_runs.import_run(run_dir, prefixes=[])
                     print(f"{run_dir.name}: traceback paths made portable, checksums and seal recomputed")
                 rawlog.read_run(run_dir)
+                if (dest / run_dir.name).exists():  # the remeasured run takes its place; git keeps the old one
+                    shutil.rmtree(dest / run_dir.name)
+                    print(f"replaced {run_dir.name} (the earlier measurement stays in the history)")
                 shutil.copytree(run_dir, dest / run_dir.name)
                 print(f"imported {run_dir.name}")
 
@@ -182,11 +194,12 @@ def main() -> None:
     c = sub.add_parser("import")
     c.add_argument("tars", type=Path, nargs="+")
     c.add_argument("dest", type=Path)
+    c.add_argument("--replace", action="store_true", help="a run measured again replaces the committed one")
     args = p.parse_args()
     if args.cmd == "plan":
         plan(args.plan_file, args.include_measured)
     elif args.cmd == "import":
-        import_runs(args.tars, args.dest)
+        import_runs(args.tars, args.dest, args.replace)
     else:
         os.environ.setdefault("PYTHONUNBUFFERED", "1")
         run(args.plan_file, args.out, args.budget_s, args.per_run_s, args.grace_s)
