@@ -52,8 +52,9 @@ def write_train_run(raw_dir: Path, spec: RunSpec, *, status: str = "ok", step_ti
                     peak_source: str = "table", flops_record: bool = True, peak_record: bool = True,
                     power_w: float | None = None, idle_w: float = 70.0, energy_reason: str = "no NVML: CPU run",
                     trace: tuple[float, float, float] | None = None, memory_bytes: int = 1 << 30,
-                    fail_at_step: int = 1) -> Path:
-    """One training run's directory, as the harness would write it."""
+                    fail_at_step: int = 1, device_busy_s: float | None = None) -> Path:
+    """One training run's directory, as the harness would write it (device_busy_s: the GPU's busy
+    time per step, a `device_busy` record as harness/device_busy.py writes it)."""
     from scalestudy.measure import metrics
 
     run_dir = Path(raw_dir) / spec.run_id
@@ -101,6 +102,10 @@ def write_train_run(raw_dir: Path, spec: RunSpec, *, status: str = "ok", step_ti
                                "method": "nvml_total_energy_counter",
                                "scope": "GPU board power only (NVML); CPU, memory and network not included",
                                "reason": None})
+        if device_busy_s is not None:
+            log.log("device_busy", {"available": True, "method": "test", "n_steps": 2, "busy_s": [device_busy_s] * 2,
+                                    "host_wall_s": [times[0]] * 2, "n_activities": [100, 100],
+                                    "busy_s_per_step": device_busy_s})
         if trace is not None and spec.profile_iters:
             rel = f"traces/rank-{rank:05d}.json.gz"
             (run_dir / "traces").mkdir(exist_ok=True)

@@ -209,6 +209,35 @@ def test_a_share_with_a_known_artefact_is_used_and_says_so(tmp_path):
     assert CAVEAT_PREFIX not in clean.sources["inputs_from"]["compute"]
 
 
+def test_a_share_with_the_gpus_busy_time_gives_that_as_its_computation():
+    """Where every stage of a configuration has the GPU's busy time (harness/device_busy.py), the
+    prediction takes it, not the host-bound wall step, and its inputs and series say so."""
+    from scalestudy.analysis.csv_format import read_csv_rows, split_list
+    from scalestudy.perfmodel.cluster import load_cluster
+    from scalestudy.perfmodel.predict import cached_calibration, predict
+    from scalestudy.perfmodel.rank_shares import BUSY, WALL, load_shares, share_key
+    from scalestudy.spec.rank_share import MEASURED_BUSY_SERIES, measured_input_names, measured_series
+
+    rows = {r["group_id"]: r for r in read_csv_rows(REPO / "data/paper-rank/tables/rank_configs.csv")}
+    shares = load_shares("paper-rank", REPO)
+    busy = [s for s in shares.values() if s.source == BUSY]
+    assert busy and any(s.source == WALL for s in shares.values())
+    for s in busy:  # the slowest stage's busy time, below its wall step
+        row = next(r for r in rows.values() if tuple(split_list(r["run_ids"])) == s.run_ids)
+        assert s.compute_s == pytest.approx(max(map(float, split_list(row["stage_device_busy_s"]))))
+        assert s.compute_s < max(map(float, split_list(row["stage_compute_times_s"])))
+    cal = cached_calibration("data/h200-reference/raw", REPO)
+    h100 = load_cluster("h100-paper", REPO)
+    spec = next(p.spec for p in load_study("paper-model", REPO).runs
+                if not p.variant and shares.get(share_key(p.spec, h100.gpu)) in busy)
+    inputs = predict(spec, h100, cal, band=False, shares=shares).sources["inputs_from"]
+    assert f"({BUSY})" in inputs["compute"]
+    names = ", ".join(measured_input_names(inputs))
+    assert names == f"compute ({BUSY}), memory"
+    assert measured_series(spec.config_id + "--measured-inputs", names) == MEASURED_BUSY_SERIES
+    assert measured_series(spec.config_id, names) == ""
+
+
 def test_a_known_artefact_of_a_run_the_study_lacks_is_refused(tmp_path):
     import yaml
 

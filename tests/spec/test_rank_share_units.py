@@ -67,8 +67,8 @@ def test_rank_share_tables(tmp_path):
     study = make_study(tmp_path, runs, name="r")
     raw = study.raw_dir
     write_train_run(raw, fsdp, step_time_s=0.6, memory_bytes=50 << 30)
-    write_train_run(raw, tppp, step_time_s=0.5)
-    write_train_run(raw, tppp.replace(emulate_rank=128), step_time_s=0.7)
+    write_train_run(raw, tppp, step_time_s=0.5, device_busy_s=0.2)
+    write_train_run(raw, tppp.replace(emulate_rank=128), step_time_s=0.7, device_busy_s=0.3)
     write_train_run(raw, pp4, status="oom", memory_bytes=79 << 30)
     write_train_run(raw, real, step_time_s=0.366, power_w=687.0)
     write_train_run(raw, real.replace(comm="fake"), step_time_s=0.363, power_w=697.0)
@@ -79,6 +79,10 @@ def test_rank_share_tables(tmp_path):
     assert by[(1, 1)]["fits_cap"] is True
     assert by[(2, 2)]["rank_step_time_s"] == pytest.approx(0.7 * 5 / 4)
     assert by[(2, 2)]["slowest_stage"] == "last"
+    # the GPU's busy time beside the wall step, put together by the same pipeline rule
+    assert by[(2, 2)]["stage_device_busy_s"] == [0.2, 0.3]
+    assert by[(2, 2)]["rank_device_busy_step_s"] == pytest.approx(0.3 * 5 / 4)
+    assert by[(1, 1)]["rank_device_busy_step_s"] is None  # a stage without it: none for the configuration
     assert by[(1, 4)]["status"] == "oom" and by[(1, 4)]["fits_cap"] is False
     assert by[(1, 4)]["stages_measured"] == 1 and by[(1, 4)]["stages_planned"] == 3
     assert [r["status"] for r in shares if r["pp"] == 4].count("planned") == 2
@@ -98,7 +102,10 @@ def test_rank_share_tables(tmp_path):
     render("rank_memory", study, formats=("csv",))
     grid = read_csv_rows(study.figures_dir / "rank_grid.csv")
     oom = [r for r in grid if r["status"] == "oom"]
-    assert oom and all(r["y"] == "" for r in oom if "compute time" in r["y_quantity"])
+    assert oom and all(r["y"] == "" for r in oom if "time" in r["y_quantity"])
+    busy = {r["x"] + r["series"]: r for r in grid if "GPU busy" in r["y_quantity"]}
+    assert float(busy["2TP=2"]["y"]) == pytest.approx(0.3 * 5 / 4)
+    assert busy["1TP=1"]["y"] == "" and "GPU busy time not measured" in busy["1TP=1"]["note"]
     assert {r["label"] for r in grid} == {rank_shares.rank_share.LABEL}
 
 

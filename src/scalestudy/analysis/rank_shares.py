@@ -2,11 +2,14 @@
 configuration computes and holds, measured alone on one GPU with communication faked.
 
 rank_shares.csv    one row a planned rank share (and each real run of the agreement check):
-                   its compute time per step, peak memory, power, status; `planned` where the raw
-                   logs hold no run (never invented)
+                   its compute time per step (the wall step with communication faked), the GPU's
+                   busy time per step where the harness measured it (harness/device_busy.py: a
+                   host-bound share's wall step is its host loop, not the GPU's work), peak
+                   memory, power, status; `planned` where the raw logs hold no run (never invented)
 rank_configs.csv   one row a configuration: its distinct pipeline stages put together - the step
-                   a GPipe/1F1B schedule makes of them (rank_share.PIPELINE_RULE), the largest
-                   stage's memory, and `oom` if any stage ran out of memory
+                   a GPipe/1F1B schedule makes of them (rank_share.PIPELINE_RULE), of the wall
+                   steps and, where every stage has it, of the GPU busy times; the largest stage's
+                   memory, and `oom` if any stage ran out of memory
 
 Every row carries the label rank_share.LABEL: these are never throughputs of the configuration.
 Pure Python (no torch).
@@ -31,10 +34,11 @@ _SPEC = ["model", "world_size", "layout", "tp", "pp", "dp_replicate", "dp_shard"
          "local_batch", "pp_microbatches", "grad_accum", "pp_schedule", "seq_len", "comm", "device_memory_cap_gib"]
 SHARE_COLUMNS = ["run_id", "config_id", "experiments", "label", *_SPEC, "rank_emulated", "stage", "status", "error",
                  "n_warmup_steps", "n_measured_steps", "rank_compute_time_s", "rank_compute_time_min_s",
-                 "rank_compute_time_max_s", "peak_allocated_bytes", "peak_reserved_bytes", "mean_power_w",
+                 "rank_compute_time_max_s", "rank_device_busy_s", "peak_allocated_bytes", "peak_reserved_bytes", "mean_power_w",
                  "power_method", "fake_backend_fills", "fill_wrappers", "torch", "raw_dir"]
 CONFIG_COLUMNS = ["group_id", "experiments", "label", *_SPEC, "status", "stages_measured", "stages_planned",
-                  "slowest_stage", "stage_compute_times_s", "rank_step_time_s", "step_rule", "peak_allocated_bytes",
+                  "slowest_stage", "stage_compute_times_s", "rank_step_time_s", "step_rule", "stage_device_busy_s",
+                  "rank_device_busy_step_s", "peak_allocated_bytes",
                   "peak_reserved_bytes", "fits_cap", "run_ids"]
 
 
@@ -78,6 +82,9 @@ def share_row(planned, raw_dir: Path, *, verify_checksums: bool = True) -> dict:
     if log.status["status"] == "ok" and steps:
         row.update(rank_compute_time_s=_mean(steps), rank_compute_time_min_s=min(steps),
                    rank_compute_time_max_s=max(steps))
+    busy = next((r["value"] for r in log.records if r["key"] == "device_busy"), None)
+    if log.status["status"] == "ok" and busy and busy.get("available"):
+        row["rank_device_busy_s"] = busy["busy_s_per_step"]
     energy = next((r["value"] for r in log.records if r["key"] == "energy"), None)
     if energy and energy.get("available"):
         row.update(mean_power_w=energy.get("mean_power_w"), power_method=energy.get("method"))
@@ -126,6 +133,11 @@ def config_rows(shares: list[dict], study) -> list[dict]:
             row["rank_step_time_s"] = rank_share.pipeline_step_time(list(times.values()), spec.pp_microbatches,
                                                                     spec.pp)
             row["step_rule"] = rank_share.PIPELINE_RULE if spec.pp > 1 else "the rank's measured step (no pipeline)"
+            busy = {m["stage"]: m["rank_device_busy_s"] for m in members}
+            if all(v is not None for v in busy.values()):
+                row["stage_device_busy_s"] = [busy[k] for k in STAGE_ORDER if k in busy]
+                row["rank_device_busy_step_s"] = rank_share.pipeline_step_time(list(busy.values()),
+                                                                               spec.pp_microbatches, spec.pp)
         out.append(row)
     return sorted(out, key=lambda r: (r["model"], r["world_size"], r["tp"], r["pp"], r["global_batch"],
                                       r["micro_batch"], r["group_id"]))

@@ -3,7 +3,13 @@
 Where the rank-share study (comm: fake, analysis/rank_shares.py) measured a configuration of
 the same shapes as the predicted one, the prediction takes from the measurement:
   compute  the model's computation times are scaled so that the rank's computation per step
-           equals the measured one (the slowest pipeline stage's time on its microbatches),
+           equals the measured one (the slowest pipeline stage's time on its microbatches): the
+           GPU's busy time per step where every stage has it (harness/device_busy.py), else the
+           wall step with communication faked. The wall step of a tensor-parallel share is its
+           host's dispatch loop (measured: 0.42 s against 0.06 s of GPU work for a TP=8 7B rank,
+           and 0.93-1.49x between two device machines for one spec): a property of the harness
+           on that machine's CPU, not of the GPU, so where the GPU's time is measured it is the one
+           taken, and the host loop is not carried to the predicted cluster;
            carried from the GPU the share ran on to the cluster's by the model's own kernel-time
            ratio for that spec (the calibrated efficiencies at each GPU's peak, HBM bandwidth and
            power-limit clock): an H200 share stands for an H100 with the H100's slower HBM. The
@@ -30,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from scalestudy.analysis.run_table import CAVEAT_PREFIX
-from scalestudy.spec.rank_share import share_group, work_key
+from scalestudy.spec.rank_share import GPU_BUSY, share_group, work_key
 from scalestudy.spec.run import RunSpec
 
 def gpu_kind(name: str) -> str:
@@ -67,16 +73,21 @@ def measured_on(study) -> str:
     return gpu_kind(gpu) if gpu else stands_in_for(study)
 
 
+BUSY = GPU_BUSY
+WALL = "wall step with communication faked"
+
+
 @dataclass(frozen=True)
 class MeasuredShare:
     study: str
     status: str  # ok | oom | partial | another failure
-    compute_s: float | None  # the slowest stage's compute time per step
+    compute_s: float | None  # the slowest stage's compute time per step (GPU busy where measured, else wall)
     peak_bytes: int | None
     cap_gib: float | None
     run_ids: tuple[str, ...]
     measured_on: str = ""  # the GPU kind the share ran on ("": the kind it stands in for)
     caveat: str = ""  # the study's known artefact of one of its runs ("": none)
+    source: str = WALL  # what compute_s is: BUSY or WALL
 
     def describe(self) -> str:
         return f"rank shares of study {self.study} (runs {', '.join(self.run_ids)})"
@@ -120,14 +131,16 @@ def load_shares(study_name: str, root: Path | str = ".") -> dict[tuple, Measured
         spec = specs.get(row["group_id"])
         if spec is None or row["status"] in ("planned", ""):
             continue
+        busy = [_num(t) for t in split_list(row.get("stage_device_busy_s"))]
         times = [_num(t) for t in split_list(row.get("stage_compute_times_s"))]
-        times = [t for t in times if t is not None]
+        source = BUSY if busy and all(t is not None for t in busy) else WALL
+        times = [t for t in (busy if source == BUSY else times) if t is not None]
         peak = _num(row.get("peak_allocated_bytes"))
         run_ids = tuple(split_list(row.get("run_ids")))
         out[share_key(spec, gpu)] = MeasuredShare(study.name, row["status"], max(times) if times else None,
                                              int(peak) if peak is not None else None,
                                              _num(row.get("device_memory_cap_gib")), run_ids, ran_on,
-                                             caveats(study, run_ids))
+                                             caveats(study, run_ids), source)
     return out
 
 
@@ -157,7 +170,8 @@ def inputs_from(share: MeasuredShare | None, factor: float, calibration: str, ca
     if share is None:
         return {"compute": f"the model, calibrated on {calibration}", "memory": "the memory estimate (memory_estimate)"}
     ran_on = share.measured_on or target_gpu
-    compute = (f"measured: {share.describe()}, slowest stage {share.compute_s:.4g} s a step on {ran_on}, x {carry:.3f} "
+    compute = (f"measured: {share.describe()}, slowest stage {share.compute_s:.4g} s a step ({share.source}) on "
+               f"{ran_on}, x {carry:.3f} "
                f"on {target_gpu} (the model's kernel-time ratio of the two GPUs for this spec); the model's "
                f"computation times x {factor:.3f}"
                if share.status == "ok" and share.compute_s else

@@ -26,6 +26,12 @@ KEY_FIELDS = ("model", "n_layers", "seq_len", "micro_batch", "global_batch", "dp
 MEASURED_INPUTS = "measured-inputs"
 MEASURED_SUFFIX = f"--{MEASURED_INPUTS}"  # of the variant's run id and config id
 MEASURED_SERIES = " (measured rank share)"  # of its label and its series in a figure
+# A share whose GPU busy time was measured (harness/device_busy.py) gives the computation by the
+# GPU's own time, the others by the wall step with communication faked (host-bound for tensor
+# parallelism): a figure never joins the two in one series.
+GPU_BUSY = "GPU busy time"
+MEASURED_BUSY_SERIES = f" (measured rank share, {GPU_BUSY})"
+MEASURED_SERIES_SUFFIXES = (MEASURED_SERIES, MEASURED_BUSY_SERIES)
 CONFIGS_TABLE = "rank_configs.csv"  # analysis/rank_shares.py writes it: one row a share (configuration)
 INPUT_STATUSES = ("ok", "oom")  # a share that gives a measured input (an ok compute time, or an oom verdict)
 
@@ -37,8 +43,18 @@ def measured_base(config_id: str) -> str | None:
 
 def measured_input_names(inputs_from: dict) -> list[str]:
     """The inputs of a prediction taken from a measurement: those whose source in its
-    `sources.inputs_from` (perfmodel.rank_shares.inputs_from) starts with "measured"."""
-    return [k for k, v in sorted(inputs_from.items()) if str(v).startswith("measured")]
+    `sources.inputs_from` (perfmodel.rank_shares.inputs_from) starts with "measured"; the
+    computation named with GPU_BUSY where it is the GPU's busy time."""
+    return [f"{k} ({GPU_BUSY})" if k == "compute" and f"({GPU_BUSY})" in str(v) else k
+            for k, v in sorted(inputs_from.items()) if str(v).startswith("measured")]
+
+
+def measured_series(config_id: str, measured_inputs: str | None) -> str:
+    """The suffix of a configuration's series: none for the model alone, MEASURED_BUSY_SERIES for
+    a measured share's GPU busy time, MEASURED_SERIES for any other measured input."""
+    if measured_base(config_id) is None:
+        return ""
+    return MEASURED_BUSY_SERIES if f"({GPU_BUSY})" in (measured_inputs or "") else MEASURED_SERIES
 
 
 def work_key(spec) -> tuple:

@@ -95,9 +95,9 @@ def series_colors(series: list[str]) -> dict[str, object]:
     """A palette colour a series; a measured-inputs series (MEASURED_SERIES), the model beside a
     series (prepare.MODEL_SERIES) and a series' fit (prepare.FIT_SERIES) take its base series'
     colour, and their own marker and dashes (line_style)."""
-    from scalestudy.spec.rank_share import MEASURED_SERIES
+    from scalestudy.spec.rank_share import MEASURED_SERIES_SUFFIXES
 
-    suffixes = (MEASURED_SERIES, prepare.MODEL_SERIES, prepare.FIT_SERIES)
+    suffixes = (*MEASURED_SERIES_SUFFIXES, prepare.MODEL_SERIES, prepare.FIT_SERIES)
 
     def base(s: str) -> str:
         for x in suffixes:
@@ -118,13 +118,13 @@ COINCIDE_STYLES = (("s", DASHED), ("^", DOTTED), ("v", DASHDOT))
 
 
 def line_style(series: str) -> tuple[str, object]:
-    from scalestudy.spec.rank_share import MEASURED_SERIES
+    from scalestudy.spec.rank_share import MEASURED_SERIES_SUFFIXES
 
     if series.endswith(prepare.FIT_SERIES):
         return ".", DASHED
     if series.endswith(prepare.MODEL_SERIES):
         return "s", DOTTED
-    if series.endswith(MEASURED_SERIES):
+    if series.endswith(MEASURED_SERIES_SUFFIXES):
         return "D", DASHED
     return "o", SOLID
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from scalestudy.analysis.csv_format import split_list
 from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
+from scalestudy.spec.rank_share import measured_series
 
 NAME = "power"
 EXPERIMENTS = ("power",)
@@ -46,7 +47,8 @@ def data(tables, study) -> prepare.FigureData:
     fd.cpu = prepare.is_cpu(cfgs)
     specs = prepare.specs_by_config(tables)
     full = {c["config_id"]: prepare.config_spec(c, specs) for c in cfgs}
-    names = prepare.shown_names(full, _lead)
+    names = prepare.shown_names(full, _lead, suffix={c["config_id"]: measured_series(c["config_id"], c.get("measured_inputs"))
+                                                    for c in cfgs})
     groups: dict[tuple, list[dict]] = {}
     for c in cfgs:
         if names[c["config_id"]].startswith(TPP):

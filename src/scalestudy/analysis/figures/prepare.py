@@ -19,6 +19,7 @@ from typing import Callable, Iterable
 
 from scalestudy.analysis.csv_format import split_list
 from scalestudy.analysis.figures.description import Description, Quantity
+from scalestudy.spec.rank_share import measured_series
 
 INVALID = "invalid"
 LAYOUT_NAMES = {"fsdp": "FSDP", "hsdp": "HSDP", "ddp": "DDP", "tp": "TP", "pp": "PP"}
@@ -199,18 +200,19 @@ def series_names(cfgs: list[dict], specs: dict[str, dict], x_col: str,
     configurations still share a name at one x, the fields in which they differ are added, so a
     series never joins two configurations the legend does not tell apart."""
     full = {c["config_id"]: config_spec(c, specs) for c in cfgs}
-    return distinguish(cfgs, full, shown_names(full, lead, lead_fields), x_col)
+    suffix = {c["config_id"]: measured_series(c["config_id"], c.get("measured_inputs")) for c in cfgs}
+    return distinguish(cfgs, full, shown_names(full, lead, lead_fields, suffix), x_col)
 
 
 def shown_names(full: dict[str, dict], lead: Callable[[dict], str] = family,
-                lead_fields: Iterable[str] = ()) -> dict[str, str]:
+                lead_fields: Iterable[str] = (), suffix: dict[str, str] | None = None) -> dict[str, str]:
     """`lead` of each configuration's spec, then every shown field (not in lead_fields) that
-    differs between the configurations, e.g. "FSDP, compiled"."""
-    from scalestudy.spec.rank_share import MEASURED_SERIES, measured_base
-
+    differs between the configurations, e.g. "FSDP, compiled"; then its measured-inputs suffix
+    (`suffix` by config id, else rank_share.measured_series without the inputs)."""
+    suffix = suffix or {}
     shown = [n for n in _varying(list(full.values()), SHOWN_FIELDS) if n not in lead_fields]
     return {cid: ", ".join([lead(s), *(p for p in (shown_field(n, s) for n in shown) if p)])
-            + (MEASURED_SERIES if measured_base(cid) else "") for cid, s in full.items()}
+            + suffix.get(cid, measured_series(cid, None)) for cid, s in full.items()}
 
 
 def distinguish(cfgs: list[dict], full: dict[str, dict], names: dict[str, str], x_col: str) -> dict[str, str]:

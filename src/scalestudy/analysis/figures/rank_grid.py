@@ -1,6 +1,8 @@
 """Rank shares on the tensor x pipeline grid (study paper-rank): heatmaps over tensor (rows) x
-pipeline (columns) degrees of one rank's compute time per step (the configuration's pipeline
-stages put together) and its peak memory, one row of panels per (model, GPUs, global batch).
+pipeline (columns) degrees of one rank's wall time per step and its GPU's busy time per step (each
+the configuration's pipeline stages put together) and its peak memory, one row of panels per
+(model, GPUs, global batch). A tensor-parallel share's wall step is its host's dispatch loop; the
+GPU busy time (harness/device_busy.py) is the GPU's own work, blank where not yet measured.
 Cells that ran out of memory under the study's cap are hatched `oom`; planned cells say so.
 One rank's share, communication not executed: never a throughput. Data: rank_configs.csv."""
 
@@ -15,22 +17,25 @@ from scalestudy.spec.rank_share import LABEL, PIPELINE_RULE
 
 NAME = "rank_grid"
 EXPERIMENTS = ("tp_pp_grid",)
-STEP = Quantity("one rank's compute time per step", "s", "rank_step_time_s")
+STEP = Quantity("one rank's wall time per step", "s", "rank_step_time_s")
+BUSY = Quantity("one rank's GPU busy time per step", "s", "rank_device_busy_step_s")
 MEMORY = Quantity("one rank's peak memory (largest stage)", "GiB", "peak_allocated_bytes", 1 / 2**30)
 PP = Quantity("PP degree", "", low=1.0)
 DESCRIPTION = Description(
     name=NAME, title=f"Tensor x pipeline grid, {LABEL}",
     paper="the configurations of the paper's Figs 6-8",
-    shows=("Heatmaps over tensor (rows) x pipeline (columns) parallel degrees of one rank's compute time per step "
-           "(its pipeline stages put together) and its peak allocated memory, each rank run alone on one GPU under "
-           "the study's memory cap with communication faked"),
+    shows=("Heatmaps over tensor (rows) x pipeline (columns) parallel degrees of one rank's wall time per step and "
+           "its GPU's busy time per step (its pipeline stages put together) and its peak allocated memory, each rank "
+           "run alone on one GPU under the study's memory cap with communication faked"),
     series="one row of panels per model, GPU count and global batch; a cell is one configuration",
-    x=PP, quantities=(STEP, MEMORY), category="Rank shares",
+    x=PP, quantities=(STEP, BUSY, MEMORY), category="Rank shares",
     notes=(f"{LABEL.capitalize()}: no communication time, not a throughput of the configuration.",
            f"Pipelined cells: {PIPELINE_RULE}.",
+           "GPU busy: the union of the GPU's kernel, copy and memset intervals in traced steps after the measured "
+           "ones; a host-bound share's wall step is larger. 'not measured': a share measured before the meter.",
            "Hatched: oom (a stage did not fit the cap) or another failure; 'planned': not measured."),
 )
-METRICS = [(STEP, "{:.3g}"), (MEMORY, "{:.3g}")]
+METRICS = [(STEP, "{:.3g}"), (BUSY, "{:.3g}"), (MEMORY, "{:.3g}")]
 
 
 def configs(study, experiments) -> list[dict]:
@@ -58,12 +63,15 @@ def data(tables, study) -> prepare.FigureData:
             fd.panels.append(panel)
             for c in sorted(members, key=lambda c: (c["tp"], c["pp"])):
                 v = c.get(q.metric)
-                if q is STEP and c["status"] != "ok":
+                if q in (STEP, BUSY) and c["status"] != "ok":
                     v = None
+                unmeasured = q is BUSY and c["status"] == "ok" and v is None
                 fd.rows.append({"panel": panel, "series": f"TP={c['tp']}", "x_quantity": PP.label, "x": c["pp"],
                                 "y_quantity": q.label, "y": v * q.scale if v is not None else None,
                                 "n_seeds": 1 if v is not None else 0, "status": c["status"],
-                                "note": f"{c['stages_measured']} of {c['stages_planned']} stages measured",
+                                "note": f"{c['stages_measured']} of {c['stages_planned']} stages measured"
+                                        + ("; GPU busy time not measured (a stage ran before the meter)"
+                                           if unmeasured else ""),
                                 "label": LABEL, "config_ids": c["group_id"], "run_ids": c.get("run_ids")})
     return fd
 
@@ -78,7 +86,8 @@ def cells(rows: list[dict]) -> list[heatmap.Cell]:
         if status not in ("ok", "partial", "planned"):
             out.append(heatmap.Cell(tp, pp, v, status if v is None or status == "oom" else "", heatmap.FAILED_HATCH))
         else:
-            out.append(heatmap.Cell(tp, pp, v, "" if v is not None else status if status == "planned" else "no value"))
+            empty = status if status == "planned" else "not\nmeasured" if r["panel"].endswith(BUSY.label) else "no value"
+            out.append(heatmap.Cell(tp, pp, v, "" if v is not None else empty))
     return out
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
-from scalestudy.spec.rank_share import MEASURED_SERIES, measured_base
+from scalestudy.spec.rank_share import measured_base, measured_series
 
 NAME = "strong_scaling"
 EXPERIMENTS = ("strong_scaling",)
@@ -40,13 +40,15 @@ def data(tables, study) -> prepare.FigureData:
         measured = [c for c in cfgs if c["global_batch"] == gb and measured_base(c["config_id"])]
         micro = {}  # family -> its micro batches: named in the series where a family has several
         for c in measured:
-            micro.setdefault(prepare.family(prepare.config_spec(c, specs)), set()).add(
+            micro.setdefault(prepare.family(prepare.config_spec(c, specs))
+                             + measured_series(c["config_id"], c.get("measured_inputs")), set()).add(
                 prepare.config_spec(c, specs).get("micro_batch"))
         for c in measured:  # predicted with a measured input: a series of its own, never the best line's
             fam = prepare.family(prepare.config_spec(c, specs))
-            mb = f", micro batch {prepare.config_spec(c, specs).get('micro_batch')}" if len(micro[fam]) > 1 else ""
+            suffix = measured_series(c["config_id"], c.get("measured_inputs"))
+            mb = f", micro batch {prepare.config_spec(c, specs).get('micro_batch')}" if len(micro[fam + suffix]) > 1 else ""
             fd.rows.append(prepare.config_row(
-                c, panel=panel, series=fam + mb + MEASURED_SERIES,
+                c, panel=panel, series=fam + mb + measured_series(c["config_id"], c.get("measured_inputs")),
                 x_quantity=GPUS.label, x=c["world_size"], y_quantity=TOKENS.label,
                 **prepare.stat(c, TOKENS.metric, 1.0, TOKENS)))
         for world in sorted({c["world_size"] for c in at_gb}):

@@ -9,7 +9,7 @@ import re
 
 from scalestudy.analysis.figures import drawing, heatmap, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
-from scalestudy.spec.rank_share import MEASURED_SERIES, measured_base
+from scalestudy.spec.rank_share import measured_series
 
 NAME = "tp_pp_grid"
 EXPERIMENTS = ("tp_pp_grid",)
@@ -38,12 +38,12 @@ compact = heatmap.compact
 def _group(c: dict) -> tuple:
     """A row of panels: model, GPUs, global batch, and whether predicted with measured inputs
     (those cells get a row of their own, never mixed into the model's)."""
-    return c["model"], c["world_size"], c["global_batch"], measured_base(c["config_id"]) is not None
+    return c["model"], c["world_size"], c["global_batch"], measured_series(c["config_id"], c.get("measured_inputs"))
 
 
 def _group_title(c: dict) -> str:
     return (f"{c['model']}, {c['world_size']} GPUs, global batch {c['global_batch']}"
-            + (f"\n{MEASURED_SERIES.strip()}" if measured_base(c["config_id"]) else ""))
+            + (f"\n{suffix.strip()}" if (suffix := measured_series(c["config_id"], c.get("measured_inputs"))) else ""))
 
 
 def data(tables, study) -> prepare.FigureData:
