@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from scalestudy.perfmodel.cluster import ClusterError, cluster_from_dict, load_cluster, with_overrides
 from scalestudy.perfmodel.overlap import StepInputs, simulate
@@ -122,7 +123,7 @@ def test_faster_interconnect_and_newer_gpu_what_ifs(cal, h100):
 def test_tensor_core_efficiencies_carry_by_achievable_rates_only_where_both_are_known(cal):
     import dataclasses
 
-    a100 = load_cluster("a100-paper", REPO)
+    a100 = dataclasses.replace(load_cluster("a100-paper", REPO), attention_kernel=None)  # attention as the GEMMs
     carried = predict(fsdp(8), a100, cal, band=False)
     assert carried.values["tensor_carry"] == pytest.approx((271.2 / 312) / (817.75 / 989.4))
     assert "x 1.052" in carried.sources["calibrated_from_measurements"]["tensor_core_carry"]
@@ -134,6 +135,36 @@ def test_tensor_core_efficiencies_carry_by_achievable_rates_only_where_both_are_
     ratio = carried.compute["layer_fwd_s"] / plain.compute["layer_fwd_s"]
     assert 1 / carried.values["tensor_carry"] < ratio < 1.0  # element-wise work is not carried
     assert predict(fsdp(1), load_cluster("h200-node", REPO), cal, band=False).values["tensor_carry"] == 1.0
+
+
+def test_attention_carries_by_its_kernels_published_rates(cal):
+    """A cluster that names its attention kernel gets the calibration's attention efficiency times
+    the ratio of the two kernels' published fractions of peak (spec/catalog/attention.yaml): the
+    H100 running FlashAttention-2 at 0.62x the calibration's cuDNN, the A100's FA2 at 1.15x."""
+    import dataclasses
+
+    from scalestudy.perfmodel.achievable import attention_rate
+    from scalestudy.perfmodel.cluster import ClusterError, cluster_from_dict
+    from scalestudy.perfmodel.predict import kernel_carry
+
+    cudnn = attention_rate("NVIDIA H200", "cudnn")
+    for name, rate in (("a100-paper", 173 / 312), ("h100-paper", 294 / 989.4)):
+        cl = load_cluster(name, REPO)
+        k = kernel_carry(cl, cal, "bf16")
+        assert cl.attention_kernel == "flash2" and k.attention_by_kernel_rates
+        assert k.attention == pytest.approx(rate / cudnn.fraction * k.clock_ratio, rel=1e-3)
+        assert "flash2" in k.describe() and "flash-attention" in k.describe()
+        plain = kernel_carry(dataclasses.replace(cl, attention_kernel=None), cal, "bf16")
+        assert plain.attention == plain.matmul and "no published rate" in plain.describe()
+        slow = predict(fsdp(8), cl, cal, band=False).values["step_time_s"]
+        fast = predict(fsdp(8), dataclasses.replace(cl, attention_kernel=None), cal, band=False).values["step_time_s"]
+        assert (slow > fast) == (name == "h100-paper")  # FA2 is slow on the H100 only
+    h200 = kernel_carry(load_cluster("h200-node", REPO), cal, "bf16")
+    assert h200.attention == pytest.approx(h200.matmul)  # the calibration's own kernel on its own GPU
+    data = yaml.safe_load((REPO / "workflow/clusters/h100-paper.yaml").read_text())
+    data["attention_kernel"] = {"value": "flash9", "source": "assumed: x"}
+    with pytest.raises(ClusterError, match="flash9.*flash2"):
+        cluster_from_dict(data, "bad.yaml")
 
 
 def test_cli_predict_and_clusters(tmp_path):

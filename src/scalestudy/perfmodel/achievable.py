@@ -18,14 +18,17 @@ kernel time, attention 11.1%, element-wise 8.1%, AdamW 6.8%, FSDP copies 3.8%) f
 class, and each class carries to another GPU by its own rate:
   matmul     x the achievable-matmul ratio above, x the power-limit clock ratio (perfmodel/power.py:
              the board limit of the target, its design power the catalog's power_cap_w)
-  attention  as matmul, x option attention_carry (default 1): flash attention's two products (Q K^T,
-             P V) run on the same tensor cores at the same clock and power limit as the GEMMs. Its own
-             rate would be better, but we know of no published rate of the kernel each ledger row ran
-             (PyTorch's flash backend, FlashAttention-2, on the A100; on the H100 FA2 or cuDNN depending
-             on the torch build) at its shapes next to one of the kernel our H200 ran (cuDNN's sm90 flash
-             kernels: cudnn_generated_fort_native_sdpa_sm90_flash_{fprop,bprop}_wgmma in the trace), so
-             the option states a ratio where a user has one [assumed]. Attention computed as batched
-             matrix products (Megatron-LM 2021: compute.MEGATRON_2021) is at the matmul efficiency.
+  attention  by the published rates of the attention kernels themselves (spec/catalog/attention.yaml:
+             forward + backward, causal, head dim 128, sequence 4096): the calibration ran cuDNN's sm90
+             flash kernels (its trace), a cluster names the kernel its stack runs (`attention_kernel`,
+             e.g. FlashAttention-2, PyTorch SDPA's default on the A100 and on the H100 from torch 2.5.1),
+             and the efficiency carries by the ratio of the two kernels' fractions of peak, x the
+             power-limit clock ratio, x option attention_carry (default 1). FlashAttention-2 reaches
+             55% of an A100's peak but 30% of an H100's, where cuDNN reaches 48% of an H100's, so the
+             H100 running FA2 does its attention at 0.62x the calibration's fraction of peak. Where a
+             cluster names no kernel, or a rate is missing, attention carries as the matrix products
+             (x attention_carry) and the prediction says so. Attention computed as batched matrix
+             products (Megatron-LM 2021: compute.MEGATRON_2021) is at the matmul efficiency.
   memory     element-wise, norms, rotary, softmax, AdamW and FSDP copies: their efficiencies are fractions
              of HBM bandwidth, so they carry by the ratio of the two GPUs' datasheet HBM bandwidths
              (an A100 SXM 80 GB's 2.039 TB/s over an H200's 4.8: its memory-bound kernels take 2.35x as
@@ -35,6 +38,7 @@ class, and each class carries to another GPU by its own rate:
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from scalestudy.spec import catalog
 
@@ -96,6 +100,84 @@ def tensor_carry(target_gpu: str | None, calibration_gpu: str | None, dtype: str
 
 
 @dataclass(frozen=True)
+class AttentionRate:
+    gpu: str
+    kernel: str
+    tflops: float
+    peak_tflops: float
+    source: str
+
+    @property
+    def fraction(self) -> float:
+        return self.tflops / self.peak_tflops
+
+
+ATTENTION_FILE = "attention.yaml"
+
+
+def attention_table_problems(data) -> list[str]:
+    """What is wrong with an attention table (attention.schema.json, every kernel a rate names
+    declared, the calibration's kernel too, every GPU in the GPU catalog); [] when nothing."""
+    import json
+    from pathlib import Path
+
+    import jsonschema
+
+    schema = json.loads((Path(catalog.__file__).parent / "attention.schema.json").read_text())
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.path))
+    problems = [f"{'/'.join(map(str, e.path)) or 'top'}: {e.message}" for e in errors]
+    if errors:
+        return problems
+    kernels = set(data["kernels"])
+    if data["calibration_kernel"] not in kernels:
+        problems.append(f"calibration_kernel {data['calibration_kernel']!r} is not a declared kernel")
+    for gpu, rates in data["rates"].items():
+        if catalog.gpu_name(gpu) is None:
+            problems.append(f"rates/{gpu}: not a GPU of the catalog")
+        problems += [f"rates/{gpu}/{k}: not a declared kernel" for k in rates if k not in kernels]
+    return problems
+
+
+@lru_cache(maxsize=1)
+def _attention_table() -> dict:
+    """spec/catalog/attention.yaml, refused (naming the file and each problem) when it does not check."""
+    from pathlib import Path
+
+    import yaml
+
+    path = Path(catalog.__file__).parent / ATTENTION_FILE
+    data = yaml.safe_load(path.read_text())
+    if problems := attention_table_problems(data):
+        raise ValueError(f"{path}: " + "; ".join(problems))
+    return data
+
+
+def attention_kernels() -> dict[str, str]:
+    """The attention kernels the table knows: name -> what it is."""
+    return dict(_attention_table()["kernels"])
+
+
+def calibration_attention_kernel() -> str:
+    return str(_attention_table()["calibration_kernel"])
+
+
+def attention_rate(gpu: str | None, kernel: str | None, dtype: str = "bf16") -> AttentionRate | None:
+    """The published rate of `kernel` on `gpu` (device name or alias), or None."""
+    name = catalog.gpu_name(gpu) if gpu else None
+    if name is None or not kernel:
+        return None
+    table = _attention_table()
+    if kernel not in table["kernels"]:
+        raise ValueError(f"unknown attention kernel {kernel!r}; known: {', '.join(sorted(table['kernels']))} "
+                         f"(spec/catalog/{ATTENTION_FILE})")
+    entry = (table["rates"].get(name) or {}).get(kernel)
+    peak = catalog.gpu(name).peak_flops_per_s.get(dtype)
+    if entry is None or not peak:
+        return None
+    return AttentionRate(name, kernel, float(entry["tflops"]), peak / 1e12, str(entry["source"]))
+
+
+@dataclass(frozen=True)
 class KernelCarry:
     """The calibration GPU's efficiencies carried to a target GPU, kernel class by kernel class: the
     factor by which each class's rate on the target exceeds the calibrated efficiency times the target's
@@ -108,13 +190,22 @@ class KernelCarry:
     attention_factor: float  # options.attention_carry
     hbm_target: float | None = None  # bytes/s
     hbm_calibration: float | None = None
+    attention_target: AttentionRate | None = None  # the target's kernel's published rate
+    attention_calibration: AttentionRate | None = None
 
     @property
     def matmul(self) -> float:
         return self.tensor.factor * self.clock_ratio
 
     @property
+    def attention_by_kernel_rates(self) -> bool:
+        return self.attention_target is not None and self.attention_calibration is not None
+
+    @property
     def attention(self) -> float:
+        if self.attention_by_kernel_rates:
+            ratio = self.attention_target.fraction / self.attention_calibration.fraction
+            return ratio * self.clock_ratio * self.attention_factor
         return self.matmul * self.attention_factor
 
     @property
@@ -126,12 +217,21 @@ class KernelCarry:
     def as_dict(self) -> dict:
         return {"matmul": self.matmul, "attention": self.attention, "memory_time_ratio": self.memory_time_ratio,
                 "achievable_matmul_ratio": self.tensor.factor, "clock_ratio": self.clock_ratio,
-                "attention_carry": self.attention_factor}
+                "attention_carry": self.attention_factor,
+                "attention_kernel": self.attention_target.kernel if self.attention_target else None}
 
     def describe(self) -> str:
         mem = self.memory_time_ratio
-        att = ("as the matrix products" if self.attention_factor == 1.0 else
-               f"x {self.attention:.3f} (the matrix products' x option attention_carry {self.attention_factor:g})")
+        if self.attention_by_kernel_rates:
+            t, c = self.attention_target, self.attention_calibration
+            att = (f"x {self.attention:.3f}: {t.kernel} {t.tflops:g}/{t.peak_tflops:g} TFLOP/s ({t.fraction:.1%}) on "
+                   f"{t.gpu} [{t.source}] over the calibration's {c.kernel} {c.tflops:g}/{c.peak_tflops:g} "
+                   f"({c.fraction:.1%}) on {c.gpu} [{c.source}], x the clock ratio"
+                   + (f", x option attention_carry {self.attention_factor:g}" if self.attention_factor != 1.0 else ""))
+        else:
+            att = ("as the matrix products (no published rate of the cluster's attention kernel) [assumed]"
+                   if self.attention_factor == 1.0 else
+                   f"x {self.attention:.3f} (the matrix products' x option attention_carry {self.attention_factor:g})")
         return (f"matrix products x {self.matmul:.3f} (achievable-matmul ratio {self.tensor.factor:.3f} x power-limit "
                 f"clock ratio {self.clock_ratio:.3f}); attention {att}; memory-bound kernels at the calibrated "
                 "fractions of this GPU's HBM bandwidth"
@@ -141,9 +241,12 @@ class KernelCarry:
 
 def kernel_carry(target_gpu: str | None, calibration_gpu: str | None, dtype: str = "bf16", clock_ratio: float = 1.0,
                  attention_factor: float = 1.0, hbm_target: float | None = None,
-                 hbm_calibration: float | None = None) -> KernelCarry:
-    """The per-kernel-class carry of the calibration GPU's efficiencies to `target_gpu`."""
+                 hbm_calibration: float | None = None, attention_kernel: str | None = None) -> KernelCarry:
+    """The per-kernel-class carry of the calibration GPU's efficiencies to `target_gpu`, whose
+    stack runs `attention_kernel` (None: not known, attention carries as the matrix products)."""
     if not attention_factor > 0:
         raise ValueError(f"attention_factor must be positive, not {attention_factor!r}")
+    t = attention_rate(target_gpu, attention_kernel, dtype)
+    c = attention_rate(calibration_gpu, calibration_attention_kernel(), dtype) if t is not None else None
     return KernelCarry(tensor_carry(target_gpu, calibration_gpu, dtype), clock_ratio, attention_factor,
-                       hbm_target, hbm_calibration)
+                       hbm_target, hbm_calibration, t, c)

@@ -21,6 +21,9 @@ panel, assumed. Keys (all required unless marked optional):
                  perfmodel/power.py, carried to this GPU as fractions of tdp_w)
   uncertainty:   relative half-widths of the box of assumed parameters (ring_latency,
                  intra_bandwidth, inter_bandwidth, interference, comm_power)
+  attention_kernel (optional): {value: flash2 | cudnn, source: ...}, the fused attention kernel the
+                 cluster's training stack runs (spec/catalog/attention.yaml); without it attention
+                 carries to the GPU as its matrix products do (perfmodel/achievable.py)
 
 A new GPU needs only its catalog entry (scalestudy.spec.catalog): a cluster file may name
 `base: <another cluster>` and take every value it does not give from there, and the GPU-kind
@@ -93,6 +96,8 @@ class Cluster:
     raw_dirs: tuple[str, ...] = ()
     source_file: str | None = None
     overrides: dict = field(default_factory=dict)
+    attention_kernel: str | None = None
+    attention_kernel_source: str = ""
 
     def v(self, key: str) -> float:
         try:
@@ -124,6 +129,7 @@ class Cluster:
 
     def as_dict(self) -> dict:
         return {"name": self.name, "description": self.description, "gpu": self.gpu,
+                "attention_kernel": {"value": self.attention_kernel, "source": self.attention_kernel_source},
                 "collectives_fit": self.collectives_fit, "raw_dirs": list(self.raw_dirs),
                 "source_file": self.source_file, "overrides": dict(self.overrides), "values": self.sources()}
 
@@ -150,6 +156,7 @@ def cluster_from_dict(data: dict, source_file: str | None = None) -> Cluster:
                            "the slow-down of computation while a collective overlaps it is the model option "
                            "overlap_slowdown (scalestudy model predict --overlap-slowdown); remove the section")
     data = copy.deepcopy(data)
+    kernel, kernel_source = _attention_kernel(data.get("attention_kernel"), source_file or data.get("name", "cluster"))
     coll = dict(data["collectives"])
     fit = coll.pop("fit", "published_panel")
     if fit not in ("published_panel", "raw"):
@@ -164,7 +171,25 @@ def cluster_from_dict(data: dict, source_file: str | None = None) -> Cluster:
     flat = _flatten(numbers)
     values = {k: value(v, f"{source_file or data['name']}: {k}") for k, v in flat.items()}
     return Cluster(name=str(data["name"]), description=str(data["description"]).strip(), gpu=str(data["gpu"]),
-                   values=values, collectives_fit=fit, raw_dirs=raw_dirs, source_file=source_file)
+                   values=values, collectives_fit=fit, raw_dirs=raw_dirs, source_file=source_file,
+                   attention_kernel=kernel, attention_kernel_source=kernel_source)
+
+
+def _attention_kernel(raw: Any, where: str) -> tuple[str | None, str]:
+    from scalestudy.perfmodel.achievable import attention_kernels
+
+    if raw is None:
+        return None, ""
+    if not isinstance(raw, dict) or "value" not in raw or "source" not in raw:
+        raise ClusterError(f"{where}: attention_kernel must be {{value: <kernel>, source: ...}}, got {raw!r}")
+    known = attention_kernels()
+    if raw["value"] not in known:
+        raise ClusterError(f"{where}: attention_kernel {raw['value']!r} is not one of {', '.join(sorted(known))} "
+                           "(spec/catalog/attention.yaml)")
+    src = str(raw["source"])
+    if src.split(":")[0].strip() not in SOURCES:
+        raise ClusterError(f"{where}: attention_kernel source {src!r} does not start with one of {', '.join(SOURCES)}")
+    return str(raw["value"]), src
 
 
 def catalog_gpu_values(gpu: str) -> dict[str, dict]:
@@ -224,7 +249,8 @@ def with_gpu(cluster: Cluster, gpu: str) -> Cluster:
                           if k in values else "--gpu")
     values.pop("design_power_w", None)
     return Cluster(f"{cluster.name}+{gpu}", cluster.description, gpu, values, cluster.collectives_fit,
-                   cluster.raw_dirs, cluster.source_file, {**cluster.overrides, "gpu": gpu})
+                   cluster.raw_dirs, cluster.source_file, {**cluster.overrides, "gpu": gpu},
+                   cluster.attention_kernel, cluster.attention_kernel_source)
 
 
 def clusters_dir(root: Path | str = ".") -> Path:
@@ -270,4 +296,5 @@ def with_overrides(cluster: Cluster, overrides: dict[str, float]) -> Cluster:
         values[k] = Value(float(v), "what-if", f"overridden; was {values[k].value:g} ({values[k].source})")
     return Cluster(cluster.name + ("+what-if" if overrides else ""), cluster.description, cluster.gpu, values,
                    cluster.collectives_fit, cluster.raw_dirs, cluster.source_file,
-                   {**cluster.overrides, **{k: float(v) for k, v in overrides.items()}})
+                   {**cluster.overrides, **{k: float(v) for k, v in overrides.items()}},
+                   cluster.attention_kernel, cluster.attention_kernel_source)

@@ -18,8 +18,9 @@ A prediction for another shape, layout or GPU re-counts the FLOPs and bytes for 
 GPU: tensor parallelism divides matrix products, attention heads and the TP-sharded element-wise
 work; sequence parallelism also the norms and residuals; pipeline parallelism the layers) and
 divides by the efficiencies times the target GPU's datasheet peak and memory bandwidth (the
-matrix-product and attention efficiencies first carried by the two GPUs' measured achievable
-matmul fractions of peak where both are known: achievable.py). That the efficiencies carry over
+matrix-product efficiencies first carried by the two GPUs' measured achievable matmul fractions
+of peak where both are known, the attention ones by the published rates of the two GPUs'
+attention kernels: achievable.py). That the efficiencies carry over
 to other matrix shapes, micro batches and GPUs is an assumption (named in every prediction); the
 held-out validation (validate.py) measures how well they carry over between the measured runs.
 

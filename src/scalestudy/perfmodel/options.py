@@ -30,12 +30,11 @@ overlap_dp_chunks  True (the default): under an interleaved pipeline each model 
                  configurations set; perfmodel/overlap.py); False: the rank's chunks as one unit,
                  the collectives after the pipeline's last micro batch (before its first). Plain
                  1F1B and GPipe pipelines are the same either way.
-attention_carry  the target GPU's attention kernels' rate over the matrix products' carry (perfmodel/
-                 achievable.py KernelCarry): 1 (the default) carries attention as the matrix products
-                 (achievable-matmul ratio x power-limit clock ratio). Not 1 by default because no published
-                 rate of the attention kernel a target run used, at its shapes, is known to us next to one of
-                 the kernel the calibration ran (cuDNN's sm90 flash kernels on the H200); a user who has such
-                 a pair of rates (e.g. FlashAttention-2 against cuDNN on Hopper) states their ratio here.
+attention_carry  a factor on the attention carry (perfmodel/achievable.py KernelCarry), which is the ratio
+                 of the published rates of the cluster's attention kernel and the calibration's
+                 (spec/catalog/attention.yaml; the matrix products' carry where the cluster names no
+                 kernel): 1, the default, takes that carry as it is; a user with a rate of their own
+                 kernel at their shapes states the ratio to it here.
 gpu_spread_cv    the GPU-to-GPU spread of one GPU model, as a coefficient of variation (0: none, the
                  default; perfmodel/straggler.py cites the one published figure we know and why it
                  is not the default).
@@ -144,9 +143,8 @@ MEANING = {  # one line each, for the command line (the module docstring has the
                          "chunks' micro batches (Megatron-core's --overlap-grad-reduce/--overlap-param-gather)",
     "gpu_spread_cv": "the GPU-to-GPU speed spread of one GPU model as a coefficient of variation, added to the "
                      "straggler term [unit: fraction; allowed: 0 <= x < 1]",
-    "attention_carry": "the target GPU's attention kernels' rate over the matrix products' carry (1: attention "
-                       "carries by the achievable-matmul ratio and power-limit clock, as the matrix products) "
-                       "[unit: ratio; allowed: 0 < x <= 10]",
+    "attention_carry": "a factor on the attention carry, the ratio of the published rates of the cluster's attention "
+                       "kernel and the calibration's (1: that carry as it is) [unit: ratio; allowed: 0 < x <= 10]",
     "overlap_slowdown": "computation overlapping an FSDP collective runs 1 + s times slower for the overlapped part "
                         "(NCCL kernels take SMs and memory bandwidth); default 0.189, the average computational "
                         "slowdown Lee et al. (arXiv 2507.03114) measured on 4-GPU A100/H100/MI250/MI210 nodes, "

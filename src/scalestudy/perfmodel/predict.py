@@ -242,10 +242,12 @@ def kernel_carry(cluster, cal: Calibration, dtype: str,
                  options: ModelOptions = ModelOptions()) -> achievable.KernelCarry:
     """The calibration's efficiencies carried to the cluster's GPU kernel class by kernel class
     (perfmodel/achievable.py KernelCarry): matrix products by the achievable-matmul ratio and the
-    power-limit clock, attention as they are times options.attention_carry, memory-bound work at the
+    power-limit clock, attention by its kernel's published rate (the cluster's attention_kernel) or as
+    the matrix products, times options.attention_carry, memory-bound work at the
     calibrated fractions of the cluster's HBM bandwidth."""
     return achievable.kernel_carry(cluster.gpu, cal.compute.gpu, dtype, clock_ratio(cluster, cal),
-                                   float(options.attention_carry), cluster.hbm, cal.compute.hbm_bytes_per_s)
+                                   float(options.attention_carry), cluster.hbm, cal.compute.hbm_bytes_per_s,
+                                   cluster.attention_kernel)
 
 
 def _with_compute(sc: dict, factor: float) -> dict:
