@@ -4,7 +4,9 @@
     python3 benchmarks/rank_shares_device.py run PLAN.json OUT --budget-s 450 --per-run-s 60   # on the GPU
 
 `plan` orders the planned runs not yet measured (a committed run directory under
-data/paper-rank/raw; --include-measured plans them too): the agreement check first, then FSDP
+data/paper-rank/raw; --include-measured plans them too; --without-busy also plans the committed
+tensor-parallel shares that have no GPU busy time, harness/device_busy.py, before the unmeasured
+runs): the agreement check first, then FSDP
 weak scaling, the tensor x pipeline grid by growing degrees, model sizes and strong scaling, each
 group by its estimated cost, the 70B layouts last. `run` starts `scalestudy train` for each in turn (one process a rank
 share), each under the harness's time limit (--per-run-s, or the plan entry's own `per_run_s`) (status `timeout`) and a kill after a grace period
@@ -33,11 +35,20 @@ import time
 from pathlib import Path
 
 ORDER = ("agreement", "weak_scaling", "tp_pp_grid", "model_sizes", "strong_scaling")
+SLOW_STAGE_S = 180  # a Llama-2 70B stage's time limit (measured: killed at 80 s after two 20-32 s warm-up steps)
 
 
-def plan(out: Path, include_measured: bool = False) -> None:
+def _has_busy_time(run_dir: Path) -> bool:
+    from scalestudy.measure import rawlog
+
+    log = rawlog.read_run(run_dir)
+    return any(r["key"] == "device_busy" and r["value"].get("available") for r in log.records)
+
+
+def plan(out: Path, include_measured: bool = False, without_busy: bool = False) -> None:
     """The study's planned runs in order, less those whose raw log is committed (a finished run
-    directory under data/paper-rank/raw) unless include_measured."""
+    directory under data/paper-rank/raw) unless include_measured; with without_busy, the committed
+    TP >= 2 shares without a GPU busy time come first (measured again, they replace the committed run)."""
     from scalestudy.measure.metrics import flops_per_token
     from scalestudy.spec.studies import load_study
 
@@ -45,16 +56,22 @@ def plan(out: Path, include_measured: bool = False) -> None:
     rows = []
     measured = 0
     for r in study.runs:
-        if not include_measured and (study.raw_dir / r.run_id / "status.json").exists():
+        done = study.raw_dir / r.run_id
+        again = (without_busy and r.spec.tp >= 2 and r.spec.comm == "fake" and (done / "status.json").exists()
+                 and _status(done).get("status") == "ok" and not _has_busy_time(done))
+        if not include_measured and not again and (done / "status.json").exists():
             measured += 1
             continue
         s = r.spec
         group = min(ORDER.index(e) for e in r.experiments if e in ORDER)
         per_rank = flops_per_token(s.model_config(), s.seq_len)["flops_per_token"] * s.tokens_per_step / s.world_size
         degree = max(s.tp, s.pp) if "tp_pp_grid" in r.experiments else 0
-        rows.append({"key": [s.model == "llama2-70b", group, degree, s.tp * s.pp, per_rank, s.world_size,
-                             s.comm == "fake", r.run_id],
+        rows.append({"key": [not again, s.model == "llama2-70b", group, degree, s.tp * s.pp, per_rank,
+                             s.world_size, s.comm == "fake", r.run_id],
                      "run_id": r.run_id, "experiments": list(r.experiments), "spec": s.to_dict()})
+    for x in rows:  # a 70B stage: two warm-up, three measured and two traced steps of 20-32 s, and its start
+        if x["spec"]["model"] == "llama2-70b":
+            x["per_run_s"] = SLOW_STAGE_S
     rows.sort(key=lambda x: x["key"])
     out.write_text(json.dumps([{k: v for k, v in x.items() if k != "key"} for x in rows], indent=1) + "\n")
     print(f"{len(rows)} runs planned in {out}" + (f" ({measured} measured runs left out)" if measured else ""))
@@ -108,14 +125,14 @@ def run(plan_file: Path, out: Path, budget_s: float, per_run_s: float, grace_s: 
     done = 0
     for i, r in enumerate(runs):
         left = budget_s - (time.monotonic() - started)
-        if left < 25:
+        if left < 25 or r.get("per_run_s", per_run_s) > left - 5:
             say(f"budget spent after {done} runs: {len(runs) - i} runs stay planned")
             break
         run_dir = raw / r["run_id"]
         spec_rel = f"specs/{r['run_id']}.json"
         (out / "specs").mkdir(exist_ok=True)
         (out / spec_rel).write_text(json.dumps(r["spec"]))
-        limit = min(r.get("per_run_s", per_run_s), left - 5)
+        limit = r.get("per_run_s", per_run_s)
         t0 = time.monotonic()
         # run from OUT with relative paths and argv[0] "scalestudy": run.json records the command
         # line, and no path of this machine may end up in the committed raw logs
@@ -185,6 +202,8 @@ def main() -> None:
     a = sub.add_parser("plan")
     a.add_argument("plan_file", type=Path)
     a.add_argument("--include-measured", action="store_true", help="plan the runs already committed too")
+    a.add_argument("--without-busy", action="store_true",
+                   help="plan the committed TP >= 2 shares without a GPU busy time first (then import --replace)")
     b = sub.add_parser("run")
     b.add_argument("plan_file", type=Path)
     b.add_argument("out", type=Path)
@@ -197,7 +216,7 @@ def main() -> None:
     c.add_argument("--replace", action="store_true", help="a run measured again replaces the committed one")
     args = p.parse_args()
     if args.cmd == "plan":
-        plan(args.plan_file, args.include_measured)
+        plan(args.plan_file, args.include_measured, args.without_busy)
     elif args.cmd == "import":
         import_runs(args.tars, args.dest, args.replace)
     else:
