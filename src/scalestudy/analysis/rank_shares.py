@@ -34,8 +34,8 @@ _SPEC = ["model", "world_size", "layout", "tp", "pp", "dp_replicate", "dp_shard"
          "local_batch", "pp_microbatches", "grad_accum", "pp_schedule", "seq_len", "comm", "device_memory_cap_gib"]
 SHARE_COLUMNS = ["run_id", "config_id", "experiments", "label", *_SPEC, "rank_emulated", "stage", "status", "error",
                  "n_warmup_steps", "n_measured_steps", "rank_compute_time_s", "rank_compute_time_min_s",
-                 "rank_compute_time_max_s", "rank_device_busy_s", "peak_allocated_bytes", "peak_reserved_bytes", "mean_power_w",
-                 "power_method", "fake_backend_fills", "fill_wrappers", "torch", "raw_dir"]
+                 "rank_compute_time_max_s", "rank_device_busy_s", "peak_allocated_bytes", "peak_reserved_bytes",
+                 "mean_power_w", "power_method", "fake_backend_fills", "fill_wrappers", "torch", "raw_dir"]
 CONFIG_COLUMNS = ["group_id", "experiments", "label", *_SPEC, "status", "stages_measured", "stages_planned",
                   "slowest_stage", "stage_compute_times_s", "rank_step_time_s", "step_rule", "stage_device_busy_s",
                   "rank_device_busy_step_s", "peak_allocated_bytes",

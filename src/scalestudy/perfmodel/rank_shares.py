@@ -6,7 +6,7 @@ the same shapes as the predicted one, the prediction takes from the measurement:
            equals the measured one (the slowest pipeline stage's time on its microbatches): the
            GPU's busy time per step where every stage has it (harness/device_busy.py), else the
            wall step with communication faked. The wall step of a tensor-parallel share is its
-           host's dispatch loop (measured: 0.42 s against 0.06 s of GPU work for a TP=8 7B rank,
+           host's dispatch loop (measured: 0.50 s against 0.06 s of GPU work for a TP=8 7B rank,
            and 0.93-1.49x between two device machines for one spec): a property of the harness
            on that machine's CPU, not of the GPU, so where the GPU's time is measured it is the one
            taken, and the host loop is not carried to the predicted cluster;

@@ -47,8 +47,8 @@ def data(tables, study) -> prepare.FigureData:
     fd.cpu = prepare.is_cpu(cfgs)
     specs = prepare.specs_by_config(tables)
     full = {c["config_id"]: prepare.config_spec(c, specs) for c in cfgs}
-    names = prepare.shown_names(full, _lead, suffix={c["config_id"]: measured_series(c["config_id"], c.get("measured_inputs"))
-                                                    for c in cfgs})
+    suffix = {c["config_id"]: measured_series(c["config_id"], c.get("measured_inputs")) for c in cfgs}
+    names = prepare.shown_names(full, _lead, suffix=suffix)
     groups: dict[tuple, list[dict]] = {}
     for c in cfgs:
         if names[c["config_id"]].startswith(TPP):

@@ -48,7 +48,7 @@ def data(tables, study) -> prepare.FigureData:
             suffix = measured_series(c["config_id"], c.get("measured_inputs"))
             mb = f", micro batch {prepare.config_spec(c, specs).get('micro_batch')}" if len(micro[fam + suffix]) > 1 else ""
             fd.rows.append(prepare.config_row(
-                c, panel=panel, series=fam + mb + measured_series(c["config_id"], c.get("measured_inputs")),
+                c, panel=panel, series=fam + mb + suffix,
                 x_quantity=GPUS.label, x=c["world_size"], y_quantity=TOKENS.label,
                 **prepare.stat(c, TOKENS.metric, 1.0, TOKENS)))
         for world in sorted({c["world_size"] for c in at_gb}):
