@@ -69,7 +69,7 @@ def plan(out: Path, include_measured: bool = False, without_busy: bool = False) 
         rows.append({"key": [not again, s.model == "llama2-70b", group, degree, s.tp * s.pp, per_rank,
                              s.world_size, s.comm == "fake", r.run_id],
                      "run_id": r.run_id, "experiments": list(r.experiments), "spec": s.to_dict()})
-    for x in rows:  # a 70B stage: two warm-up, three measured and two traced steps of 20-32 s, and its start
+    for x in rows:  # a 70B stage: two warm-up, three measured and one traced step of 20-32 s, and its start
         if x["spec"]["model"] == "llama2-70b":
             x["per_run_s"] = SLOW_STAGE_S
     rows.sort(key=lambda x: x["key"])

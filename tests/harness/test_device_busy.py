@@ -42,6 +42,12 @@ def test_each_extra_step_is_traced_alone(monkeypatch):
     assert rec["available"] and rec["busy_s_per_step"] == 0.25 and rec["host_wall_s"] == [1.0] * len(ran)
 
 
+def test_a_long_step_is_traced_once():
+    assert device_busy.steps_to_trace([0.5, 0.6]) == device_busy.BUSY_STEPS
+    assert device_busy.steps_to_trace([20.0, 21.0]) == 1
+    assert device_busy.steps_to_trace([]) == device_busy.BUSY_STEPS
+
+
 def test_a_failing_profiler_is_recorded_not_raised(monkeypatch):
     def broken(step, sync):
         raise RuntimeError("CUPTI said no")

@@ -290,8 +290,8 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         for sample in monitor.samples():
             log.log("power_sample", sample)
         if device_busy.applies(spec, device) is None:  # after the measured and energy windows
-            log.log("device_busy", device_busy.measure(lambda i: trainer.step(total_iters + i),
-                                                       lambda: _sync(device)))
+            log.log("device_busy", device_busy.measure(lambda i: trainer.step(total_iters + i), lambda: _sync(device),
+                                                       device_busy.steps_to_trace(measured_times)))
         profiler.stop()
         if (rec := profiler.record()) is not None:
             log.log("profile", rec)
