@@ -100,16 +100,10 @@ def tensor_carry(target_gpu: str | None, calibration_gpu: str | None, dtype: str
 
 
 @dataclass(frozen=True)
-class AttentionRate:
-    gpu: str
-    kernel: str
-    tflops: float
-    peak_tflops: float
-    source: str
+class AttentionRate(AchievableRate):
+    """A published rate of one attention kernel (forward + backward) on one GPU."""
 
-    @property
-    def fraction(self) -> float:
-        return self.tflops / self.peak_tflops
+    kernel: str = ""
 
 
 ATTENTION_FILE = "attention.yaml"
@@ -174,7 +168,7 @@ def attention_rate(gpu: str | None, kernel: str | None, dtype: str = "bf16") -> 
     peak = catalog.gpu(name).peak_flops_per_s.get(dtype)
     if entry is None or not peak:
         return None
-    return AttentionRate(name, kernel, float(entry["tflops"]), peak / 1e12, str(entry["source"]))
+    return AttentionRate(name, dtype, float(entry["tflops"]), peak / 1e12, str(entry["source"]), kernel)
 
 
 @dataclass(frozen=True)
