@@ -42,6 +42,18 @@ def test_each_extra_step_is_traced_alone(monkeypatch):
     assert rec["available"] and rec["busy_s_per_step"] == 0.25 and rec["host_wall_s"] == [1.0] * len(ran)
 
 
+def test_a_traced_step_exports_and_reads_its_trace():
+    """The profiler session, the Chrome trace export and its reading, on the CPU: a CPU trace
+    holds operators but no GPU activity."""
+    from torch.profiler import ProfilerActivity
+
+    from scalestudy.harness.device_busy import traced_step
+
+    a = torch.randn(64, 64)
+    busy, wall, n = traced_step(lambda: (a @ a).sum(), lambda: None, activities=[ProfilerActivity.CPU])
+    assert busy == 0.0 and n == 0 and wall > 0
+
+
 def test_a_long_step_is_traced_once():
     assert device_busy.steps_to_trace([0.5, 0.6]) == device_busy.BUSY_STEPS
     assert device_busy.steps_to_trace([20.0, 21.0]) == 1

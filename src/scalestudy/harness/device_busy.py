@@ -54,12 +54,12 @@ def busy_seconds(trace_events: list[dict]) -> tuple[float, int]:
     return total(acts) / 1e6, len(acts)
 
 
-def traced_step(run_step, sync) -> tuple[float, float, int]:
-    """Run one step alone in a CUDA-activity profiler session: (its GPU-busy seconds, its host wall
-    seconds, its number of GPU activities)."""
+def traced_step(run_step, sync, activities=None) -> tuple[float, float, int]:
+    """Run one step alone in a profiler session of CUDA activity (`activities`: torch.profiler's,
+    for a test on the CPU): (its GPU-busy seconds, its host wall seconds, its GPU activities)."""
     from torch.profiler import ProfilerActivity, profile
 
-    prof = profile(activities=[ProfilerActivity.CUDA], record_shapes=False)
+    prof = profile(activities=activities or [ProfilerActivity.CUDA], record_shapes=False)
     sync()
     prof.start()
     t0 = time.perf_counter()
