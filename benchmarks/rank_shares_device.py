@@ -85,25 +85,22 @@ def _status(run_dir: Path) -> dict:
 
 
 def _summary(run_dir: Path) -> str:
-    steps, peak = [], 0
+    steps, peak, busy = [], 0, ""
     try:
         for line in (run_dir / "metrics.jsonl").read_text().splitlines():
             rec = json.loads(line)
-            if rec["key"] == "iteration" and rec["value"]["phase"] == "measured":
-                steps.append(rec["value"]["step_time_s"])
-                peak = max(peak, rec["value"]["memory"].get("peak_allocated_bytes", 0))
+            v = rec["value"]
+            if rec["key"] == "iteration" and v["phase"] == "measured":
+                steps.append(v["step_time_s"])
+                peak = max(peak, v["memory"].get("peak_allocated_bytes", 0))
+            elif rec["key"] == "device_busy":
+                busy = (f"; GPU busy {v['busy_s_per_step']:.4f} s a step (traced steps' wall "
+                        f"{', '.join(f'{w:.4f}' for w in v['host_wall_s'])} s)" if v.get("available")
+                        else f"; GPU busy not measured: {v.get('reason')}")
     except (OSError, ValueError, KeyError):
         return ""
     if not steps:
         return ""
-    busy = ""
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        rec = json.loads(line)
-        if rec["key"] == "device_busy":
-            v = rec["value"]
-            busy = (f"; GPU busy {v['busy_s_per_step']:.4f} s a step (traced steps' wall "
-                    f"{', '.join(f'{w:.4f}' for w in v['host_wall_s'])} s)" if v.get("available")
-                    else f"; GPU busy not measured: {v.get('reason')}")
     return f"step {sum(steps) / len(steps):.4f} s over {len(steps)}, peak allocated {peak / 2**30:.1f} GiB{busy}"
 
 
