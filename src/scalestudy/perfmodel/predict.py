@@ -255,9 +255,11 @@ def _with_compute(sc: dict, factor: float) -> dict:
 
 
 def _compute_times(spec: RunSpec, cluster, cal: Calibration, options: ModelOptions,
-                   scale: float = 1.0) -> compute_mod.ComputeTimes:
+                   scale: float = 1.0, carry: achievable.KernelCarry | None = None) -> compute_mod.ComputeTimes:
+    """`carry`: kernel_carry(...) of this cluster, calibration, precision and options, where the
+    caller has it already."""
     zero1 = options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1
-    carry = kernel_carry(cluster, cal, spec.precision, options)
+    carry = carry or kernel_carry(cluster, cal, spec.precision, options)
     return compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * carry.matmul,
                                      cluster.hbm, scale, options.tp_loss == "vocab_parallel",
                                      options.recompute_fractions(spec.model_config()),
@@ -268,7 +270,8 @@ def _compute_times(spec: RunSpec, cluster, cal: Calibration, options: ModelOptio
 def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc: dict,
               options: ModelOptions = ModelOptions()) -> tuple[dict, list[dict]]:
     zero1 = options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1
-    ct = _compute_times(spec, cluster, cal, options, sc["compute"])
+    carry = kernel_carry(cluster, cal, spec.precision, options)
+    ct = _compute_times(spec, cluster, cal, options, sc["compute"], carry)
     gpn = cluster.gpus_per_node
     colls = layout_collectives(spec, gpn, options)
     m_layer = spec.grad_accum * spec.pp_microbatches  # layer passes a step
@@ -349,8 +352,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
     fpt = flops_per_token(spec.model_config(), spec.seq_len)["flops_per_token"]
     vals = {"step_time_s": step, "tokens_per_s": tps, "tokens_per_s_per_device": per_dev,
             "mfu": per_dev * fpt / cluster.peak_flops, "compute_s": compute_s, "comm_s": comm_s,
-            "clock_ratio": clock_ratio(cluster, cal), "tensor_carry": tensor_carry(cluster, cal, spec.precision).factor,
-            "attention_carry": kernel_carry(cluster, cal, spec.precision, options).attention,
+            "clock_ratio": carry.clock_ratio, "tensor_carry": carry.tensor.factor, "attention_carry": carry.attention,
             "exposed_comm_s": exposed, "exposed_comm_share": exposed / step, "bubble_s": bubble * spec.grad_accum,
             "overlap_slowdown": sc["interference"], "overlap_slowdown_s": slowdown_s,
             "u_compute": min(1.0, compute_s / step), "u_exposed": min(1.0, exposed / step)}
