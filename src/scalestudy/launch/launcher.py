@@ -32,19 +32,20 @@ run is moved aside when the run is launched again (SLURM's requeue).
 
 Exit codes (the workflow's job fails only on 1, 2 and 3):
   0  the run has a status.json with a classified status - ok, oom, timeout, preempted,
-     comm_error, invalid_config, diverged, invalid, or crashed because a process died without writing its
-     status (segfault, killed by the host, os._exit): the outcome is data, the DAG goes on.
+     comm_error, invalid_config, diverged, invalid, or crashed because a process died without
+     writing its status (segfault, killed by the host, os._exit): the outcome is data, the DAG
+     goes on.
   1  the harness itself failed: a rank raised an error that it could not classify (status
      crashed with a Python traceback: a bug to fix, not a measurement), or the processes
      ended without ever starting a raw log. The run directory is copied next to raw/ (into
      crashed/) first, since Snakemake deletes the outputs of a failed job.
   2  the launcher could not start the run: unknown run id, invalid spec, a multi-node spec
      outside a SLURM job, an allocation with fewer nodes than the spec.
+  3  the run was stopped (timeout, preempted) and attempts remain: run it again.
 
 A finished run found in the run directory when the launch begins (it appeared after the workflow
 planned the run: another workflow, a copy) is never deleted: it is moved aside to the sibling
 RUN_ID.found-STAMP, named on the console and in the log, and the run is measured again.
-  3  the run was stopped (timeout, preempted) and attempts remain: run it again.
 
 Pure Python at import time (no torch): the workflow imports it to plan resources.
 """
@@ -343,13 +344,18 @@ def _stamp() -> str:
 FOUND_SUFFIX = ".found-"
 
 
-def _move_found(run_dir: Path) -> Path:
-    """Move a finished run found at run_dir to its sibling RUN_ID.found-STAMP (~N if taken)."""
-    dest = run_dir.with_name(f"{run_dir.name}{FOUND_SUFFIX}{_stamp()}")
+def _free_path(dest: Path) -> Path:
+    """dest, or dest~N (N = 2, 3, ...) where dest is taken: a kept copy never overwrites another."""
     base, n = dest.name, 1
     while dest.exists():
         n += 1
         dest = dest.with_name(f"{base}~{n}")
+    return dest
+
+
+def _move_found(run_dir: Path) -> Path:
+    """Move a finished run found at run_dir to its sibling RUN_ID.found-STAMP (~N if taken)."""
+    dest = _free_path(run_dir.with_name(f"{run_dir.name}{FOUND_SUFFIX}{_stamp()}"))
     os.replace(run_dir, dest)
     return dest
 
@@ -645,10 +651,7 @@ def _keep_copy(src: Path, run_dir: Path, kind: str, suffix: str, move: bool = Fa
         dest = run_dir.parent.parent / kind / f"{run_dir.name}.{suffix}"
     else:
         dest = run_dir.with_name(f"{run_dir.name}.{kind}-{suffix}")
-    base, n = dest.name, 1
-    while dest.exists():
-        n += 1
-        dest = dest.with_name(f"{base}~{n}")
+    dest = _free_path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
     if move:
         os.replace(src, dest)
