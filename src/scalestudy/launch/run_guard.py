@@ -64,13 +64,21 @@ def new_token() -> str:
     return uuid.uuid4().hex
 
 
-def start_ticks(pid: int) -> str | None:
-    """A process's start time (field 22 of /proc/PID/stat): with the pid, it names one process."""
+def _stat(pid: int | str) -> tuple[str, list[str]] | None:
+    """/proc/PID/stat as (the command name, the fields after it: state, ppid, ...; field N of
+    proc(5) is item N - 3); None where the process is gone."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        text = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat.rsplit(")", 1)[1].split()[19]
+    head, _, tail = text.rpartition(")")
+    return head.partition("(")[2], tail.split()
+
+
+def start_ticks(pid: int) -> str | None:
+    """A process's start time (field 22 of /proc/PID/stat): with the pid, it names one process."""
+    st = _stat(pid)
+    return None if st is None else st[1][19]
 
 
 def guarded_env(env: dict, token: str) -> dict:
@@ -107,26 +115,30 @@ def _own_pids() -> Iterator[int]:
         yield int(entry.name)
 
 
-def processes_with_token(token: str) -> list[int]:
-    """Live processes of this user that carry `token` (this process excluded)."""
-    return [pid for pid in _own_pids() if _environ_tokens(pid) == token and not _is_zombie(pid)]
-
-
-def foreign_run_processes(token: str | None) -> dict[int, str]:
-    """Live processes of this user that belong to another run of the package: pid -> its token."""
+def run_tokens() -> dict[int, str]:
+    """Live processes of this user (this process excluded) that carry a run's token: pid -> token."""
     out = {}
     for pid in _own_pids():
         t = _environ_tokens(pid)
-        if t and t != token and not _is_zombie(pid):
+        if t and not _is_zombie(pid):
             out[pid] = t
     return out
 
 
+def processes_with_token(token: str) -> list[int]:
+    """Live processes of this user that carry `token` (this process excluded)."""
+    return [pid for pid, t in run_tokens().items() if t == token]
+
+
+def foreign_run_processes(token: str | None, tokens: dict[int, str] | None = None) -> dict[int, str]:
+    """Live processes of this user that belong to another run of the package: pid -> its token
+    (`tokens`: run_tokens() where the caller has read it already)."""
+    return {pid: t for pid, t in (run_tokens() if tokens is None else tokens).items() if t != token}
+
+
 def _is_zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+    st = _stat(pid)
+    return st is None or st[1][0] == "Z"
 
 
 def end_processes(token: str, wait_s: float = 5.0) -> list[int]:
@@ -370,16 +382,11 @@ def host_processes() -> dict[int, tuple[float, int, str]]:
     its command name), from /proc/PID/stat (readable for every user's processes)."""
     out = {}
     for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
+        if not entry.name.isdigit() or (st := _stat(entry.name)) is None:
             continue
+        comm, f = st
         try:
-            text = Path(f"/proc/{entry.name}/stat").read_text()
-        except OSError:
-            continue
-        head, _, tail = text.rpartition(")")
-        f = tail.split()
-        try:
-            out[int(entry.name)] = ((int(f[11]) + int(f[12])) / _CLK_TCK, int(f[1]), head.partition("(")[2])
+            out[int(entry.name)] = ((int(f[11]) + int(f[12])) / _CLK_TCK, int(f[1]), comm)
         except (IndexError, ValueError):
             continue
     return out
@@ -421,9 +428,15 @@ class LoadWatch:
         la = loadavg()
         if la is not None:
             self.loadavg_max = la if self.loadavg_max is None else max(self.loadavg_max, la)
-        for pid, tok in foreign_run_processes(self.token).items():
+        try:
+            procs = self.processes()
+        except OSError:
+            procs = None
+        tokens = run_tokens()  # after the snapshot: a process in it that carries a token is in here
+        for pid, tok in foreign_run_processes(self.token, tokens).items():
             self.foreign.setdefault(pid, tok)
-        self._sample_cpu()
+        if procs is not None:
+            self._sample_cpu(procs, {pid for pid, t in tokens.items() if t == self.token})
         if self.nvml is not None:
             for gpu in self.gpus:
                 try:
@@ -440,16 +453,13 @@ class LoadWatch:
                 except Exception:  # noqa: BLE001 - NVMLError, or a GPU without the counter
                     pass
 
-    def _sample_cpu(self) -> None:
-        """Add the CPU time other processes used since the last sample: every process of the host
-        but the launcher, its descendants and the processes carrying the run's token (a warm
-        server's workers). A process first seen after the first sample counts with all its CPU time
-        (it started since); one that lived less than a sampling period is not seen."""
-        try:
-            procs = self.processes()
-        except OSError:
-            return
-        ours = {self.own_pid} | set(processes_with_token(self.token))
+    def _sample_cpu(self, procs: dict[int, tuple[float, int, str]], with_token: set[int]) -> None:
+        """Add the CPU time other processes used since the last sample (`procs`: host_processes()):
+        every process of the host but the launcher, its descendants and the processes carrying the
+        run's token (`with_token`: a warm server's workers). A process first seen after the first
+        sample counts with all its CPU time (it started since); one that lived less than a
+        sampling period is not seen."""
+        ours = {self.own_pid} | with_token
         parent = {pid: info[1] for pid, info in procs.items()}
 
         def is_ours(pid: int) -> bool:
