@@ -35,20 +35,20 @@ class InvalidConfig(Exception):
     """The spec cannot run here (e.g. the launcher's world size differs from the spec's)."""
 
 
-class Diverged(Exception):
+class _AtStep(Exception):
+    """A failure of one iteration: `step` goes into status.json (run_start.RunContext.fail)."""
+
+    def __init__(self, message: str, step: int):
+        super().__init__(message)
+        self.step = step
+
+
+class Diverged(_AtStep):
     """The run did not train: its loss is not finite or left the sane band (check_step)."""
 
-    def __init__(self, message: str, step: int):
-        super().__init__(message)
-        self.step = step
 
-
-class InvalidMeasurement(Exception):
+class InvalidMeasurement(_AtStep):
     """A measured value that cannot be: a step time that is not a positive finite number."""
-
-    def __init__(self, message: str, step: int):
-        super().__init__(message)
-        self.step = step
 
 
 # The sane band of the training loss (cross-entropy, nats a token): [0, LOSS_BAND_FACTOR x ln(vocab)].
