@@ -493,7 +493,7 @@ def c6(tables) -> dict:
                          f"{', '.join(map(str, nodes)) or 'none'})")
         return row
     lo_n, hi_n = nodes[0], nodes[-1]
-    basis = _basis(*({"kind": PREDICTED} for r in rows if "PREDICTED" in str(r.get("note") or "")))
+    basis = PREDICTIONS if any("PREDICTED" in str(r.get("note") or "") for r in rows) else SEEDS
     retention: dict[str, Comparison] = {}
     used_runs: list[str] = []
     texts = []
