@@ -57,3 +57,10 @@ def test_option_default_bounds_and_flag():
         ModelOptions(overlap_slowdown=1.5)
     assert choices()["overlap_slowdown"] is float and "2507.03114" in MEANING["overlap_slowdown"]
     assert ModelOptions.from_dict({"overlap_slowdown": 0.1}).overlap_slowdown == 0.1
+
+
+def test_compute_bursts_are_the_stretches_between_exposed_waits():
+    # the power limiter's bursts (perfmodel/power.py): block 0 computes [2, 3], waits for block 1's
+    # all-gather until 4, computes [4, 5]; without collectives the blocks run back to back
+    assert simulate(StepInputs(ag_block_s=2.0, **KW)).compute_bursts == 2
+    assert simulate(StepInputs(**KW)).compute_bursts == 1

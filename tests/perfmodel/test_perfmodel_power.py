@@ -5,23 +5,39 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.perfmodel.power import DUTY_FILE, DutyPhase, PowerModel, fit, fit_file
+from scalestudy.perfmodel.power import DUTY_FILE, LIMITER_GRID_S, TAU_GRID_S, DutyPhase, PowerModel, fit, fit_file
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_fit_recovers_known_powers():
-    truth = PowerModel(idle_w=120, warm_w=250, tau_s=0.1, compute_w=760, copy_w=560, cap_w=700, device="x",
-                       rel_rms=0, rel_max=0, n_phases=0, source="")
+    tau, tau_lim = min(TAU_GRID_S, key=lambda x: abs(x - 0.1)), min(LIMITER_GRID_S, key=lambda x: abs(x - 0.13))
+    truth = PowerModel(idle_w=120, warm_w=250, tau_s=tau, compute_w=900, copy_w=560, cap_w=700, device="x",
+                       rel_rms=0, rel_max=0, n_phases=0, source="", limiter_tau_s=tau_lim)
     phases = []
-    for c, m, g in ((0, 0, 5.0), (0.25, 0, 0.015), (0.5, 0, 0.1), (0.5, 0, 0.5), (0, 0.5, 0.01), (0, 0.75, 0.25),
-                    (0, 1, 0), (0.3, 0.3, 0.05), (0.2, 0.2, 1.0)):
-        phases.append(DutyPhase(f"{c}-{m}-{g}", truth.power_w(c, m, g), c, m, g))
+    for c, m, g, b in ((0, 0, 5.0, 0), (0.25, 0, 0.015, 0.005), (0.5, 0, 0.1, 0.1), (0.5, 0, 0.5, 0.5),
+                       (0, 0.5, 0.01, 0), (0, 0.75, 0.25, 0), (0, 1, 0, 0), (0.3, 0.3, 0.05, 0.05),
+                       (0.2, 0.2, 1.0, 0.5), (1, 0, 0, math.inf), (0.6, 0, 0.01, 0.015),
+                       (0, 0.5, 0.05, 0), (0, 0.5, 0.2, 0), (0, 0.25, 0.1, 0)):
+        phases.append(DutyPhase(f"{c}-{m}-{g}-{b}", truth.power_w(c, m, g, burst_s=b), c, m, g, b))
     got = fit(phases, 700)
-    assert got.rel_rms < 0.01
-    for k in ("idle_w", "warm_w", "copy_w"):
-        assert getattr(got, k) == pytest.approx(getattr(truth, k), rel=0.03), k
-    assert got.tau_s == pytest.approx(0.1, rel=0.1)
+    assert got.rel_rms < 1e-6
+    for k in ("idle_w", "warm_w", "copy_w", "compute_w"):
+        assert getattr(got, k) == pytest.approx(getattr(truth, k), rel=1e-4), k
+    assert got.tau_s == pytest.approx(tau) and got.limiter_tau_s == pytest.approx(tau_lim)
+
+
+def test_short_bursts_of_products_run_above_the_limit_long_ones_at_it():
+    pm = PowerModel(idle_w=140, warm_w=150, tau_s=0.9, compute_w=930, copy_w=580, cap_w=700, device="x",
+                    rel_rms=0, rel_max=0, n_phases=0, source="", limiter_tau_s=0.13)
+    assert pm.burst_w() == 700 and pm.burst_w(10.0) == pytest.approx(700, abs=1e-6)
+    assert pm.burst_w(0.0) == pytest.approx(930)
+    assert pm.burst_w(0.13) == pytest.approx(700 + 230 / math.e)
+    # half the time in 10 ms bursts, half waiting: the average stays under the cap, so it is not throttled
+    assert pm.power_w(0.5, burst_s=0.01) == pytest.approx(0.5 * pm.burst_w(0.01) + 0.5 * pm.gap_w(0.0))
+    assert pm.power_w(0.9, burst_s=0.01) == 700  # the average over the window is held at the cap
+    without = PowerModel(**{**pm.as_dict(), "limiter_tau_s": None})
+    assert without.burst_w(0.01) == without.burst_w() == 930  # the earlier fit: one compute power
 
 
 def test_power_is_capped_and_scales_with_the_target_cap():
@@ -40,6 +56,11 @@ def test_committed_h200_duty_cycles():
     assert 100 < pm.idle_w < 160 and pm.idle_w < pm.warm_w < pm.copy_w < pm.compute_w
     assert pm.compute_w > pm.cap_w  # continuous matrix products run at the limit
     assert pm.rel_rms < 0.08 and pm.rel_max < 0.2
+    # the limiter's window: the 20 ms compute cycles drew more than one compute power explains
+    one_power = fit_file(REPO / DUTY_FILE, limiter=False)
+    assert pm.limiter_tau_s is not None and one_power.limiter_tau_s is None
+    assert pm.rel_rms < one_power.rel_rms and pm.rel_max < one_power.rel_max
+    assert abs(pm.residuals["compute_duty_p0.02_f0.5"]) < abs(one_power.residuals["compute_duty_p0.02_f0.5"])
 
 
 def test_power_limit_throttles_matrix_products_by_the_cube_law():

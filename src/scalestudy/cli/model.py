@@ -130,6 +130,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if v.get("overlap_slowdown_s"):
         print(f"  {'computation slowed by overlap (s)':28s} {v['overlap_slowdown_s']:>10.4f}   (overlap_slowdown "
               f"{v['overlap_slowdown']:g}: counted in computation)")
+    if v.get("compute_burst_s"):
+        print(f"  {'computation bursts (s)':28s} {v['compute_burst_s']:>10.4f}   (computation between exposed waits: "
+              f"the power limiter's window)")
     if v.get("bubble_s"):
         print(f"  {'pipeline bubble (s)':28s} {v['bubble_s']:>10.4f}   (counted in exposed communication)")
     print(f"  memory estimate {v['memory_estimate_gib']:.1f} GiB of {cluster.v('memory_gib'):g}"

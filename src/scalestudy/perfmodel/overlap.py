@@ -95,6 +95,7 @@ class Timeline:
     overlapped_s: float
     waits_s: float  # time the compute stream waited for an FSDP collective
     slowdown_s: float = 0.0  # computation's extra time while collectives overlapped it (interference)
+    compute_bursts: int = 1  # stretches of computation between exposed waits (the power limiter's bursts)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -233,7 +234,7 @@ def simulate(x: StepInputs) -> Timeline:
     exposed = intervals.total(intervals.subtract(u_comm, u_comp))
     overlapped = intervals.total(intervals.intersection(u_comm, u_comp))
     return Timeline(step_s=t, compute_s=intervals.total(u_comp), comm_s=comm_sum, exposed_comm_s=exposed,
-                    overlapped_s=overlapped, waits_s=waits, slowdown_s=slowdown)
+                    overlapped_s=overlapped, waits_s=waits, slowdown_s=slowdown, compute_bursts=max(1, len(u_comp)))
 
 
 def chunked_exposure(edge_s: float, per_chunk_s: float, round_s: float, chunks: int) -> float:

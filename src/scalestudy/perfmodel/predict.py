@@ -19,6 +19,7 @@ predictions (a ratio, a difference) can be banded jointly: the same corner for b
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -320,7 +321,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
     if spec.pp == 1:  # the overlap slowdown stretches computation inside the timeline (overlap.py)
         tl = simulate(StepInputs(microbatches=spec.grad_accum, tail_s=tail, **base))
         step, compute_s, comm_s, exposed = tl.step_s, tl.compute_s, tl.comm_s, tl.exposed_comm_s
-        slowdown_s = tl.slowdown_s
+        slowdown_s, bursts = tl.slowdown_s, tl.compute_bursts
     else:  # the pipeline is a formula, not a timeline: the slowdown is added (s x overlapped), not absorbed
         base = {**base, "interference": 0.0}
         one = simulate(StepInputs(microbatches=1, tail_s=0.0, **base))
@@ -345,6 +346,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
         fsdp_comm = sum(t["time_per_step_s"] for t in timed if t["stream"] == "fsdp")
         comm_s = fsdp_comm + spec.grad_accum * spec.pp_microbatches * mb_sync
         exposed = spec.grad_accum * (spec.pp_microbatches * mb_sync + bubble + fsdp_wait)
+        bursts = spec.grad_accum * spec.pp_microbatches * one.compute_bursts  # each micro batch as one alone
     comm_s += tp_hidden
     tokens = spec.tokens_per_step
     tps = tokens / step
@@ -355,7 +357,8 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
             "clock_ratio": carry.clock_ratio, "tensor_carry": carry.tensor.factor, "attention_carry": carry.attention,
             "exposed_comm_s": exposed, "exposed_comm_share": exposed / step, "bubble_s": bubble * spec.grad_accum,
             "overlap_slowdown": sc["interference"], "overlap_slowdown_s": slowdown_s,
-            "u_compute": min(1.0, compute_s / step), "u_exposed": min(1.0, exposed / step)}
+            "u_compute": min(1.0, compute_s / step), "u_exposed": min(1.0, exposed / step),
+            "compute_burst_s": compute_s / bursts if exposed > 0 else None}  # None: back to back
     if cal.power is not None:
         coll_s = sum(t["time_per_step_s"] for t in timed if t["op"] != "send")
         bus_rate = sum(busbw_factor(t["op"], t["group"]["n"]) * t["size_bytes"] * t["calls"] for t in timed
@@ -365,7 +368,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
         p = cal.power.power_w(vals["u_compute"], cap_w=cluster.v("tdp_w"), u_comm=vals["u_exposed"],
                               comm_hbm_fraction=vals["comm_hbm_fraction"], design_w=design_power_w(cluster),
                               comm_gbps=vals["comm_gbps"], comm_blocks=_channels(cluster),
-                              comm_scale=sc["comm_scale"])
+                              comm_scale=sc["comm_scale"], burst_s=vals["compute_burst_s"] or math.inf)
         vals.update(power_w_per_gpu=p, power_w_total=p * spec.world_size,
                     tokens_per_joule=tps / (p * spec.world_size))
     else:
@@ -404,7 +407,10 @@ def sources(cluster, cal: Calibration, cm: CollectiveModel, dtype: str = "bf16",
             "compute": f"{cal.compute.method} of runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}",
             "compute_error": f"{cal.compute_error:.4f} ({cal.compute_error_source})",
             "power": (f"{cal.power.source}: fit RMS {cal.power.rel_rms:.1%}, worst {cal.power.rel_max:.1%} over "
-                      f"{cal.power.n_phases} phases; carried to other GPUs as fractions of the "
+                      f"{cal.power.n_phases} phases"
+                      + (f", products in bursts shorter than the limiter's window ({1e3 * cal.power.limiter_tau_s:.0f} ms) "
+                         f"at full clock ({cal.power.compute_w:.0f} W)" if cal.power.limiter_tau_s else "")
+                      + "; carried to other GPUs as fractions of the "
                       f"{cal.power.cap_w:g} W board limit [assumed]") if cal.power else None,
             "communication_power": (
                 f"{cal.power.comm.source}: above the idle board {cal.power.comm.const_w:.1f} W + "

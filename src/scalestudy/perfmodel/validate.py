@@ -78,7 +78,8 @@ def held_out(raw_dir=DEFAULT_CALIBRATION, root: Path | str = ".") -> dict:
     if cal.power is not None:
         pm = cal.power
         power = {"fit": {k: getattr(pm, k) for k in ("idle_w", "warm_w", "tau_s", "compute_w", "copy_w", "cap_w",
-                                                     "device", "rel_rms", "rel_max", "n_phases", "source")},
+                                                     "device", "rel_rms", "rel_max", "n_phases", "source",
+                                                     "limiter_tau_s")},
                  "training_runs": cal.power_held_out}
     return {"calibration": ", ".join(raw_dir), "folds": folds, "worst_step_error": worst,
             "target": TARGET, "within_target": worst is not None and worst <= TARGET, "power": power}
@@ -256,7 +257,9 @@ def format_report(rep: dict) -> str:
         lines += ["## GPU board power: duty-cycle fit (measured) and the training runs it was not fitted to", "",
                   f"Fit ({f['source']}; {f['n_phases']} phases): idle {f['idle_w']:.1f} W, short gap "
                   f"{f['warm_w']:.1f} W (tau {1000 * f['tau_s']:.0f} ms), copies {f['copy_w']:.1f} W, matrix products "
-                  f"{f['compute_w']:.1f} W unthrottled (cap {f['cap_w']:.0f} W); relative error RMS "
+                  f"{f['compute_w']:.1f} W at full clock (cap {f['cap_w']:.0f} W"
+                  + (f", limiter window {1000 * f['limiter_tau_s']:.0f} ms" if f.get("limiter_tau_s") else "")
+                  + "); relative error RMS "
                   f"{100 * f['rel_rms']:.1f}%, worst {100 * f['rel_max']:.1f}%"]
         for r in pw["training_runs"]:
             lines.append(f"  {r['run_id']} ({r['what']}, compute share {r['u_compute']:.3f}): "
