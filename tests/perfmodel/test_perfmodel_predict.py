@@ -252,3 +252,14 @@ def test_overlap_slowdown_in_the_breakdown(cal, h100):
         assert on_v["step_time_s"] >= off_v["step_time_s"] - 1e-12
         assert on_v["exposed_comm_s"] <= off_v["exposed_comm_s"] + 1e-12  # the stretch hides communication
         assert on_v["power_w_per_gpu"] >= off_v["power_w_per_gpu"] - 1e-9  # ... and is drawn at compute power
+
+
+def test_power_follows_the_compute_bursts_between_exposed_waits(cal, h100):
+    """perfmodel/power.py: the limiter holds an average, so products between exposed waits shorter
+    than its window draw more than the cap while the waits draw less; back to back they are held at it."""
+    small, large = (predict(fsdp(nodes), h100, cal, band=False).values for nodes in (16, 256))  # 128, 2048 GPUs
+    assert small["compute_burst_s"] is None or small["compute_burst_s"] > 2 * cal.power.limiter_tau_s
+    assert small["power_w_per_gpu"] == pytest.approx(700.0, rel=0.01)
+    assert 0.0 < large["compute_burst_s"] < cal.power.limiter_tau_s
+    p_burst = cal.power.burst_w(large["compute_burst_s"])
+    assert p_burst > 700.0 > large["power_w_per_gpu"]
