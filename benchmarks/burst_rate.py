@@ -23,6 +23,7 @@ import pynvml as nvml
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from matmul_sweep import products_s  # noqa: E402
 from power_duty import SAMPLE_S, Sampler  # noqa: E402
 
 N = 8192
@@ -49,14 +50,7 @@ def main(path: str) -> int:
     sampler.start()
 
     def products(k: int) -> float:
-        """k products back to back; their GPU time in seconds."""
-        e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        e0.record()
-        for _ in range(k):
-            torch.mm(a, b, out=c)
-        e1.record()
-        e1.synchronize()
-        return e0.elapsed_time(e1) / 1000.0
+        return products_s(a, b, c, k)
 
     products(200)  # warm-up: kernels chosen, clocks settled at the limit
     one_s = products(50) / 50  # a product back to back, at the limit
@@ -68,8 +62,7 @@ def main(path: str) -> int:
         sampler.phase = name
         k = None if burst_ms is None else max(1, round(burst_ms / 1000.0 / one_s))
         e_start, t0 = nvml.nvmlDeviceGetTotalEnergyConsumption(h), time.perf_counter()
-        n = gpu_s = 0.0
-        bursts = 0
+        n, gpu_s, bursts = 0, 0.0, 0
         while time.perf_counter() - t0 < PHASE_S:
             step = 20 if k is None else k
             gpu_s += products(step)
@@ -80,7 +73,7 @@ def main(path: str) -> int:
         wall = time.perf_counter() - t0
         energy = (nvml.nvmlDeviceGetTotalEnergyConsumption(h) - e_start) / 1000.0
         rec = {"kind": "phase", "phase": name, "burst_products": k, "burst_ms_target": burst_ms,
-               "bursts": bursts, "products": int(n), "gpu_s": gpu_s, "wall_s": wall,
+               "bursts": bursts, "products": n, "gpu_s": gpu_s, "wall_s": wall,
                "burst_ms_measured": 1000.0 * gpu_s / bursts if k is not None else None,
                "compute_share": gpu_s / wall, "tflops": n * flops / gpu_s / 1e12,
                "mean_power_w": energy / wall, "energy_j": energy}

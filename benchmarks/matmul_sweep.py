@@ -53,19 +53,24 @@ def llama_shapes():
     return shapes
 
 
+def products_s(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, calls: int) -> float:
+    """Seconds of GPU time of `calls` products c = a @ b back to back (CUDA events around them)."""
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        torch.mm(a, b, out=c)
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3
+
+
 def time_shape(m: int, n: int, k: int) -> float:
     a = torch.randn(m, k, dtype=torch.bfloat16, device="cuda")
     b = torch.randn(k, n, dtype=torch.bfloat16, device="cuda")
     c = torch.empty(m, n, dtype=torch.bfloat16, device="cuda")
     for _ in range(WARMUP):
         torch.mm(a, b, out=c)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(ITERS):
-        torch.mm(a, b, out=c)
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / ITERS
+    return products_s(a, b, c, ITERS) / ITERS
 
 
 def main(out_path: str) -> None:

@@ -166,9 +166,7 @@ class PowerModel:
 
     def burst_w(self, burst_s: float = UNBOUNDED_S) -> float:
         """Mean power of a burst of matrix products `burst_s` long (measured GPU, before the cap)."""
-        if self.limiter_tau_s is None:
-            return self.compute_w
-        e = math.exp(-burst_s / self.limiter_tau_s) if math.isfinite(burst_s) else 0.0
+        e = full_clock_share(burst_s, self.limiter_tau_s)
         return e * self.compute_w + (1.0 - e) * min(self.compute_w, self.cap_w)
 
     def clock_factor(self, cap_w: float | None = None, design_w: float | None = None) -> float:
@@ -218,8 +216,8 @@ def read_duty(path: Path | str) -> tuple[dict, list[DutyPhase]]:
                 header = r
             elif r["kind"] == "phase":
                 c = min(float(r["compute_share"]), 1.0)
-                period = r.get("period_s")
-                burst = c * float(period) if period and r.get("pattern") != "continuous" else UNBOUNDED_S
+                period = r.get("period_s")  # none for continuous work
+                burst = c * float(period) if period else UNBOUNDED_S
                 phases.append(DutyPhase(r["phase"], float(r["mean_power_w"]), c, min(float(r["copy_share"]), 1.0 - c),
                                         float(r.get("gap_s") or 0.0), burst))
     if not phases:
@@ -227,14 +225,19 @@ def read_duty(path: Path | str) -> tuple[dict, list[DutyPhase]]:
     return header, phases
 
 
+def full_clock_share(burst_s: float, tau_limiter: float | None) -> float:
+    """The share of a burst of products that draws P_compute, the rest held at the cap: exp(-b / tau)
+    (tau_limiter None: no limiter window, every burst at P_compute)."""
+    if tau_limiter is None:
+        return 1.0
+    return math.exp(-burst_s / tau_limiter) if math.isfinite(burst_s) else 0.0
+
+
 def _features(p: DutyPhase, tau: float, tau_limiter: float | None, cap_w: float) -> tuple[list[float], float]:
     """The phase's coefficients of (P_compute, P_copy, P_idle, P_warm), and the power its throttled
-    products draw at the cap (tau_limiter None: no limiter window, every burst at P_compute)."""
+    products draw at the cap."""
     w = math.exp(-p.gap_s / tau) if p.gap_s > 0 else 1.0
-    if tau_limiter is None:
-        e = 1.0
-    else:
-        e = math.exp(-p.burst_s / tau_limiter) if math.isfinite(p.burst_s) else 0.0
+    e = full_clock_share(p.burst_s, tau_limiter)
     return ([p.compute_share * e, p.copy_share, p.idle_share * (1.0 - w), p.idle_share * w],
             p.compute_share * (1.0 - e) * cap_w)
 
