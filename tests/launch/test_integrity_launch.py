@@ -166,6 +166,25 @@ def test_the_foreign_cpu_share_counts_only_other_processes():
     assert run_guard.foreign_cpu_threshold({run_guard.FOREIGN_CPU_ENV: "off"}) is None
 
 
+
+def test_a_run_process_stays_the_runs_while_it_exits(monkeypatch):
+    """A warm worker (the server's grandchild, not the launcher's descendant) is the run's by its
+    token; while it exits its environment reads empty before it is a zombie, and its last CPU time
+    is still the run's. A new process under the same pid (its CPU time lower) is not."""
+    me = os.getpid()
+    snapshots = [{me: (1.0, 1, "launcher"), 50: (3.0, 1, "server"), 101: (0.0, 50, "python")},
+                 {me: (1.0, 1, "launcher"), 50: (3.0, 1, "server"), 101: (0.5, 50, "python")},
+                 {me: (1.0, 1, "launcher"), 50: (3.0, 1, "server"), 101: (1.4, 50, "python")},
+                 {me: (1.0, 1, "launcher"), 50: (3.0, 1, "server"), 101: (0.3, 1, "other")}]
+    tokens = [{101: "t"}, {101: "t"}, {}, {}]  # the third: 101 is exiting, its environment empty
+    monkeypatch.setattr(run_guard, "run_tokens", lambda: tokens.pop(0))
+    w = run_guard.LoadWatch(token="t", processes=Procs(snapshots))
+    for _ in range(3):
+        w.sample()
+    assert w.cpu_series[-1][1] == 0.0 and not w.cpu_by_pid
+    w.sample()
+    assert w.cpu_series[-1][1] == pytest.approx(0.3) and list(w.cpu_by_pid) == [101]
+
 # ---- a run found after the DAG was built, under the workflow ---------------------------------
 STUDY_YAML = """description: a run found where the workflow was about to measure
 hardware: CPU test

@@ -415,6 +415,7 @@ class LoadWatch:
     cpu_seen: dict = field(default_factory=dict)  # pid -> CPU seconds at the last sample
     cpu_series: list = field(default_factory=list)  # (time_unix, other processes' CPU seconds so far)
     cpu_by_pid: dict = field(default_factory=dict)  # pid -> [CPU seconds of it seen, its command]
+    ours_seen: set = field(default_factory=set)  # pids counted as the run's at an earlier sample
     cpu_share_max: float | None = FOREIGN_CPU_SHARE_MAX  # None: recorded, never flagged
 
     def __post_init__(self) -> None:
@@ -458,8 +459,14 @@ class LoadWatch:
         every process of the host but the launcher, its descendants and the processes carrying the
         run's token (`with_token`: a warm server's workers). A process first seen after the first
         sample counts with all its CPU time (it started since); one that lived less than a
-        sampling period is not seen."""
-        ours = {self.own_pid} | with_token
+        sampling period is not seen. A process once counted as the run's stays the run's while it
+        lives: an exiting process has dropped its memory, and with it the environment that shows
+        its token, before it is a zombie (a warm worker's last CPU time would count as foreign).
+        A pid that left the snapshot, or whose CPU time went down (another process under the
+        same pid), is forgotten."""
+        self.ours_seen = {pid for pid in self.ours_seen
+                          if pid in procs and procs[pid][0] >= self.cpu_seen.get(pid, 0.0)}
+        ours = {self.own_pid} | with_token | self.ours_seen
         parent = {pid: info[1] for pid, info in procs.items()}
 
         def is_ours(pid: int) -> bool:
@@ -479,11 +486,12 @@ class LoadWatch:
             self.cpu_seen[pid] = cpu
             if first or is_ours(pid):
                 continue
-            used = cpu if before is None else max(0.0, cpu - before)
+            used = cpu if before is None or cpu < before else cpu - before  # lower: a new process
             if used > 0:
                 added += used
                 seen = self.cpu_by_pid.setdefault(pid, [0.0, comm])
                 seen[0] += used
+        self.ours_seen = {pid for pid in procs if pid in ours}
         total = (self.cpu_series[-1][1] if self.cpu_series else 0.0) + added
         self.cpu_series.append((time.time(), total))
 
