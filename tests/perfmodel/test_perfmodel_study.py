@@ -143,10 +143,8 @@ def test_rank_shares_are_keyed_by_the_gpu_kind_the_study_stands_in_for(tmp_path)
     assert shares and {k[0] for k in shares} == {"NVIDIA H100 80GB HBM3"}
     some = next(iter(shares))
     assert share_key(load_study("paper-rank", REPO).runs[0].spec, "h100-sxm")[0] == some[0]  # aliases resolve
-    bare = tmp_path / "bare.yaml"
-    bare.write_text("description: x\n")
     with pytest.raises(ValueError, match="stands_in_for"):
-        stands_in_for(SimpleNamespace(name="bare", source=bare))
+        stands_in_for(SimpleNamespace(name="bare", source=tmp_path / "bare.yaml", stands_in_for=None))
 
 
 def test_a_share_measured_on_another_gpu_is_carried_by_the_models_kernel_time_ratio():

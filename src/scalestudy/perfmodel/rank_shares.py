@@ -53,10 +53,7 @@ def share_key(spec: RunSpec, gpu: str) -> tuple:
 
 def stands_in_for(study) -> str:
     """The GPU kind a rank-share study's measurements stand in for (its `stands_in_for: {gpu: ...}`)."""
-    import yaml
-
-    data = yaml.safe_load(Path(study.source).read_text()) if study.source else {}
-    gpu = ((data or {}).get("stands_in_for") or {}).get("gpu")
+    gpu = (study.stands_in_for or {}).get("gpu")
     if not gpu:
         raise ValueError(f"rank-share study {study.name!r} does not say which GPU kind its shares stand in for "
                          f"(add stands_in_for: {{gpu: <catalog name>}} to {study.source})")
@@ -66,10 +63,7 @@ def stands_in_for(study) -> str:
 def measured_on(study) -> str:
     """The GPU kind a rank-share study's shares ran on (`stands_in_for: {measured_on: ...}`); without
     it, the kind they stand in for."""
-    import yaml
-
-    data = yaml.safe_load(Path(study.source).read_text()) if study.source else {}
-    gpu = ((data or {}).get("stands_in_for") or {}).get("measured_on")
+    gpu = (study.stands_in_for or {}).get("measured_on")
     return gpu_kind(gpu) if gpu else stands_in_for(study)
 
 

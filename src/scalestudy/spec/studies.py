@@ -132,6 +132,9 @@ class Study:
     expected_cost_cluster: str | None = None  # workflow/clusters NAME: the expected GPU-hours
     # run id -> why its numbers carry a known artefact (kept in use; consumers carry the caveat)
     known_artefacts: dict[str, str] = field(default_factory=dict)
+    # a rank-share study (comm: fake): {gpu, measured_on}, the GPU kind its one-GPU measurements
+    # stand in for and the one they ran on (scalestudy.perfmodel.rank_shares); None: not one
+    stands_in_for: dict | None = None
     # The outlier rule's threshold (scalestudy.analysis.aggregate.seed_outliers): a clean seed more than
     # this fraction below the fastest clean seed of its configuration is left out; None: the default of
     # the runs' device kind, tied to its measured run-to-run noise (aggregate.OUTLIER_SLOWDOWN)
@@ -414,6 +417,7 @@ def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Pat
         catalog=tuple(data.get("catalog", ())), peak_tflops=data.get("peak_tflops"), known_artefacts=artefacts,
         metrics_sink=dict(data["metrics_sink"]) if data.get("metrics_sink") else None,
         outlier_slowdown=None if data.get("outlier_slowdown") is None else float(data["outlier_slowdown"]),
+        stands_in_for=dict(data["stands_in_for"]) if data.get("stands_in_for") else None,
     )
 
 
