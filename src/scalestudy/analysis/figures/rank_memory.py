@@ -23,8 +23,7 @@ DESCRIPTION = Description(
     series="one panel per model; a line per layout (strategy and micro batch)",
     x=GPUS, quantities=(MEMORY,), category="Rank shares",
     notes=(f"{LABEL.capitalize()}: the memory of the rank's own shard, activations and optimizer state.",
-           "Dashed line: the memory cap; x: oom (the rank did not fit) or another failure; planned "
-           "configurations are not drawn."),
+           "x: oom (the rank did not fit) or another failure; planned configurations are not drawn."),
 )
 
 
@@ -47,7 +46,9 @@ def data(tables, study) -> prepare.FigureData:
                             "n_seeds": 1 if v is not None else 0, "status": c["status"], "note": None,
                             "label": LABEL, "config_ids": c["group_id"], "run_ids": c.get("run_ids")})
     if caps:
-        fd.notes.append(f"{CAP_NOTE}{', '.join(f'{x:g}' for x in caps)} GiB.")
+        fd.notes.append(f"{CAP_NOTE}{', '.join(f'{x:g}' for x in caps)} GiB (dashed line).")
+    else:
+        fd.notes.append("No memory cap: each rank had the whole GPU.")
     return fd
 
 
