@@ -119,3 +119,40 @@ def test_the_measured_communication_phase_adds_its_power_to_a_gap(tmp_path):
     pm = replace(PowerModel(140, 190, 0.2, 760, 570, 700, "GPU", 0, 0, 1, ""), comm=c)
     assert pm.power_w(0.0, u_comm=1.0, comm_gbps=50, comm_blocks=16) == pytest.approx(190 + 5 + 1.6 + 25)
     assert pm.power_w(0.0, u_comm=1.0, comm_gbps=50, comm_blocks=16, comm_scale=0.5) == pytest.approx(190 + 15.8)
+
+
+def test_short_bursts_of_products_run_at_full_clock_while_the_average_stays_under_the_cap():
+    pm = PowerModel(idle_w=140, warm_w=150, tau_s=0.9, compute_w=930, copy_w=580, cap_w=700, device="x",
+                    rel_rms=0, rel_max=0, n_phases=0, source="", limiter_tau_s=0.13)
+    s = pm.clock_factor()
+    assert 0.8 < s < 1.0
+    assert pm.burst_speed(0.0) == 1.0 and pm.burst_speed(1.0) == pytest.approx(1 / s)
+    assert pm.burst_speed(0.5) == pytest.approx(0.5 / s + 0.5)
+    assert pm.burst_speed(1.0, cap_w=500, design_w=700) == pytest.approx(1 / pm.clock_factor(500, 700))
+    assert PowerModel(**{**pm.as_dict(), "limiter_tau_s": None}).burst_speed(1.0) == 1.0
+    # the window's share where the average stays under the cap; back to back none
+    assert pm.burst_full_clock_share(0.3, gap_s=0.01, burst_s=0.13) == pytest.approx(math.exp(-1))
+    assert pm.burst_full_clock_share(1.0) == 0.0
+    # 90% of the time in 20 ms bursts: the window allows 86% at full clock, the cap's average less,
+    # and with that share the period draws the cap exactly
+    e = pm.burst_full_clock_share(0.9, gap_s=0.002, burst_s=0.02)
+    assert 0.0 < e < math.exp(-0.02 / 0.13)
+    assert 0.9 * (e * 930 + (1 - e) * 700) + 0.1 * pm.gap_w(0.002) == pytest.approx(700)
+    assert PowerModel(**{**pm.as_dict(), "compute_w": 650}).burst_full_clock_share(0.9, burst_s=0.02) == \
+        pytest.approx(math.exp(-0.02 / 0.13))  # never throttled: the window alone (and no speed-up, s = 1)
+
+
+def test_the_committed_fit_gives_the_h100_bursts_rates_and_power():
+    """data/burst-rate: bf16 products in bursts on an H100, held out of the H200 fit."""
+    import sys
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import burst_rate_check
+
+    rows = burst_rate_check.rows(str(REPO / "data/burst-rate/h100-burst-rate.jsonl.gz"), str(REPO))
+    assert len(rows) == 9
+    for r in rows:
+        assert r["rate_model"] == pytest.approx(r["rate"], rel=0.05), r["phase"]
+        assert r["power_model"] == pytest.approx(r["power"], rel=0.05), r["phase"]
+    short = [r for r in rows if r["burst_ms"] and r["burst_ms"] < 30]
+    assert all(r["rate"] > 1.1 * rows[0]["rate"] and r["rate_model"] > 1.08 * rows[0]["rate_model"] for r in short)

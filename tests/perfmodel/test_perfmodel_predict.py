@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from scalestudy.perfmodel.cluster import ClusterError, cluster_from_dict, load_cluster, with_overrides
+from scalestudy.perfmodel.options import ModelOptions
 from scalestudy.perfmodel.overlap import StepInputs, simulate
-from scalestudy.perfmodel.predict import cached_calibration, joint_band, predict
+from scalestudy.perfmodel.predict import burst_speedup, cached_calibration, clock_bound_share, joint_band, predict
 from scalestudy.perfmodel.validate import fsdp, hsdp, model_parallel
 from scalestudy.spec.run import RunSpec
 
@@ -206,8 +207,6 @@ def test_chunked_exposure_hides_earlier_chunks_behind_later_rounds():
 
 
 def test_interleaved_chunks_overlap_data_parallel_collectives_where_the_option_says(cal, h100):
-    from scalestudy.perfmodel.options import ModelOptions
-
     def spec(schedule, v):
         return RunSpec(model="llama2-70b", device="cuda", precision="bf16", seq_len=4096, nodes=256,
                        procs_per_node=8, micro_batch=1, tp=8, pp=4, pp_stages_per_rank=v, pp_schedule=schedule,
@@ -241,8 +240,6 @@ def test_a_new_gpu_needs_only_its_catalog_entry(fresh_catalog, cal):
 
 
 def test_overlap_slowdown_in_the_breakdown(cal, h100):
-    from scalestudy.perfmodel.options import ModelOptions
-
     off = ModelOptions(overlap_slowdown=0.0)
     for n in (16, 256):
         on_v = predict(fsdp(n), h100, cal, band=False).values
@@ -263,3 +260,23 @@ def test_power_follows_the_compute_bursts_between_exposed_waits(cal, h100):
     assert 0.0 < large["compute_burst_s"] < cal.power.limiter_tau_s
     p_burst = cal.power.burst_w(large["compute_burst_s"])
     assert p_burst > 700.0 > large["power_w_per_gpu"]
+
+
+def test_short_bursts_between_exposed_waits_run_faster_than_the_calibrated_rate(cal, h100):
+    """Option burst_speedup: the clock-bound share of computation in bursts shorter than the limiter's
+    window runs at up to full clock; back-to-back computation keeps the calibrated rate."""
+    import dataclasses
+
+    off = dataclasses.replace(ModelOptions(), burst_speedup=False)
+    for nodes in (1, 256):
+        on_v, off_v = (predict(fsdp(nodes), h100, cal, band=False, options=o).values for o in (ModelOptions(), off))
+        assert off_v["burst_speedup"] == 1.0
+        if off_v["compute_burst_s"] is None:
+            assert on_v["burst_speedup"] == 1.0 and on_v["step_time_s"] == pytest.approx(off_v["step_time_s"])
+            continue
+        assert on_v["compute_burst_s"] < off_v["compute_burst_s"]  # a faster burst is a shorter one
+        assert on_v["burst_speedup"] == pytest.approx(
+            burst_speedup(on_v, clock_bound_share(fsdp(nodes), h100, cal), h100, cal), rel=1e-5)  # a fixed point
+        assert on_v["compute_s"] < off_v["compute_s"] and on_v["step_time_s"] <= off_v["step_time_s"] + 1e-12
+    large = predict(fsdp(256), h100, cal, band=False).values
+    assert 1 / cal.power.clock_factor() - 1e-9 > 1 / large["burst_speedup"] > 1.02

@@ -56,8 +56,8 @@ def test_a_prediction_waits_for_its_slowest_rank_and_says_so():
     h100 = load_cluster("h100-paper", REPO)
     spec = RunSpec(model="llama2-7b", device="cuda", seq_len=4096, micro_batch=2, nodes=256, procs_per_node=8,
                    global_batch=4096)
-    on = predict(spec, h100, cal, band=False)
-    off = predict(spec, h100, cal, band=False, options=ModelOptions(straggler=False))
+    on = predict(spec, h100, cal, band=False, options=ModelOptions(burst_speedup=False))
+    off = predict(spec, h100, cal, band=False, options=ModelOptions(straggler=False, burst_speedup=False))
     f = on.values["straggler_factor"]
     assert f == pytest.approx(1 + cal.step_cv * expected_max_normal(2048)) and off.values["straggler_factor"] == 1.0
     assert on.values["compute_s"] == pytest.approx(off.values["compute_s"] * f)

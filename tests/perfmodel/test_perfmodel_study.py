@@ -370,6 +370,17 @@ def test_every_model_option_is_a_flag_of_model_predict():
                                                 distributed_optimizer=True, elementwise="unfused")
 
 
+def test_every_model_option_is_a_key_of_a_studys_prediction_options():
+    import json
+    from dataclasses import fields
+
+    from scalestudy.perfmodel.options import ModelOptions
+
+    schema = json.loads((REPO / "workflow/schemas/study.schema.json").read_text())
+    keys = set(schema["properties"]["prediction"]["properties"]["options"]["properties"])
+    assert keys == {f.name for f in fields(ModelOptions)}
+
+
 def test_the_measurement_files_behind_a_prediction_are_under_the_audits_checksums(tmp_path):
     """The power duty-cycle log and the H200's matmul sweep decide every prediction: a prediction
     records their sha256, and a changed byte in either makes the audit call it stale."""

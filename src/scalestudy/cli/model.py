@@ -130,6 +130,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     if v.get("overlap_slowdown_s"):
         print(f"  {'computation slowed by overlap (s)':28s} {v['overlap_slowdown_s']:>10.4f}   (overlap_slowdown "
               f"{v['overlap_slowdown']:g}: counted in computation)")
+    if v.get("burst_speedup", 1.0) != 1.0:
+        print(f"  {'bursts at full clock':28s} {'x ' + format(v['burst_speedup'], '.4f'):>10s}   (computation in "
+              f"bursts shorter than the power limiter's window, option burst_speedup)")
     if v.get("compute_burst_s"):
         print(f"  {'computation bursts (s)':28s} {v['compute_burst_s']:>10.4f}   (computation between exposed waits: "
               f"the power limiter's window)")

@@ -30,6 +30,12 @@ overlap_dp_chunks  True (the default): under an interleaved pipeline each model 
                  configurations set; perfmodel/overlap.py); False: the rank's chunks as one unit,
                  the collectives after the pipeline's last micro batch (before its first). Plain
                  1F1B and GPipe pipelines are the same either way.
+burst_speedup    True (the default): computation in bursts shorter than the board power limiter's window
+                 (between exposed waits) runs its clock-bound kernels (matrix products, attention) at up
+                 to full clock, faster than the calibrated rates, which were measured at the limit
+                 (perfmodel/power.py burst_speed: the limiter window and the clock at the limit from the
+                 H200 duty-cycle fit; checked, not fitted, on an H100's bursts, data/burst-rate); False:
+                 the calibrated rate whatever the bursts (before 2026-12-05; power still follows the bursts).
 attention_carry  a factor on the attention carry (perfmodel/achievable.py KernelCarry), which is the ratio
                  of the published rates of the cluster's attention kernel and the calibration's
                  (spec/catalog/attention.yaml; the matrix products' carry where the cluster names no
@@ -84,6 +90,7 @@ class ModelOptions:
     gpu_spread_cv: float = 0.0
     attention_carry: float = 1.0
     overlap_slowdown: float = 0.189
+    burst_speedup: bool = True
 
     def __post_init__(self):
         from scalestudy.perfmodel.compute import ELEMENTWISE, RECOMPUTE
@@ -145,6 +152,9 @@ MEANING = {  # one line each, for the command line (the module docstring has the
                      "straggler term [unit: fraction; allowed: 0 <= x < 1]",
     "attention_carry": "a factor on the attention carry, the ratio of the published rates of the cluster's attention "
                        "kernel and the calibration's (1: that carry as it is) [unit: ratio; allowed: 0 < x <= 10]",
+    "burst_speedup": "computation in bursts shorter than the power limiter's window (between exposed waits) runs its "
+                     "matrix products and attention at up to full clock, faster than the calibrated rate measured at "
+                     "the limit",
     "overlap_slowdown": "computation overlapping an FSDP collective runs 1 + s times slower for the overlapped part "
                         "(NCCL kernels take SMs and memory bandwidth); default 0.189, the average computational "
                         "slowdown Lee et al. (arXiv 2507.03114) measured on 4-GPU A100/H100/MI250/MI210 nodes, "

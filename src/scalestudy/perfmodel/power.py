@@ -19,9 +19,13 @@ for every burst, tau_limiter = None, left -8% to -13% on the 20 ms compute cycle
 share x its period (unbounded for continuous work). P_warm is the power of a short gap; both taus
 by grid search, the four powers by least squares on relative error (numpy). In a training step a
 compute burst is the computation between two exposed waits (perfmodel/overlap.py, the step's
-timeline); the gaps between kernels are microseconds: an idle share there draws P_warm. Only the
-power is carried: products in a short burst also run faster (the higher clock), which the
-calibrated compute rates (measured at the limit) do not include [not measured].
+timeline); the gaps between kernels are microseconds: an idle share there draws P_warm. Products
+in a short burst also run faster: its full-clock share e runs 1 / s_cap times faster than the
+calibrated rates, measured at the limit (burst_speed; s_cap below), where e is what the window
+allows and no more than keeps the period's average power at the cap (burst_full_clock_share).
+Not fitted to rates: on an H100 (data/burst-rate), bf16 products in bursts of 4 ms to 1 s between
+10 ms gaps ran within 3% of that (the H200's fit, its tau_limiter and s_cap 0.893, against the
+back-to-back rate; benchmarks/burst_rate_check.py).
 
 Communication, measured (benchmarks/comm_power.py, one H200, data/comm-power): what the board
 draws while k thread blocks (NCCL's channels) poll a flag in device memory and reduce chunks at
@@ -169,6 +173,15 @@ class PowerModel:
         e = full_clock_share(burst_s, self.limiter_tau_s)
         return e * self.compute_w + (1.0 - e) * min(self.compute_w, self.cap_w)
 
+    def burst_speed(self, full_clock: float, cap_w: float | None = None, design_w: float | None = None) -> float:
+        """The rate of clock-bound work (matrix products, attention) in a burst of computation whose
+        share `full_clock` runs at full clock (burst_full_clock_share), over its rate held at the
+        limit: that share 1 / clock_factor times faster, the rest at the limit's clock; 1 without a
+        limiter window."""
+        if self.limiter_tau_s is None:
+            return 1.0
+        return full_clock / self.clock_factor(cap_w, design_w) + (1.0 - full_clock)
+
     def clock_factor(self, cap_w: float | None = None, design_w: float | None = None) -> float:
         """The clock (relative to full) at which matrix products keep a GPU with board limit `cap_w`
         and design power `design_w` (default: its cap) within its limit (DVFS_EXPONENT law)."""
@@ -193,6 +206,28 @@ class PowerModel:
         comm_gbps of reduced network bytes on comm_blocks channels (its power above a gap's times
         comm_scale, the band's axis); without it, comm_hbm_fraction of the copy power; burst_s: the
         length of each burst of computation (the limiter's window, burst_w)."""
+        u_c, rest, k, cap = self._period(u_compute, u_copy, gap_s, cap_w, u_comm, comm_hbm_fraction, design_w,
+                                         comm_gbps, comm_blocks, comm_scale)
+        return min(cap, k * (u_c * self.burst_w(burst_s) + rest))
+
+    def burst_full_clock_share(self, u_compute: float, u_copy: float = 0.0, gap_s: float = 0.0,
+                               cap_w: float | None = None, u_comm: float = 0.0, comm_hbm_fraction: float = 0.0,
+                               design_w: float | None = None, comm_gbps: float = 0.0, comm_blocks: float = 16.0,
+                               comm_scale: float = 1.0, burst_s: float = UNBOUNDED_S) -> float:
+        """The share of each burst of computation that runs at full clock, for the period power_w
+        describes (same arguments): what the limiter's window allows (exp(-b / tau_limiter)), no
+        more than keeps the period's average power at the cap (the rest of each burst held at it)."""
+        e = full_clock_share(burst_s, self.limiter_tau_s)
+        u_c, rest, k, cap = self._period(u_compute, u_copy, gap_s, cap_w, u_comm, comm_hbm_fraction, design_w,
+                                         comm_gbps, comm_blocks, comm_scale)
+        if u_c <= 0.0 or k * self.compute_w <= cap:
+            return e
+        return min(e, max(0.0, (cap - k * rest - u_c * cap) / (u_c * (k * self.compute_w - cap))))
+
+    def _period(self, u_compute, u_copy, gap_s, cap_w, u_comm, comm_hbm_fraction, design_w, comm_gbps, comm_blocks,
+                comm_scale) -> tuple[float, float, float, float]:
+        """The compute share, the mean power of the rest of the period (measured GPU's units), the
+        target's power scale and its cap."""
         cap = cap_w or self.cap_w
         k = (design_w or cap) / self.cap_w
         u_c = min(max(u_compute, 0.0), 1.0)
@@ -203,8 +238,7 @@ class PowerModel:
             comm = self.gap_w(gap_s) + comm_scale * self.comm.extra_w(comm_blocks, comm_gbps)
         else:
             comm = self.warm_w + min(max(comm_hbm_fraction, 0.0), 1.0) * (self.copy_w - self.warm_w)
-        p = u_c * self.burst_w(burst_s) + u_m * self.copy_w + u_x * comm + u_i * self.gap_w(gap_s)
-        return min(cap, k * p)
+        return u_c, u_m * self.copy_w + u_x * comm + u_i * self.gap_w(gap_s), k, cap
 
 
 def read_duty(path: Path | str) -> tuple[dict, list[DutyPhase]]:

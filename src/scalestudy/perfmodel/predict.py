@@ -256,16 +256,36 @@ def _with_compute(sc: dict, factor: float) -> dict:
 
 
 def _compute_times(spec: RunSpec, cluster, cal: Calibration, options: ModelOptions,
-                   scale: float = 1.0, carry: achievable.KernelCarry | None = None) -> compute_mod.ComputeTimes:
+                   scale: float = 1.0, carry: achievable.KernelCarry | None = None,
+                   hbm: float | None = None) -> compute_mod.ComputeTimes:
     """`carry`: kernel_carry(...) of this cluster, calibration, precision and options, where the
-    caller has it already."""
+    caller has it already; `hbm`: in place of the cluster's HBM bandwidth (math.inf: the clock-bound
+    kernels alone)."""
     zero1 = options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1
     carry = carry or kernel_carry(cluster, cal, spec.precision, options)
     return compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * carry.matmul,
-                                     cluster.hbm, scale, options.tp_loss == "vocab_parallel",
+                                     cluster.hbm if hbm is None else hbm, scale, options.tp_loss == "vocab_parallel",
                                      options.recompute_fractions(spec.model_config()),
                                      spec.dp_replicate if zero1 else None, options.passes(),
                                      attention_flops=cluster.peak_flops * carry.attention)
+
+
+def clock_bound_share(spec: RunSpec, cluster, cal: Calibration, options: ModelOptions = ModelOptions()) -> float:
+    """The share of a step's kernel time that the board's clock sets: matrix products and attention
+    (memory-bound work is not throttled, perfmodel/power.py)."""
+    all_s = _compute_times(spec, cluster, cal, options).kernels_s
+    return _compute_times(spec, cluster, cal, options, hbm=math.inf).kernels_s / all_s if all_s > 0 else 0.0
+
+
+def burst_speedup(vals: dict, share: float, cluster, cal: Calibration) -> float:
+    """The factor on a step's computation for bursts shorter than the power limiter's window: the
+    clock-bound share runs burst_speed times faster (perfmodel/power.py: the bursts' full-clock
+    share, within the window and the cap's average); 1 for back-to-back computation (no exposed
+    wait) or without a power model."""
+    if cal.power is None or not vals.get("compute_burst_s") or vals.get("full_clock_share") is None:
+        return 1.0
+    g = cal.power.burst_speed(vals["full_clock_share"], cluster.v("tdp_w"), design_power_w(cluster))
+    return 1.0 - share * (1.0 - 1.0 / g)
 
 
 def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc: dict,
@@ -365,14 +385,15 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
                        if t["op"] != "send" and t["group"]["n"] > 1) / coll_s if coll_s > 0 else 0.0
         vals["comm_hbm_fraction"] = min(1.0, sc["comm_power"] * bus_rate / cluster.hbm)
         vals["comm_gbps"] = bus_rate / 1e9
-        p = cal.power.power_w(vals["u_compute"], cap_w=cluster.v("tdp_w"), u_comm=vals["u_exposed"],
-                              comm_hbm_fraction=vals["comm_hbm_fraction"], design_w=design_power_w(cluster),
-                              comm_gbps=vals["comm_gbps"], comm_blocks=_channels(cluster),
-                              comm_scale=sc["comm_scale"], burst_s=vals["compute_burst_s"] or math.inf)
+        period = dict(cap_w=cluster.v("tdp_w"), u_comm=vals["u_exposed"], comm_hbm_fraction=vals["comm_hbm_fraction"],
+                      design_w=design_power_w(cluster), comm_gbps=vals["comm_gbps"], comm_blocks=_channels(cluster),
+                      comm_scale=sc["comm_scale"], burst_s=vals["compute_burst_s"] or math.inf)
+        p = cal.power.power_w(vals["u_compute"], **period)
         vals.update(power_w_per_gpu=p, power_w_total=p * spec.world_size,
-                    tokens_per_joule=tps / (p * spec.world_size))
+                    tokens_per_joule=tps / (p * spec.world_size),
+                    full_clock_share=cal.power.burst_full_clock_share(vals["u_compute"], **period))
     else:
-        vals.update(power_w_per_gpu=None, power_w_total=None, tokens_per_joule=None)
+        vals.update(power_w_per_gpu=None, power_w_total=None, tokens_per_joule=None, full_clock_share=None)
     return vals, timed
 
 
@@ -424,6 +445,14 @@ def sources(cluster, cal: Calibration, cm: CollectiveModel, dtype: str = "bf16",
                 f"{cluster.v('tdp_w'):g} W limit (design power {design_power_w(cluster):g} W) over the measured "
                 f"GPU's under its {cal.power.cap_w:g} W, from the duty-cycle fit and P_dynamic ~ clock^"
                 f"{power_mod.DVFS_EXPONENT:g} [published: Le Sueur and Heiser, HotPower 2010]") if cal.power else None,
+            "burst_speedup": (
+                f"clock-bound work (matrix products, attention) in bursts of computation shorter than the limiter's "
+                f"window ({1e3 * cal.power.limiter_tau_s:.0f} ms) runs at full clock, up to "
+                f"{1 / cal.power.clock_factor(cluster.v('tdp_w'), design_power_w(cluster)):.3f} x the calibrated rate "
+                "(measured at the limit); the prediction value burst_speedup is the factor on its computation "
+                "(checked on an H100: data/burst-rate)" if options.burst_speedup else
+                "off (option burst_speedup: false): computation at the calibrated rate whatever its bursts")
+            if cal.power and cal.power.limiter_tau_s else None,
             "tensor_core_carry": tensor_carry(cluster, cal, dtype).describe(),
             "kernel_class_carry": kernel_carry(cluster, cal, dtype, options).describe(),
         },
@@ -448,6 +477,9 @@ def sources(cluster, cal: Calibration, cm: CollectiveModel, dtype: str = "bf16",
         ],
         "cluster_file": cluster.source_file, "cluster_overrides": dict(cluster.overrides),
     }
+
+
+BURST_ITERATIONS = 20
 
 
 def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None = None, *,
@@ -475,8 +507,20 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
     if factor != 1.0:
         vals, timed = _evaluate(spec, cluster, cal, cm, _with_compute(_scales(cluster, cal, None, options), factor),
                                 options)
+    speed = 1.0  # bursts shorter than the limiter's window run faster, and a faster burst is shorter: to a fixed point
+    if options.burst_speedup:
+        clock_share = clock_bound_share(spec, cluster, cal, options)
+        for _ in range(BURST_ITERATIONS):
+            new = burst_speedup(vals, clock_share, cluster, cal)
+            if abs(new - speed) < 1e-6:
+                break
+            speed = new
+            vals, timed = _evaluate(spec, cluster, cal, cm,
+                                    _with_compute(_scales(cluster, cal, None, options), factor * speed), options)
+        factor *= speed
+    vals["burst_speedup"] = speed
     vals["straggler_factor"] = wait
-    vals["straggler_s"] = vals["compute_s"] - mean_compute_s  # waiting for the slowest rank, a step
+    vals["straggler_s"] = vals["compute_s"] - mean_compute_s * speed  # waiting for the slowest rank, a step
     mem = memory_bytes(spec, options)
     vals["memory_estimate_gib"] = mem / GIB
     vals["fits_memory"] = mem <= cluster.v("memory_gib") * GIB
