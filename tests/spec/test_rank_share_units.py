@@ -109,6 +109,15 @@ def test_rank_share_tables(tmp_path):
     assert {r["label"] for r in grid} == {rank_shares.rank_share.LABEL}
 
 
+def test_a_pipeline_cell_with_some_stages_measured_says_how_many():
+    from scalestudy.analysis.figures import rank_grid
+
+    row = {"series": "TP=1", "x": 4, "status": "partial", "y": None, "panel": "p:\none rank's wall time per step (s)",
+           "note": "1 of 3 stages measured"}
+    assert rank_grid.cells([row])[0].status == "partial:\n1 of 3 stages"
+    assert rank_grid.cells([{**row, "status": "planned"}])[0].status == "planned"
+
+
 def test_prediction_takes_compute_and_memory_from_a_measured_share():
     from pathlib import Path
 

@@ -33,7 +33,8 @@ DESCRIPTION = Description(
            f"Pipelined cells: {PIPELINE_RULE}.",
            "GPU busy: the union of the GPU's kernel, copy and memset intervals in traced steps after the measured "
            "ones; a host-bound share's wall step is larger. 'not measured': a share measured before the meter.",
-           "Hatched: oom (a stage did not fit the cap) or another failure; 'planned': not measured."),
+           "Hatched: oom (a stage did not fit the cap) or another failure; 'planned': not measured; 'partial': "
+           "some of its pipeline stages measured (a step needs the slowest)."),
 )
 METRICS = [(STEP, "{:.3g}"), (BUSY, "{:.3g}"), (MEMORY, "{:.3g}")]
 
@@ -86,7 +87,10 @@ def cells(rows: list[dict]) -> list[heatmap.Cell]:
         if status not in ("ok", "partial", "planned"):
             out.append(heatmap.Cell(tp, pp, v, status if v is None or status == "oom" else "", heatmap.FAILED_HATCH))
         else:
-            empty = status if status == "planned" else "not\nmeasured" if r["panel"].endswith(BUSY.label) else "no value"
+            if status == "partial":
+                empty = f"partial:\n{r['note'].split(' stages')[0]} stages"
+            else:
+                empty = status if status == "planned" else "not\nmeasured" if r["panel"].endswith(BUSY.label) else "no value"
             out.append(heatmap.Cell(tp, pp, v, "" if v is not None else empty))
     return out
 
