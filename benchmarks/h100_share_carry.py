@@ -23,10 +23,9 @@ from scalestudy.analysis.csv_format import read_csv_rows, split_list
 from scalestudy.analysis.rank_shares import CONFIGS_FILE
 from scalestudy.perfmodel.predict import share_carry
 from scalestudy.perfmodel.rank_shares import WALL, load_shares, share_key, stands_in_for
-from scalestudy.spec.rank_share import share_group
 from scalestudy.perfmodel.study import StudyPredictor
+from scalestudy.spec.rank_share import share_group
 from scalestudy.spec.studies import load_study
-
 
 HARNESS_ATTENTION = "cudnn"
 

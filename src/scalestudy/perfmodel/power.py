@@ -210,24 +210,22 @@ class PowerModel:
                                          comm_gbps, comm_blocks, comm_scale)
         return min(cap, k * (u_c * self.burst_w(burst_s) + rest))
 
-    def burst_full_clock_share(self, u_compute: float, u_copy: float = 0.0, gap_s: float = 0.0,
-                               cap_w: float | None = None, u_comm: float = 0.0, comm_hbm_fraction: float = 0.0,
-                               design_w: float | None = None, comm_gbps: float = 0.0, comm_blocks: float = 16.0,
-                               comm_scale: float = 1.0, burst_s: float = UNBOUNDED_S) -> float:
+    def burst_full_clock_share(self, u_compute: float, burst_s: float = UNBOUNDED_S, **period) -> float:
         """The share of each burst of computation that runs at full clock, for the period power_w
-        describes (same arguments): what the limiter's window allows (exp(-b / tau_limiter)), no
+        describes (the same arguments): what the limiter's window allows (exp(-b / tau_limiter)), no
         more than keeps the period's average power at the cap (the rest of each burst held at it)."""
         e = full_clock_share(burst_s, self.limiter_tau_s)
-        u_c, rest, k, cap = self._period(u_compute, u_copy, gap_s, cap_w, u_comm, comm_hbm_fraction, design_w,
-                                         comm_gbps, comm_blocks, comm_scale)
+        u_c, rest, k, cap = self._period(u_compute, **period)
         if u_c <= 0.0 or k * self.compute_w <= cap:
             return e
         return min(e, max(0.0, (cap - k * rest - u_c * cap) / (u_c * (k * self.compute_w - cap))))
 
-    def _period(self, u_compute, u_copy, gap_s, cap_w, u_comm, comm_hbm_fraction, design_w, comm_gbps, comm_blocks,
-                comm_scale) -> tuple[float, float, float, float]:
+    def _period(self, u_compute: float, u_copy: float = 0.0, gap_s: float = 0.0, cap_w: float | None = None,
+                u_comm: float = 0.0, comm_hbm_fraction: float = 0.0, design_w: float | None = None,
+                comm_gbps: float = 0.0, comm_blocks: float = 16.0,
+                comm_scale: float = 1.0) -> tuple[float, float, float, float]:
         """The compute share, the mean power of the rest of the period (measured GPU's units), the
-        target's power scale and its cap."""
+        target's power scale and its cap (power_w's arguments)."""
         cap = cap_w or self.cap_w
         k = (design_w or cap) / self.cap_w
         u_c = min(max(u_compute, 0.0), 1.0)

@@ -495,7 +495,8 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
         raise ValueError(f"{spec.run_id} runs {spec.procs_per_node} processes a node; cluster {cluster.name} has "
                          f"{cluster.gpus_per_node} GPUs a node")
     cm = cm or CollectiveModel.for_cluster(cluster)
-    vals, timed = _evaluate(spec, cluster, cal, cm, _scales(cluster, cal, None, options), options)
+    central = _scales(cluster, cal, None, options)
+    vals, timed = _evaluate(spec, cluster, cal, cm, central, options)
     share = (shares or {}).get(rank_shares.share_key(spec, cluster.gpu))
     carry = share_carry(spec, cluster, cal, share, options)
     # a share ran without real collectives: it is met by the computation without the overlap slowdown
@@ -505,18 +506,16 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
     mean_compute_s = vals["compute_s"] * factor  # one rank's mean: the measured share where there is one
     factor *= wait  # the slowest of the W ranks (perfmodel/straggler.py), after the share
     if factor != 1.0:
-        vals, timed = _evaluate(spec, cluster, cal, cm, _with_compute(_scales(cluster, cal, None, options), factor),
-                                options)
+        vals, timed = _evaluate(spec, cluster, cal, cm, _with_compute(central, factor), options)
     speed = 1.0  # bursts shorter than the limiter's window run faster, and a faster burst is shorter: to a fixed point
-    if options.burst_speedup:
+    if options.burst_speedup and vals.get("compute_burst_s"):
         clock_share = clock_bound_share(spec, cluster, cal, options)
         for _ in range(BURST_ITERATIONS):
             new = burst_speedup(vals, clock_share, cluster, cal)
             if abs(new - speed) < 1e-6:
                 break
             speed = new
-            vals, timed = _evaluate(spec, cluster, cal, cm,
-                                    _with_compute(_scales(cluster, cal, None, options), factor * speed), options)
+            vals, timed = _evaluate(spec, cluster, cal, cm, _with_compute(central, factor * speed), options)
         factor *= speed
     vals["burst_speedup"] = speed
     vals["straggler_factor"] = wait
