@@ -112,3 +112,28 @@ def test_heatmap_cells_are_annotated_by_seaborn_with_value_and_status():
     assert set(texts) == {"10", "oom", "30\noom", "planned"}
     assert texts["oom"].get_color() == "#b00020"  # a failure's status in red
     assert texts["10"].get_color() != texts["30\noom"].get_color()  # white on the dark cell, black on the light one
+
+
+def test_a_shares_two_measured_series_keep_one_colour_and_differ_in_marker():
+    from scalestudy.spec.rank_share import MEASURED_BUSY_SERIES, MEASURED_SERIES
+
+    wall, busy = f"TP=8{MEASURED_SERIES}", f"TP=8{MEASURED_BUSY_SERIES}"
+    colors = drawing.series_colors([wall, busy, "FSDP"])
+    assert colors[wall] == colors[busy] != colors["FSDP"]
+    assert drawing.line_style(wall)[0] != drawing.line_style(busy)[0]
+
+
+def test_more_series_than_the_palette_still_get_distinct_colours():
+    names = [f"s{i}" for i in range(13)]
+    colors = drawing.series_colors(names)
+    assert len({tuple(round(c, 4) for c in colors[n]) for n in names}) == 13
+
+
+def test_muted_series_take_no_palette_colour():
+    fd = _fd({f"s{i}": [1.0 + i, 2.0 + i, 3.0 + i] for i in range(10)} | {"other": [0.5, 0.6, 0.7]})
+    with matplotlib.rc_context(drawing.style()):
+        fig, axes = drawing.figure_for(fd)
+        drawing.draw_lines(fig, axes, fd, muted_series={"other"})
+    colours = {tuple(round(c, 4) for c in line.get_color()[:3]) for line in axes[0].get_lines()
+               if line.get_label().startswith("s")}
+    assert colours == {tuple(round(c, 4) for c in rgb) for rgb in drawing.palette(10)}  # the colour-blind 10

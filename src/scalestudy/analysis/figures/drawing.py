@@ -59,10 +59,11 @@ def style() -> dict:
 
 
 def palette(n: int) -> list:
-    """Categorical colours (strategies, backends): colour-blind safe."""
+    """Categorical colours (strategies, backends): colour-blind safe up to its 10; past them evenly
+    spaced hues (husl, as seaborn's own default past a palette's size), so no two series share a colour."""
     import seaborn as sns
 
-    return list(sns.color_palette("colorblind", max(n, 1)))
+    return list(sns.color_palette("colorblind" if n <= 10 else "husl", max(n, 1)))
 
 
 def sequential(n: int) -> list:
@@ -92,20 +93,21 @@ def figure_for(fd: FigureData, *, ncols: int | None = None, panel_w: float = 4.2
 
 
 def series_colors(series: list[str]) -> dict[str, object]:
-    """A palette colour a series; a measured-inputs series (MEASURED_SERIES), the model beside a
-    series (prepare.MODEL_SERIES) and a series' fit (prepare.FIT_SERIES) take its base series'
-    colour, and their own marker and dashes (line_style)."""
+    """A palette colour a series; a measured-inputs series (MEASURED_SERIES_SUFFIXES), the model
+    beside a series (prepare.MODEL_SERIES) and a series' fit (prepare.FIT_SERIES) take its base
+    series' colour, and their own marker and dashes (line_style); two measured-inputs series of one
+    base (wall step, GPU busy time) share a colour where the base itself is not drawn."""
     from scalestudy.spec.rank_share import MEASURED_SERIES_SUFFIXES
 
     suffixes = (*MEASURED_SERIES_SUFFIXES, prepare.MODEL_SERIES, prepare.FIT_SERIES)
 
     def base(s: str) -> str:
         for x in suffixes:
-            if s.endswith(x) and s.removesuffix(x) in series:
+            if s.endswith(x) and (s.removesuffix(x) in series or x in MEASURED_SERIES_SUFFIXES):
                 return s.removesuffix(x)
         return s
 
-    own = [s for s in series if base(s) == s]
+    own = list(dict.fromkeys(base(s) for s in series))
     colors = dict(zip(own, palette(len(own))))
     return {s: colors[base(s)] for s in series}
 
@@ -113,19 +115,22 @@ def series_colors(series: list[str]) -> dict[str, object]:
 # (marker, dashes) of a series for seaborn's style mapping: a line's own, the model beside it, a
 # prediction with a measured input (never joined to model-only points), a fit; then the styles a
 # series takes where it lies on earlier ones (coinciding).
+MUTED = "#aaaaaa"  # the other strategies tried, drawn as grey dots
 SOLID, DASHED, DOTTED, DASHDOT = "", (4, 2), (1, 1.5), (4, 1.5, 1, 1.5)
 COINCIDE_STYLES = (("s", DASHED), ("^", DOTTED), ("v", DASHDOT))
 
 
 def line_style(series: str) -> tuple[str, object]:
-    from scalestudy.spec.rank_share import MEASURED_SERIES_SUFFIXES
+    from scalestudy.spec.rank_share import MEASURED_BUSY_SERIES, MEASURED_SERIES
 
     if series.endswith(prepare.FIT_SERIES):
         return ".", DASHED
     if series.endswith(prepare.MODEL_SERIES):
         return "s", DOTTED
-    if series.endswith(MEASURED_SERIES_SUFFIXES):
+    if series.endswith(MEASURED_BUSY_SERIES):
         return "D", DASHED
+    if series.endswith(MEASURED_SERIES):  # the wall step with communication faked
+        return "P", DASHED
     return "o", SOLID
 
 
@@ -365,7 +370,8 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
 
     order = order or (lambda s: (s in muted_series, natural(s)))
     all_series = sorted({r["series"] for r in fd.rows}, key=order)
-    colors = colors or series_colors(all_series)
+    colors = colors or {**series_colors([s for s in all_series if s not in muted_series]),
+                        **{s: MUTED for s in muted_series}}
     failed_seen = False
     for ax, panel in zip(axes, fd.panels):
         rows = [r for r in fd.rows if r["panel"] == panel]
@@ -394,7 +400,7 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
         muted = [r for r in valued if r["series"] in muted_series]
         if muted:  # the others tried: grey dots, no line, no interval
             sns.scatterplot(x=[r["x"] for r in muted], y=[r["y"] for r in muted], hue=[r["series"] for r in muted],
-                            palette={s: "#aaaaaa" for s in muted_series}, s=12, linewidth=0, ax=ax)
+                            palette={s: MUTED for s in muted_series}, s=12, linewidth=0, ax=ax)
         for s in all_series:  # a series only failed in this panel: its legend entry says so
             if s not in muted_series and s not in lines and any(r["series"] == s for r in rows):
                 ax.plot([], [], marker="x", linestyle="none", color=colors[s], mew=2, label=f"{s} (no value)")
