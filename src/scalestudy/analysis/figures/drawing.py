@@ -112,10 +112,11 @@ def series_colors(series: list[str]) -> dict[str, object]:
     return {s: colors[base(s)] for s in series}
 
 
+MUTED = "#aaaaaa"  # the other strategies tried, drawn as grey dots
+
 # (marker, dashes) of a series for seaborn's style mapping: a line's own, the model beside it, a
 # prediction with a measured input (never joined to model-only points), a fit; then the styles a
 # series takes where it lies on earlier ones (coinciding).
-MUTED = "#aaaaaa"  # the other strategies tried, drawn as grey dots
 SOLID, DASHED, DOTTED, DASHDOT = "", (4, 2), (1, 1.5), (4, 1.5, 1, 1.5)
 COINCIDE_STYLES = (("s", DASHED), ("^", DOTTED), ("v", DASHDOT))
 
