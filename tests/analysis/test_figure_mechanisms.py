@@ -137,3 +137,15 @@ def test_muted_series_take_no_palette_colour():
     colours = {tuple(round(c, 4) for c in line.get_color()[:3]) for line in axes[0].get_lines()
                if line.get_label().startswith("s")}
     assert colours == {tuple(round(c, 4) for c in rgb) for rgb in drawing.palette(10)}  # the colour-blind 10
+
+
+def test_series_drawn_beside_other_colours_start_past_them_and_keep_their_base_colour():
+    """kernel_breakdown: the share panel's lines take the colours after the bars' parts, and a
+    measured-share line its strategy's colour."""
+    from scalestudy.spec.rank_share import MEASURED_SERIES
+
+    parts = drawing.palette(5)[:3]
+    colors = drawing.series_colors(["FSDP", f"FSDP{MEASURED_SERIES}", "HSDP"], after=3)
+    assert colors["FSDP"] == colors[f"FSDP{MEASURED_SERIES}"] != colors["HSDP"]
+    assert {tuple(colors["FSDP"]), tuple(colors["HSDP"])} == {tuple(c) for c in drawing.palette(5)[3:]}
+    assert not {tuple(c) for c in parts} & {tuple(c) for c in colors.values()}

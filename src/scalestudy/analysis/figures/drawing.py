@@ -92,11 +92,12 @@ def figure_for(fd: FigureData, *, ncols: int | None = None, panel_w: float = 4.2
                       subtitle=getattr(fd, "subtitle", ""), cpu=fd.cpu, notes=fd.notes, legend_rows=legend_rows)
 
 
-def series_colors(series: list[str]) -> dict[str, object]:
+def series_colors(series: list[str], after: int = 0) -> dict[str, object]:
     """A palette colour a series; a measured-inputs series (MEASURED_SERIES_SUFFIXES), the model
     beside a series (prepare.MODEL_SERIES) and a series' fit (prepare.FIT_SERIES) take its base
     series' colour, and their own marker and dashes (line_style); two measured-inputs series of one
-    base (wall step, GPU busy time) share a colour where the base itself is not drawn."""
+    base (wall step, GPU busy time) share a colour where the base itself is not drawn. `after`: the
+    first colours of the palette are taken by other series of the figure."""
     from scalestudy.spec.rank_share import MEASURED_SERIES_SUFFIXES
 
     suffixes = (*MEASURED_SERIES_SUFFIXES, prepare.MODEL_SERIES, prepare.FIT_SERIES)
@@ -108,7 +109,7 @@ def series_colors(series: list[str]) -> dict[str, object]:
         return s
 
     own = list(dict.fromkeys(base(s) for s in series))
-    colors = dict(zip(own, palette(len(own))))
+    colors = dict(zip(own, palette(after + len(own))[after:]))
     return {s: colors[base(s)] for s in series}
 
 

@@ -115,7 +115,6 @@ def draw(fd: prepare.FigureData, study):
                                   panels=[SHARE.label], description=fd.description)
     share_ax = axes[len(groups):len(groups) + 1] if SHARE.label in fd.panels else []
     shares = sorted({r["series"] for r in share_fd.rows})
-    colors_share = dict(zip(shares, drawing.palette(len(parts) + len(shares))[len(parts):]))
-    drawing.draw_lines(fig, share_ax, share_fd, colors=colors_share, legend=False)
+    drawing.draw_lines(fig, share_ax, share_fd, colors=drawing.series_colors(shares, after=len(parts)), legend=False)
     drawing.figure_legend(fig, axes, order=lambda s: (parts.index(s) if s in parts else len(parts), drawing.natural(s)))
     return fig
