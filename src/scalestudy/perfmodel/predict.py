@@ -605,10 +605,10 @@ def memory_bytes(spec: RunSpec, options: ModelOptions = ModelOptions()) -> int:
     applies (DDP layouts): the fp32 master weights and AdamW's two moments (12 bytes a parameter)
     sharded over the data-parallel group, bf16 parameters and fp32 gradients kept whole
     [Megatron-LM docs/distrib_optimizer.md: 6 + 12/d bytes a parameter with bf16 parameters and fp32
-    gradients]."""
+    gradients]; the activations the option `recompute` keeps, where it is set."""
     from scalestudy.spec.memory_estimate import estimate_memory
 
-    est = estimate_memory(spec)
+    est = estimate_memory(spec, checkpointing=options.recompute)
     total = est.total_bytes
     if options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1:
         total -= (est.params_bytes + est.optimizer_bytes) * (1.0 - 1.0 / spec.dp_replicate)

@@ -51,7 +51,9 @@ def in_flight_microbatches(spec: RunSpec) -> int:
     return min(spec.pp_microbatches * spec.pp_stages_per_rank, spec.pp * spec.pp_stages_per_rank + spec.pp)
 
 
-def estimate_memory(spec: RunSpec) -> MemoryEstimate:
+def estimate_memory(spec: RunSpec, checkpointing: str | None = None) -> MemoryEstimate:
+    """`checkpointing`: none, full, selective_layer or selective_op (torchtitan's selective
+    checkpointing) in place of the spec's activation_checkpointing."""
     cfg = spec.model_config()
     counts = parameter_counts(cfg)
     n_stages = spec.pp * spec.pp_stages_per_rank
@@ -73,10 +75,23 @@ def estimate_memory(spec: RunSpec) -> MemoryEstimate:
     # attention output, and the SwiGLU intermediates
     per_layer_elems = s * b * ((5 * h + 4 * h) / sp + (2 * h + 2 * kv) / spec.tp + 4 * f / spec.tp)
     per_layer = per_layer_elems * compute_bytes
-    if spec.activation_checkpointing == "full":
-        per_mb = layers_per_rank * s * b * h / sp * compute_bytes + per_layer
-    else:
+    block_input = s * b * h / sp * compute_bytes
+    mode = checkpointing or spec.activation_checkpointing
+    if mode == "full":
+        per_mb = layers_per_rank * block_input + per_layer
+    elif mode == "selective_layer":  # every second block checkpointed whole
+        checkpointed = layers_per_rank // 2
+        per_mb = checkpointed * block_input + (layers_per_rank - checkpointed) * per_layer + per_layer
+    elif mode == "selective_op":
+        # torchtitan's op-level policy keeps the block input and the outputs of attention and of
+        # every other matrix product (wq, wv, w1, w2), recomputing the rest in backward
+        # (perfmodel/compute.py selective_op_matmul_fraction cites the policy)
+        kept = block_input + s * b * ((2 * h + kv + f) / spec.tp + h / sp) * compute_bytes
+        per_mb = layers_per_rank * kept + per_layer
+    elif mode == "none":
         per_mb = layers_per_rank * per_layer
+    else:
+        raise ValueError(f"activation checkpointing {mode!r} is not none, full, selective_layer or selective_op")
     activations = per_mb * in_flight_microbatches(spec)
     logits = s * b * cfg.vocab_size * (compute_bytes + 4 + 4)
     return MemoryEstimate(
