@@ -74,10 +74,12 @@ def test_coinciding_series_stay_visible():
     assert lines[0].get_xdata()[0] != lines[1].get_xdata()[0]  # nudged apart
 
 
-def test_the_papers_values_are_drawn_labelled():
+def test_the_papers_values_are_drawn_and_named_in_the_legend():
     ax = _draw(_fd({"a": [50.0, 40.0, 30.0]}))
-    assert any(t.get_text() == "paper: A100 59.67" for t in ax.texts)
-    assert any(list(l.get_ydata()) == [59.67, 59.67] for l in ax.get_lines())
+    line = next(l for l in ax.get_lines() if list(l.get_ydata()) == [59.67, 59.67])
+    assert line.get_label() == "paper: A100 59.67"
+    assert "paper: A100 59.67" in [t.get_text() for lg in ax.figure.legends for t in lg.get_texts()]
+    assert not any(t.get_text().startswith("paper:") for t in ax.texts)  # no label over the data
 
 
 @pytest.fixture(scope="module")

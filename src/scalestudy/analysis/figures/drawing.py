@@ -440,14 +440,13 @@ PAPER_LINE = {"color": "#444444", "linestyle": ":", "linewidth": 1.1, "zorder": 
 
 def paper_lines(ax, desc: Description, quantity_label: str) -> None:
     """The paper's own values of this panel's quantity (Description.paper_values) as dotted
-    reference lines, each labelled 'paper: <what> <value>' at the axis' right end."""
+    reference lines, each named 'paper: <what> <value>' in the figure's legend (a label on the axes
+    would cover the data where a line ends or starts near the paper's value)."""
     for label, value, what in desc.paper_values:
         lo, hi = ax.get_ylim()
         if label == quantity_label and lo / 2 <= value <= hi * 2:  # far off the panel's range: only in the caption
             ax.set_ylim(min(lo, value * 0.95), max(hi, value * 1.05))
-            ax.axhline(value, **PAPER_LINE)
-            ax.annotate(f"paper: {what} {value:g}", (1, value), xycoords=("axes fraction", "data"), ha="right",
-                        va="bottom", fontsize=NOTE_FONTSIZE, color=PAPER_LINE["color"])
+            ax.axhline(value, label=f"paper: {what} {value:g}", **PAPER_LINE)
 
 
 NOISE = 0.01  # relative: a panel's spread below this share of its values is noise, not a difference
