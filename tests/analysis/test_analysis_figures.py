@@ -159,6 +159,23 @@ def test_series_names_add_what_differs_and_never_join_two_configurations_at_one_
     assert "lr=" in names["x8"] and "lr=" in names["a8"] and names["a16"] == "FSDP, torch, eager"
 
 
+def test_a_measured_oom_verdict_joins_its_configurations_measured_series_of_one_kind():
+    from scalestudy.spec.rank_share import MEASURED_BUSY_SERIES, MEASURED_SERIES, MEASURED_SUFFIX
+
+    def cfg(world, inputs, tp=2):
+        return {"config_id": f"t{tp}-{world}{MEASURED_SUFFIX}", "world_size": world, "model": "llama2-13b",
+                "measured_inputs": inputs}, {"tp": tp, "pp": 1, "dp_replicate": 1, "dp_shard": world // tp}
+
+    busy = "compute (GPU busy time), memory"
+    pairs = [cfg(8, None), cfg(32, busy), cfg(128, busy), cfg(8, None, tp=4), cfg(32, "compute, memory", tp=4),
+             cfg(128, busy, tp=4), cfg(8, None, tp=8)]
+    names = prepare.series_names([c for c, _ in pairs], {c["config_id"]: s for c, s in pairs}, "world_size")
+    assert names["t2-8--measured-inputs"] == names["t2-32--measured-inputs"] == "TP=2" + MEASURED_BUSY_SERIES
+    assert names["t4-8--measured-inputs"] == "TP=4" + MEASURED_SERIES  # its series has two kinds: none taken
+    assert names["t4-128--measured-inputs"] == "TP=4" + MEASURED_BUSY_SERIES
+    assert names["t8-8--measured-inputs"] == "TP=8" + MEASURED_SERIES
+
+
 def test_a_caveat_in_the_summary_notes_marks_the_figure_rows_and_a_short_footnote():
     import pandas as pd
     from types import SimpleNamespace

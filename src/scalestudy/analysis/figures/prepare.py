@@ -201,6 +201,15 @@ def series_names(cfgs: list[dict], specs: dict[str, dict], x_col: str,
     series never joins two configurations the legend does not tell apart."""
     full = {c["config_id"]: config_spec(c, specs) for c in cfgs}
     suffix = {c["config_id"]: measured_series(c["config_id"], c.get("measured_inputs")) for c in cfgs}
+    # a measured oom verdict has no computation, so no kind of it: it joins its configuration's
+    # measured series where that series has one kind
+    base = shown_names(full, lead, lead_fields, {cid: "" for cid in full})
+    no_compute = {c["config_id"] for c in cfgs if suffix[c["config_id"]]
+                  and "compute" not in (c.get("measured_inputs") or "")}
+    for cid in no_compute:
+        kinds = {suffix[o] for o in suffix if o not in no_compute and suffix[o] and base[o] == base[cid]}
+        if len(kinds) == 1:
+            suffix[cid] = kinds.pop()
     return distinguish(cfgs, full, shown_names(full, lead, lead_fields, suffix), x_col)
 
 
