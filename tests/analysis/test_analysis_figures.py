@@ -176,6 +176,23 @@ def test_a_measured_oom_verdict_joins_its_configurations_measured_series_of_one_
     assert names["t8-8--measured-inputs"] == "TP=8" + MEASURED_SERIES
 
 
+def test_measured_suffixes_join_an_oom_verdict_within_the_group_each_figure_names():
+    from scalestudy.spec.rank_share import MEASURED_BUSY_SERIES, MEASURED_SERIES, MEASURED_SUFFIX
+
+    def cfg(cid, world, inputs):
+        return {"config_id": cid + MEASURED_SUFFIX, "world_size": world, "measured_inputs": inputs}
+
+    busy = "compute (GPU busy time), memory"
+    cfgs = [cfg("a", 256, None), cfg("b", 256, busy), cfg("c", 256, busy), cfg("d", 512, None),
+            cfg("e", 512, "compute, memory"), cfg("f", 1024, None), {"config_id": "g", "world_size": 1024}]
+    kind = prepare.measured_suffixes(cfgs, lambda c: c["world_size"])  # as tp_pp_grid's row of panels
+    assert kind["a" + MEASURED_SUFFIX] == MEASURED_BUSY_SERIES
+    assert kind["d" + MEASURED_SUFFIX] == kind["e" + MEASURED_SUFFIX] == MEASURED_SERIES
+    assert kind["f" + MEASURED_SUFFIX] == MEASURED_SERIES  # no measured share beside it: the default kind
+    assert kind["g"] == ""  # the model alone has no suffix
+    assert prepare.measured_suffixes(cfgs, lambda c: 0)["a" + MEASURED_SUFFIX] == MEASURED_SERIES  # two kinds: none taken
+
+
 def test_a_caveat_in_the_summary_notes_marks_the_figure_rows_and_a_short_footnote():
     import pandas as pd
     from types import SimpleNamespace

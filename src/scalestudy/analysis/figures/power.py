@@ -10,7 +10,6 @@ from __future__ import annotations
 from scalestudy.analysis.csv_format import split_list
 from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
-from scalestudy.spec.rank_share import measured_series
 
 NAME = "power"
 EXPERIMENTS = ("power",)
@@ -47,8 +46,8 @@ def data(tables, study) -> prepare.FigureData:
     fd.cpu = prepare.is_cpu(cfgs)
     specs = prepare.specs_by_config(tables)
     full = {c["config_id"]: prepare.config_spec(c, specs) for c in cfgs}
-    suffix = {c["config_id"]: measured_series(c["config_id"], c.get("measured_inputs")) for c in cfgs}
-    names = prepare.shown_names(full, _lead, suffix=suffix)
+    base = prepare.shown_names(full, _lead, suffix={cid: "" for cid in full})
+    names = prepare.shown_names(full, _lead, suffix=prepare.measured_suffixes(cfgs, lambda c: base[c["config_id"]]))
     groups: dict[tuple, list[dict]] = {}
     for c in cfgs:
         if names[c["config_id"]].startswith(TPP):

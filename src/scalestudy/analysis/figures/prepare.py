@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Hashable, Iterable
 
 from scalestudy.analysis.csv_format import split_list
 from scalestudy.analysis.figures.description import Description, Quantity
@@ -200,17 +200,24 @@ def series_names(cfgs: list[dict], specs: dict[str, dict], x_col: str,
     configurations still share a name at one x, the fields in which they differ are added, so a
     series never joins two configurations the legend does not tell apart."""
     full = {c["config_id"]: config_spec(c, specs) for c in cfgs}
-    suffix = {c["config_id"]: measured_series(c["config_id"], c.get("measured_inputs")) for c in cfgs}
-    # a measured oom verdict has no computation, so no kind of it: it joins its configuration's
-    # measured series where that series has one kind
     base = shown_names(full, lead, lead_fields, {cid: "" for cid in full})
-    no_compute = {c["config_id"] for c in cfgs if suffix[c["config_id"]]
-                  and "compute" not in (c.get("measured_inputs") or "")}
-    for cid in no_compute:
-        kinds = {suffix[o] for o in suffix if o not in no_compute and suffix[o] and base[o] == base[cid]}
-        if len(kinds) == 1:
-            suffix[cid] = kinds.pop()
+    suffix = measured_suffixes(cfgs, lambda c: base[c["config_id"]])
     return distinguish(cfgs, full, shown_names(full, lead, lead_fields, suffix), x_col)
+
+
+def measured_suffixes(cfgs: list[dict], group: Callable[[dict], Hashable]) -> dict[str, str]:
+    """rank_share.measured_series of each configuration, by config id. A measured oom verdict has
+    no computation, so neither kind of share: it takes the kind of the other measured
+    configurations of its `group` (its series, panel or row) where they have one kind."""
+    suffix = {c["config_id"]: measured_series(c["config_id"], c.get("measured_inputs")) for c in cfgs}
+    no_compute = [c for c in cfgs if suffix[c["config_id"]] and "compute" not in (c.get("measured_inputs") or "")]
+    skip = {c["config_id"] for c in no_compute}
+    for c in no_compute:
+        kinds = {suffix[o["config_id"]] for o in cfgs if o["config_id"] not in skip
+                 and suffix[o["config_id"]] and group(o) == group(c)}
+        if len(kinds) == 1:
+            suffix[c["config_id"]] = kinds.pop()
+    return suffix
 
 
 def shown_names(full: dict[str, dict], lead: Callable[[dict], str] = family,

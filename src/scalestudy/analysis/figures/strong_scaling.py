@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
-from scalestudy.spec.rank_share import measured_base, measured_series
+from scalestudy.spec.rank_share import measured_base
 
 NAME = "strong_scaling"
 EXPERIMENTS = ("strong_scaling",)
@@ -38,14 +38,14 @@ def data(tables, study) -> prepare.FigureData:
         fd.panels.append(panel)
         at_gb = [c for c in cfgs if c["global_batch"] == gb and not measured_base(c["config_id"])]
         measured = [c for c in cfgs if c["global_batch"] == gb and measured_base(c["config_id"])]
+        kind = prepare.measured_suffixes(measured, lambda c: prepare.family(prepare.config_spec(c, specs)))
         micro = {}  # family -> its micro batches: named in the series where a family has several
         for c in measured:
-            micro.setdefault(prepare.family(prepare.config_spec(c, specs))
-                             + measured_series(c["config_id"], c.get("measured_inputs")), set()).add(
+            micro.setdefault(prepare.family(prepare.config_spec(c, specs)) + kind[c["config_id"]], set()).add(
                 prepare.config_spec(c, specs).get("micro_batch"))
         for c in measured:  # predicted with a measured input: a series of its own, never the best line's
             fam = prepare.family(prepare.config_spec(c, specs))
-            suffix = measured_series(c["config_id"], c.get("measured_inputs"))
+            suffix = kind[c["config_id"]]
             mb = f", micro batch {prepare.config_spec(c, specs).get('micro_batch')}" if len(micro[fam + suffix]) > 1 else ""
             fd.rows.append(prepare.config_row(
                 c, panel=panel, series=fam + mb + suffix,

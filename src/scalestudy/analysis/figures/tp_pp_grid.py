@@ -9,7 +9,6 @@ import re
 
 from scalestudy.analysis.figures import drawing, heatmap, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
-from scalestudy.spec.rank_share import measured_series
 
 NAME = "tp_pp_grid"
 EXPERIMENTS = ("tp_pp_grid",)
@@ -35,24 +34,25 @@ METRICS = [(WPS, "{}"), (MFU, "{:.3g}"), (SHARE, "{:.3g}")]
 compact = heatmap.compact
 
 
-def _group(c: dict) -> tuple:
-    """A row of panels: model, GPUs, global batch, and whether predicted with measured inputs
-    (those cells get a row of their own, never mixed into the model's)."""
-    return c["model"], c["world_size"], c["global_batch"], measured_series(c["config_id"], c.get("measured_inputs"))
+def _scale(c: dict) -> tuple:
+    return c["model"], c["world_size"], c["global_batch"]
 
 
-def _group_title(c: dict) -> str:
-    return (f"{c['model']}, {c['world_size']} GPUs, global batch {c['global_batch']}"
-            + (f"\n{suffix.strip()}" if (suffix := measured_series(c["config_id"], c.get("measured_inputs"))) else ""))
+def _group_title(c: dict, suffix: str) -> str:
+    return f"{c['model']}, {c['world_size']} GPUs, global batch {c['global_batch']}" + (f"\n{suffix.strip()}" if suffix else "")
 
 
 def data(tables, study) -> prepare.FigureData:
     fd, cfgs = prepare.begin(DESCRIPTION, tables, study, EXPERIMENTS, panels=[], empty_panels=[WPS.label])
     if not cfgs:
         return fd
-    for key in sorted({_group(c) for c in cfgs}):
-        members = [c for c in cfgs if _group(c) == key]
-        title = _group_title(members[0])
+    # a row of panels: model, GPUs, global batch, and whether predicted with measured inputs
+    # (those cells get a row of their own, never mixed into the model's)
+    kind = prepare.measured_suffixes(cfgs, _scale)
+    group = {c["config_id"]: (*_scale(c), kind[c["config_id"]]) for c in cfgs}
+    for key in sorted(set(group.values())):
+        members = [c for c in cfgs if group[c["config_id"]] == key]
+        title = _group_title(members[0], key[-1])
         cells: dict[tuple[int, int], list[dict]] = {}
         for c in members:
             cells.setdefault((c["tp"], c["pp"]), []).append(c)
