@@ -22,6 +22,9 @@ os.environ.setdefault("SCALESTUDY_FOREIGN_CPU_MAX", "off")
 
 def child_env(**extra: str) -> dict:
     env = dict(os.environ)
+    # the rules' shell commands call `scalestudy` and `snakemake`: this interpreter's, also when pytest
+    # runs without `make test` putting the venv on PATH
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYTHONWARNINGS="ignore")
     env.pop("SCALESTUDY_INJECT_FAULT", None)
     env.pop("PYTEST_CURRENT_TEST", None)  # names the test: would give each test a warm server of its own
