@@ -22,17 +22,17 @@ from pathlib import Path
 import pytest
 import slurm_cluster as sc
 import yaml
+from conftest import child_env
 
 REPO = Path(__file__).resolve().parents[2]
 STUDY = "slurm-mini"
 
 
 def env_for_jobs() -> dict:
-    """The environment jobs inherit (sbatch --export=ALL): this Python's scripts first."""
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1", PYTHONWARNINGS="ignore")
-    for k in ("SCALESTUDY_INJECT_FAULT", "SLURM_CONF", "SCALESTUDY_SLURM_SITE"):
+    """The environment jobs inherit (sbatch --export=ALL): the tests' child environment (this Python's
+    scripts first), without a SLURM configuration of the caller's."""
+    env = child_env()
+    for k in ("SLURM_CONF", "SCALESTUDY_SLURM_SITE"):
         env.pop(k, None)
     return env
 
