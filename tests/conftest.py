@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,12 @@ def child_env(**extra: str) -> dict:
     env.pop("PYTEST_CURRENT_TEST", None)  # names the test: would give each test a warm server of its own
     env.update(extra)
     return env
+
+
+def snakemake_cmd() -> list[str]:
+    """This interpreter's `snakemake`, or `python -m snakemake` where the venv has no script."""
+    exe = shutil.which("snakemake", path=os.path.dirname(sys.executable))
+    return [exe] if exe else [sys.executable, "-m", "snakemake"]
 
 
 def torchrun(nproc: int, args: list[str], *, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:

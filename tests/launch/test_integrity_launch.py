@@ -14,7 +14,7 @@ import time
 
 import pytest
 from analysis_fixtures import make_study, planned
-from conftest import child_env
+from conftest import child_env, snakemake_cmd
 
 from scalestudy.analysis import aggregate as agg
 from scalestudy.launch import run_guard
@@ -208,10 +208,9 @@ def test_the_workflow_keeps_a_run_found_in_place(tmp_path):
         (shutil.copytree if src.is_dir() else shutil.copy2)(src, tmp_path / name)
     study = tmp_path / "found.yaml"
     study.write_text(STUDY_YAML)
-    exe = shutil.which("snakemake", path=os.path.dirname(sys.executable)) or "snakemake"
 
     def snakemake(*args):
-        out = subprocess.run([exe, "--cores", "1", "--config", f"study={study}", *args], cwd=tmp_path,
+        out = subprocess.run([*snakemake_cmd(), "--cores", "1", "--config", f"study={study}", *args], cwd=tmp_path,
                              capture_output=True, text=True, timeout=400, env=child_env())
         assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
         return out.stdout + out.stderr

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import slurm_cluster as sc
 import yaml
-from conftest import child_env
+from conftest import child_env, snakemake_cmd
 
 REPO = Path(__file__).resolve().parents[2]
 STUDY = "slurm-mini"
@@ -145,8 +145,7 @@ def workflow_run(cluster, tmp_path_factory):
     # the launcher's ranks write into the attempt's own directory, moved to raw/ at the end
     attempts = root / "data" / STUDY / "attempts"
 
-    cmd = [shutil.which("snakemake", path=os.path.dirname(sys.executable)) or "snakemake",
-           "--profile", "slurm", "--config", f"study={STUDY}",
+    cmd = [*snakemake_cmd(), "--profile", "slurm", "--config", f"study={STUDY}",
            # a small cluster answers at once: poll it often, do not wait for a slow file system
            "--slurm-init-seconds-before-status-checks", "2", "--latency-wait", "5"]
     log = open(root / "snakemake.out", "w")

@@ -12,7 +12,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import REPO, child_env
+from conftest import REPO, child_env, snakemake_cmd
 
 from scalestudy.measure import rawlog
 from scalestudy.measure.exposed_comm import TraceError, analyse_trace
@@ -40,8 +40,7 @@ def test_a_broken_study_file_breaks_only_its_study_and_a_study_path_with_shell_c
     odd = root / "my studies; rm -rf x" / "a b.yaml"
     odd.parent.mkdir()
     shutil.copy2(root / "workflow" / "studies" / "smoke.yaml", odd)
-    exe = shutil.which("snakemake", path=str(os.path.dirname(sys.executable))) or "snakemake"
-    out = subprocess.run([exe, "-n", "-p", "--config", f"study={odd}"], cwd=root, capture_output=True,
+    out = subprocess.run([*snakemake_cmd(), "-n", "-p", "--config", f"study={odd}"], cwd=root, capture_output=True,
                          text=True, timeout=240, env=child_env())
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-3000:]

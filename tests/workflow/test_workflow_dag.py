@@ -2,16 +2,14 @@
 invalid study at once, naming the field."""
 
 import functools
-import os
 import re
-import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 import yaml
+from conftest import child_env, snakemake_cmd
 
 from scalestudy.spec.studies import FIGURES, load_study
 
@@ -20,11 +18,8 @@ pytestmark = pytest.mark.workflow
 
 
 def snakemake(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    exe = shutil.which("snakemake", path=str(Path(sys.executable).parent)) or shutil.which("snakemake")
-    cmd = [exe] if exe else [sys.executable, "-m", "snakemake"]
-    env = dict(os.environ)
-    env.pop("SCALESTUDY_INJECT_FAULT", None)
-    return subprocess.run([*cmd, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env)
+    return subprocess.run([*snakemake_cmd(), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env=child_env())
 
 
 @functools.cache
