@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import snakemake_cmd
 
 from scalestudy.launch import slurm
 from scalestudy.launch.slurm import (
@@ -246,10 +247,8 @@ def test_the_profile_names_options_that_snakemake_and_the_plugin_know():
     pytest.importorskip("snakemake_executor_plugin_slurm")
     profile = yaml.safe_load((REPO / "slurm" / "config.yaml").read_text())
     assert profile["executor"] == "slurm" and profile["slurm-status-command"] == "squeue"
-    exe = shutil.which("snakemake", path=os.path.dirname(os.sys.executable)) or shutil.which("snakemake")
-    if exe is None:
-        pytest.skip("no snakemake executable")
-    helptext = subprocess.run([exe, "--help"], capture_output=True, text=True, timeout=120).stdout
+    pytest.importorskip("snakemake")
+    helptext = subprocess.run([*snakemake_cmd(), "--help"], capture_output=True, text=True, timeout=120).stdout
     for key in profile:
         assert f"--{key}" in helptext, f"slurm/config.yaml: snakemake knows no option --{key}"
 
@@ -407,12 +406,10 @@ def test_record_scheduler_stop_turns_the_ranks_timeout_into_preempted(tmp_path):
 def test_snakemake_profile_slurm_plans_the_paper_study_as_typed():
     """`snakemake --profile slurm -n` from the repository root (no cluster needed for a dry run):
     every run a job of its nodes, one task a node, 8 GPUs a node; multi-node runs are mpi jobs."""
-    exe = shutil.which("snakemake", path=os.path.dirname(os.sys.executable)) or shutil.which("snakemake")
-    if exe is None:
-        pytest.skip("no snakemake executable")
+    pytest.importorskip("snakemake")
     pytest.importorskip("snakemake_executor_plugin_slurm")
     env = {k: v for k, v in os.environ.items() if k != SITE_ENV}
-    out = subprocess.run([exe, "--profile", "slurm", "-n", "--config", "study=paper"], cwd=REPO, env=env,
+    out = subprocess.run([*snakemake_cmd(), "--profile", "slurm", "-n", "--config", "study=paper"], cwd=REPO, env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:] + out.stdout[-3000:]
     assert "Using profiles slurm and workflow specific profile profiles/default" in out.stderr + out.stdout
