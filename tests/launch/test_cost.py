@@ -27,7 +27,8 @@ def test_the_paper_study_by_size_at_the_requested_limits():
 def test_the_paper_study_expected_from_the_performance_model():
     cost = study_cost(load_study("paper", REPO), Site())
     assert "h100-paper" in cost.expected_from
-    assert 10000 < cost.expected_h < 12000  # 11,661 with the scale-out model of issue 13: the model's, not a measurement
+    # the model's, not a measurement: 11,661 with the scale-out model of issue 13, 9,712 with NCCL's latencies (issue 49)
+    assert 8000 < cost.expected_h < 12000
     text = format_cost(cost)
     assert text.startswith("cost of study paper: 393 jobs, 82,751 GPU-hours at the requested time limits, ~")
     assert "   256   2048    37 " in text

@@ -55,7 +55,9 @@ def test_a_user_gpu_carries_by_its_own_rate_and_the_catalog_refuses_a_rate_above
 
 
 def test_the_schema_wants_a_source_with_the_rate_and_known_dtypes(fresh_catalog, tmp_path):
-    for rate, message in (("matmul_achievable_tflops: {bf16: 700}", "'matmul_achievable_source' is a dependency"),
+    for rate, message in (("matmul_achievable_tflops: {bf16: 700}", "needs matmul_achievable_source"),
+                          ('matmul_achievable_tflops: {bf16: 700, fp8: 1000}\n    matmul_achievable_source: x',
+                           "needs matmul_achievable_sources.fp8"),
                           ('matmul_achievable_source: "measured: mine"', "'matmul_achievable_tflops' is a dependency"),
                           ('matmul_achievable_tflops: {tf32: 100}\n    matmul_achievable_source: x',
                            "matmul_achievable_tflops"),

@@ -239,11 +239,19 @@ def test_a_new_gpu_needs_only_its_catalog_entry(fresh_catalog, cal):
     assert h200.hbm == 4.8e12 and h200.v("memory_gib") == 141 and h200.v("inter_node_GBps") == 50
 
 
-def test_overlap_slowdown_in_the_breakdown(cal, h100):
+@pytest.fixture(scope="module")
+def h100_fig2():
+    """h100-paper with the Fig 2 fit's network hop: FSDP at 2048 GPUs is bound by its collectives there."""
+    from scalestudy.perfmodel.cluster import load_cluster
+
+    return load_cluster("h100-paper-fig2", REPO)
+
+
+def test_overlap_slowdown_in_the_breakdown(cal, h100_fig2):
     off = ModelOptions(overlap_slowdown=0.0)
     for n in (16, 256):
-        on_v = predict(fsdp(n), h100, cal, band=False).values
-        off_v = predict(fsdp(n), h100, cal, band=False, options=off).values
+        on_v = predict(fsdp(n), h100_fig2, cal, band=False).values
+        off_v = predict(fsdp(n), h100_fig2, cal, band=False, options=off).values
         assert on_v["overlap_slowdown"] == pytest.approx(0.189) and off_v["overlap_slowdown_s"] == 0.0
         assert on_v["overlap_slowdown_s"] > 0
         assert on_v["step_time_s"] >= off_v["step_time_s"] - 1e-12
@@ -251,10 +259,10 @@ def test_overlap_slowdown_in_the_breakdown(cal, h100):
         assert on_v["power_w_per_gpu"] >= off_v["power_w_per_gpu"] - 1e-9  # ... and is drawn at compute power
 
 
-def test_power_follows_the_compute_bursts_between_exposed_waits(cal, h100):
+def test_power_follows_the_compute_bursts_between_exposed_waits(cal, h100_fig2):
     """perfmodel/power.py: the limiter holds an average, so products between exposed waits shorter
     than its window draw more than the cap while the waits draw less; back to back they are held at it."""
-    small, large = (predict(fsdp(nodes), h100, cal, band=False).values for nodes in (16, 256))  # 128, 2048 GPUs
+    small, large = (predict(fsdp(nodes), h100_fig2, cal, band=False).values for nodes in (16, 256))  # 128, 2048 GPUs
     assert small["compute_burst_s"] is None or small["compute_burst_s"] > 2 * cal.power.limiter_tau_s
     assert small["power_w_per_gpu"] == pytest.approx(700.0, rel=0.01)
     assert 0.0 < large["compute_burst_s"] < cal.power.limiter_tau_s
@@ -262,21 +270,21 @@ def test_power_follows_the_compute_bursts_between_exposed_waits(cal, h100):
     assert p_burst > 700.0 > large["power_w_per_gpu"]
 
 
-def test_short_bursts_between_exposed_waits_run_faster_than_the_calibrated_rate(cal, h100):
+def test_short_bursts_between_exposed_waits_run_faster_than_the_calibrated_rate(cal, h100_fig2):
     """Option burst_speedup: the clock-bound share of computation in bursts shorter than the limiter's
     window runs at up to full clock; back-to-back computation keeps the calibrated rate."""
     import dataclasses
 
     off = dataclasses.replace(ModelOptions(), burst_speedup=False)
     for nodes in (1, 256):
-        on_v, off_v = (predict(fsdp(nodes), h100, cal, band=False, options=o).values for o in (ModelOptions(), off))
+        on_v, off_v = (predict(fsdp(nodes), h100_fig2, cal, band=False, options=o).values for o in (ModelOptions(), off))
         assert off_v["burst_speedup"] == 1.0
         if off_v["compute_burst_s"] is None:
             assert on_v["burst_speedup"] == 1.0 and on_v["step_time_s"] == pytest.approx(off_v["step_time_s"])
             continue
         assert on_v["compute_burst_s"] < off_v["compute_burst_s"]  # a faster burst is a shorter one
         assert on_v["burst_speedup"] == pytest.approx(
-            burst_speedup(on_v, clock_bound_share(fsdp(nodes), h100, cal), h100, cal), rel=1e-5)  # a fixed point
+            burst_speedup(on_v, clock_bound_share(fsdp(nodes), h100_fig2, cal), h100_fig2, cal), rel=1e-5)  # a fixed point
         assert on_v["compute_s"] < off_v["compute_s"] and on_v["step_time_s"] <= off_v["step_time_s"] + 1e-12
-    large = predict(fsdp(256), h100, cal, band=False).values
+    large = predict(fsdp(256), h100_fig2, cal, band=False).values
     assert 1 / cal.power.clock_factor() - 1e-9 > 1 / large["burst_speedup"] > 1.02

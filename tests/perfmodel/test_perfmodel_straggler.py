@@ -53,7 +53,7 @@ def test_a_prediction_waits_for_its_slowest_rank_and_says_so():
 
     cal = cached_calibration("data/h200-reference/raw", REPO)
     assert 0.002 < cal.step_cv < 0.01 and cal.step_cv_source.startswith("measured")
-    h100 = load_cluster("h100-paper", REPO)
+    h100 = load_cluster("h100-paper-fig2", REPO)  # FSDP at 2048 GPUs bound by its collectives
     spec = RunSpec(model="llama2-7b", device="cuda", seq_len=4096, micro_batch=2, nodes=256, procs_per_node=8,
                    global_batch=4096)
     on = predict(spec, h100, cal, band=False, options=ModelOptions(burst_speedup=False))

@@ -377,8 +377,10 @@ def test_every_model_option_is_a_key_of_a_studys_prediction_options():
     from scalestudy.perfmodel.options import ModelOptions
 
     schema = json.loads((REPO / "workflow/schemas/study.schema.json").read_text())
-    keys = set(schema["properties"]["prediction"]["properties"]["options"]["properties"])
+    keys = set(schema["$defs"]["model_options"]["properties"])
     assert keys == {f.name for f in fields(ModelOptions)}
+    for section in ("prediction", "model_beside"):
+        assert schema["properties"][section]["properties"]["options"] == {"$ref": "#/$defs/model_options"}
 
 
 def test_the_measurement_files_behind_a_prediction_are_under_the_audits_checksums(tmp_path):

@@ -69,7 +69,7 @@ def test_dry_run_prints_the_cost_and_refuses_a_plan_over_budget():
     text = out.stdout + out.stderr
     assert "cost of study paper: 393 jobs, 82,751 GPU-hours at the requested time limits" in text
     # the expected figure moves with the performance model's calibration; the requested one does not
-    assert re.search(r"study paper asks for 82,751 GPU-hours at the requested time limits \(~1\d,\d{3} expected\) "
+    assert re.search(r"study paper asks for 82,751 GPU-hours at the requested time limits \(~\d{1,2},\d{3} expected\) "
                      r"for 393 jobs, over its budget of 5,000 GPU-hours \(--config gpu_hours_budget\)", text), text
     assert "Job stats:" not in text  # refused before planning a single job
 

@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "scalestudy.cli.train",
     "scalestudy.cli.measure",
     "scalestudy.cli.collectives",
+    "scalestudy.cli.gemm",
     "scalestudy.cli.analysis",
     "scalestudy.cli.launch",
     "scalestudy.cli.model",

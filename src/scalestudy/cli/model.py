@@ -186,7 +186,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         return 0
     if args.out or args.figure:
         raise SystemExit("scalestudy model validate: --out and --figure go with --external (the ledger)")
-    rep = report(args.calibration, Path(args.root))
+    rep = report(args.calibration, Path(args.root), args.cluster)
     if args.json:
         print(json.dumps(rep, indent=1, sort_keys=True, default=str))
     else:
@@ -303,6 +303,9 @@ def register(subparsers) -> None:
     q.add_argument("--figure", metavar="PATH", help="with --external: draw the model_validation figure to "
                                                    "PATH.pdf, PATH.png and PATH.csv (the ledger CSV beside it "
                                                    "unless --out names one)")
+    q.add_argument("--cluster", default="h100-paper",
+                   help="the H100 cluster C1-C4 are predicted on (default h100-paper, NCCL's tuning-model latencies; "
+                        "h100-paper-fig2: the network hop of the tree fitted to the paper's Fig 2)")
     q.set_defaults(func=_guard(cmd_validate))
 
     q = sub.add_parser("study", help="predict every run of a prediction study; write predicted raw logs")

@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 import scalestudy
+from scalestudy.measure.portable import portable_value
 
 ENV_PREFIXES = ("NCCL_", "TORCH_", "GLOO_", "CUDA_", "OMP_", "SLURM_", "PYTORCH_", "MASTER_", "NVIDIA_",
                 "SCALESTUDY_HARNESS_")
@@ -84,8 +85,8 @@ def collect(rank_facts: list[dict]) -> dict:
         "cuda": cuda,
         "nccl": nccl,
         "libraries": library_versions(),
-        "command": sys.argv,
-        "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
+        "command": [portable_value(a) for a in sys.argv],
+        "environment": {k: portable_value(v) for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
         "slurm": {"job_id": os.environ.get("SLURM_JOB_ID"), "nodelist": os.environ.get("SLURM_JOB_NODELIST"),
                   "nnodes": os.environ.get("SLURM_NNODES")},
         "hosts": sorted({f["host"] for f in rank_facts}),

@@ -71,18 +71,27 @@ def first_value(events: Iterable[Event], key: str, default: Any = None) -> Any:
     return default
 
 
-def spans(events: list[Event], start: str, stop: str, path: str) -> list[tuple[Event, Event]]:
+def spans(events: list[Event], start: str, stop: str, path: str,
+          problems: list[str] | None = None) -> list[tuple[Event, Event]]:
     """The (start, stop) pairs of an interval kind (block_start/block_stop, eval_start/eval_stop),
-    in order; a stop without its start, or a start left open before the next, is refused."""
+    in order; a stop without its start, or a start left open before the next, is refused - or, with
+    `problems`, described there (one sentence naming the file and line) and left out of the pairs."""
     out, open_ = [], None
+
+    def bad(line: int, reason: str) -> None:
+        if problems is None:
+            raise MLLogError(path, line, reason)
+        problems.append(f"{path}:{line}: {reason}")
+
     for e in events:
         if e.key == start:
             if open_ is not None:
-                raise MLLogError(path, e.line, f"{start} while the {start} of line {open_.line} is still open")
+                bad(e.line, f"{start} while the {start} of line {open_.line} is still open")
             open_ = e
         elif e.key == stop:
             if open_ is None:
-                raise MLLogError(path, e.line, f"{stop} without a {start} before it")
+                bad(e.line, f"{stop} without a {start} before it")
+                continue
             out.append((open_, e))
             open_ = None
     return out

@@ -4,7 +4,9 @@ defaults their NeMo YAML files give environment variables (`${oc.env:NAME,defaul
 
 Read, never run: exports inside an `if` block are left out (the conditions select optional modes,
 off by default), and the value a setting ends with is the last one exported at the top level, as
-the shell would leave it. Pure Python.
+the shell would leave it. A sourced file the submission does not hold (some leave out a
+`config_common*.sh` their configuration sources) is listed in `missing` and passed over: the
+settings it would make are unknown. Pure Python.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class LaunchConfig:
     yaml_defaults: dict[str, Setting] = field(default_factory=dict)  # ${oc.env:NAME,default}
     yaml_literals: dict[str, Setting] = field(default_factory=dict)  # e.g. encoder_seq_length: 2048
     files: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # sourced files that could not be read
 
     def get(self, name: str) -> Setting | None:
         return self.settings.get(name) or self.yaml_defaults.get(name)
@@ -48,13 +51,23 @@ def _strip(value: str) -> str:
     return value
 
 
-def read_shell(path: str, read: Callable[[str], str], config: LaunchConfig | None = None) -> LaunchConfig:
-    """Read a config_*.sh file and the files it sources (paths relative to its directory)."""
+def read_shell(path: str, read: Callable[[str], str], config: LaunchConfig | None = None, *,
+               sourced: bool = False, resolve: Callable[[str], str] | None = None) -> LaunchConfig:
+    """Read a config_*.sh file and the files it sources (paths relative to its directory, mapped by
+    `resolve` to the path to read where given); a sourced file `read` cannot give (OSError,
+    ValueError) goes into `missing`."""
     config = config if config is not None else LaunchConfig()
+    try:
+        text = read(path)
+    except (OSError, ValueError):
+        if not sourced:
+            raise
+        config.missing.append(path)
+        return config
     config.files.append(path)
     directory = path.rsplit("/", 1)[0] if "/" in path else ""
     depth = 0
-    for i, raw in enumerate(read(path).splitlines(), 1):
+    for i, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
@@ -69,7 +82,8 @@ def read_shell(path: str, read: Callable[[str], str], config: LaunchConfig | Non
             continue
         m = _SOURCE.match(line)
         if m:
-            read_shell(f"{directory}/{m.group(1)}" if directory else m.group(1), read, config)
+            src = f"{directory}/{m.group(1)}" if directory else m.group(1)
+            read_shell(resolve(src) if resolve else src, read, config, sourced=True, resolve=resolve)
             continue
         m = _EXPORT.match(line)
         if m:

@@ -1,9 +1,11 @@
-"""Tracebacks without the paths of the machine that ran them.
+"""Tracebacks, commands and settings without the paths of the machine that ran them.
 
 A raw log is committed and published; a traceback's `File "/abs/path/..."` lines would carry the
 measuring machine's directory layout into it. Each file is named from its import root instead
 (`scalestudy/harness/train.py`, `torch/nn/modules/module.py`), which is what a reader needs to
-find the line.
+find the line. A command's arguments and the environment's settings are made portable the same
+way: a path under the working directory relative to it, a source file from its import root, any
+other absolute path as `<host>/` and its last two parts (portable_value).
 """
 
 from __future__ import annotations
@@ -29,6 +31,29 @@ def portable_path(filename: str) -> str:
         if marker in filename:
             return filename.rsplit(marker, 1)[1]
     return "/".join(filename.rsplit("/", 2)[-2:])
+
+
+HOST = "<host>"
+_ABSOLUTE = re.compile(r"(?<![\w.])(/[^\s:,;=\"']+)")
+
+
+def _portable_absolute(path: str, cwd: str) -> str:
+    if path == cwd or path.startswith(cwd.rstrip("/") + "/"):
+        rel = path[len(cwd):].lstrip("/")
+        return rel or "."
+    if path.endswith(".py"):
+        return portable_path(path)
+    return f"{HOST}/" + "/".join(path.rstrip("/").rsplit("/", 2)[-2:])
+
+
+def portable_value(text: str, cwd: str | None = None) -> str:
+    """`text` (an argument, a setting, a PATH-like list) with every absolute path in it made portable:
+    relative to `cwd` (default: the working directory) where under it, a source file from its import
+    root, any other as `<host>/` plus its last two parts."""
+    import os
+
+    cwd = os.path.realpath(cwd or os.getcwd())
+    return _ABSOLUTE.sub(lambda m: _portable_absolute(m.group(1), cwd), text)
 
 
 def portable_text(text: str) -> str:

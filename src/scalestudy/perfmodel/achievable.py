@@ -40,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+from scalestudy.perfmodel.compute import LOW_PRECISION
 from scalestudy.spec import catalog
 
 
@@ -86,7 +87,8 @@ def achievable_rate(gpu: str | None, dtype: str) -> AchievableRate | None:
     rate = spec.matmul_achievable_flops_per_s.get(dtype)
     if rate is None:
         return None
-    return AchievableRate(name, dtype, rate / 1e12, spec.peak_flops_per_s[dtype] / 1e12, spec.matmul_achievable_source)
+    return AchievableRate(name, dtype, rate / 1e12, spec.peak_flops_per_s[dtype] / 1e12,
+                          spec.matmul_achievable_sources.get(dtype) or spec.matmul_achievable_source)
 
 
 def tensor_carry(target_gpu: str | None, calibration_gpu: str | None, dtype: str = "bf16") -> TensorCarry:
@@ -97,6 +99,48 @@ def tensor_carry(target_gpu: str | None, calibration_gpu: str | None, dtype: str
         missing = tuple(str(g) for g, r in ((target_gpu, t), (calibration_gpu, c)) if r is None)
         return TensorCarry(1.0, t, c, missing)
     return TensorCarry(t.fraction / c.fraction, t, c)
+
+
+CALIBRATION_DTYPE = "bf16"  # the calibration runs' matrix products (data/h200-reference)
+
+
+@dataclass(frozen=True)
+class PrecisionCarry:
+    """The calibrated bf16 matrix-product efficiency carried to a lower precision's matrix products on
+    `target` (FP8 linear layers): the training's kernels reach the same fraction of the achievable
+    rate in that precision as the calibration's reached of its bf16 one. `factor` multiplies the
+    efficiency at the target's bf16 peak (the cluster's peak_flops_per_s)."""
+
+    dtype: str
+    target: AchievableRate
+    target_bf16_peak_tflops: float
+    calibration: AchievableRate
+
+    @property
+    def factor(self) -> float:
+        return (self.target.tflops / self.target_bf16_peak_tflops) / self.calibration.fraction
+
+    def describe(self) -> str:
+        t, c = self.target, self.calibration
+        return (f"the layers' {self.dtype} matrix products x {self.factor:.3f} of the bf16 efficiency at "
+                f"{self.target_bf16_peak_tflops:g} TFLOP/s: achievable {self.dtype} matmul {t.tflops:g} TFLOP/s on "
+                f"{t.gpu} [{t.source}] over the calibration's achievable bf16 {c.tflops:g}/{c.peak_tflops:g} "
+                f"({c.fraction:.1%}) on {c.gpu}")
+
+
+def precision_carry(target_gpu: str | None, calibration_gpu: str | None, dtype: str) -> PrecisionCarry:
+    """The carry of the layers' matrix products to `dtype` on `target_gpu`; refused (ValueError, one
+    sentence) where the catalog has no achievable rate in that precision: no rate is guessed from the
+    datasheet's peaks."""
+    t, c = achievable_rate(target_gpu, dtype), achievable_rate(calibration_gpu, CALIBRATION_DTYPE)
+    if t is None or c is None:
+        who = target_gpu if t is None else calibration_gpu
+        what = dtype if t is None else CALIBRATION_DTYPE
+        raise ValueError(f"no measured or published achievable {what} matmul rate for {who} in the GPU catalog "
+                         f"(gpus.yaml matmul_achievable_tflops.{what}): the model does not guess {what} matrix "
+                         "products from the datasheet peak")
+    peak = catalog.gpu(catalog.gpu_name(target_gpu)).peak_flops_per_s.get(CALIBRATION_DTYPE)
+    return PrecisionCarry(dtype, t, peak / 1e12, c)
 
 
 @dataclass(frozen=True)
@@ -186,10 +230,16 @@ class KernelCarry:
     hbm_calibration: float | None = None
     attention_target: AttentionRate | None = None  # the target's kernel's published rate
     attention_calibration: AttentionRate | None = None
+    layer_precision: PrecisionCarry | None = None  # the layers' matrix products in FP8
 
     @property
     def matmul(self) -> float:
         return self.tensor.factor * self.clock_ratio
+
+    @property
+    def layer_matmul(self) -> float:
+        """The layers' matrix products: in their own precision where it is lower than bf16."""
+        return self.layer_precision.factor * self.clock_ratio if self.layer_precision else self.matmul
 
     @property
     def attention_by_kernel_rates(self) -> bool:
@@ -209,7 +259,8 @@ class KernelCarry:
         return self.hbm_calibration / self.hbm_target
 
     def as_dict(self) -> dict:
-        return {"matmul": self.matmul, "attention": self.attention, "memory_time_ratio": self.memory_time_ratio,
+        return {"matmul": self.matmul, "layer_matmul": self.layer_matmul, "attention": self.attention,
+                "memory_time_ratio": self.memory_time_ratio,
                 "achievable_matmul_ratio": self.tensor.factor, "clock_ratio": self.clock_ratio,
                 "attention_carry": self.attention_factor,
                 "attention_kernel": self.attention_target.kernel if self.attention_target else None}
@@ -226,8 +277,10 @@ class KernelCarry:
             att = ("as the matrix products (no published rate of the cluster's attention kernel) [assumed]"
                    if self.attention_factor == 1.0 else
                    f"x {self.attention:.3f} (the matrix products' x option attention_carry {self.attention_factor:g})")
+        low = (f"; {self.layer_precision.describe()}, x the clock ratio (x {self.layer_matmul:.3f} in all)"
+               if self.layer_precision else "")
         return (f"matrix products x {self.matmul:.3f} (achievable-matmul ratio {self.tensor.factor:.3f} x power-limit "
-                f"clock ratio {self.clock_ratio:.3f}); attention {att}; memory-bound kernels at the calibrated "
+                f"clock ratio {self.clock_ratio:.3f}){low}; attention {att}; memory-bound kernels at the calibrated "
                 "fractions of this GPU's HBM bandwidth"
                 + (f" (x {mem:.3f} the calibration GPU's time: {self.hbm_calibration / 1e12:g} over "
                    f"{self.hbm_target / 1e12:g} TB/s)" if mem else ""))
@@ -240,7 +293,10 @@ def kernel_carry(target_gpu: str | None, calibration_gpu: str | None, dtype: str
     stack runs `attention_kernel` (None: not known, attention carries as the matrix products)."""
     if not attention_factor > 0:
         raise ValueError(f"attention_factor must be positive, not {attention_factor!r}")
+    low = precision_carry(target_gpu, calibration_gpu, dtype) if dtype in LOW_PRECISION else None
+    if low is not None:  # only the layers' matrix products run in it; the rest in bf16
+        dtype = CALIBRATION_DTYPE
     t = attention_rate(target_gpu, attention_kernel, dtype)
     c = attention_rate(calibration_gpu, calibration_attention_kernel(), dtype) if t is not None else None
     return KernelCarry(tensor_carry(target_gpu, calibration_gpu, dtype), clock_ratio, attention_factor,
-                       hbm_target, hbm_calibration, t, c)
+                       hbm_target, hbm_calibration, t, c, low)

@@ -7,9 +7,13 @@ read off a published figure, or assumed. Sources used: datasheet, paper, measure
 panel, assumed. Keys (all required unless marked optional):
 
   name, description, gpu (a scalestudy.spec.catalog.gpus table name), gpus_per_node, max_nodes,
+  nvlink_domain_gpus (optional: GPUs a NVLink domain spans where it is more than a node's, e.g. 72
+                 on a GB200 NVL72 rack of nodes of 4; groups are counted in domains, not nodes),
   peak_flops_per_s (dense bf16), hbm_bytes_per_s, memory_gib, tdp_w,
   intra_node_GBps (NVLink per GPU, one direction), inter_node_GBps (NIC per GPU, one direction),
-  collectives:   fit ('published_panel' or 'raw'), raw_dirs (with fit raw: raw-log directories of
+  collectives:   latency ('nccl_tuning', the default: NCCL's own tuning-model latencies; or
+                 'published_panel': the network-hop latency of the tree fitted to the paper's Fig 2),
+                 fit ('published_panel' or 'raw'), raw_dirs (with fit raw: raw-log directories of
                  collectives benchmarks), bus_efficiency_intra, ll128_bw_factor, channels (NCCL's
                  channels of a ring at full bandwidth; small messages use fewer),
                  ring_latency_us {nvlink_simple, net_simple, nvlink_ll128, net_ll128, base}
@@ -39,6 +43,7 @@ questions (a faster interconnect, a newer GPU).
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,7 +55,10 @@ SOURCES = ("datasheet", "paper", "measured", "published panel", "published", "as
 REQUIRED = ("name", "description", "gpu", "gpus_per_node", "max_nodes", "peak_flops_per_s", "hbm_bytes_per_s",
             "memory_gib", "tdp_w", "intra_node_GBps", "inter_node_GBps", "collectives", "power",
             "uncertainty")
-OPTIONAL = ("design_power_w",)
+OPTIONAL = ("design_power_w", "nvlink_domain_gpus")
+# collectives.latency: where the per-step latencies of collectives come from (perfmodel/collectives.py):
+# NCCL's own tuning model (the default), or the network-hop latency of the tree fit to the paper's Fig 2
+LATENCY_MODELS = ("nccl_tuning", "published_panel")
 # the cluster value -> the catalog GPU entry's field it defaults to, and the unit factor
 GPU_VALUES = {"peak_flops_per_s": ("peak_flops_per_s", 1.0), "hbm_bytes_per_s": ("memory_bytes_per_s", 1.0),
               "memory_gib": ("memory_bytes", 1.0 / 2**30), "tdp_w": ("power_cap_w", 1.0),
@@ -94,6 +102,7 @@ class Cluster:
     values: dict[str, Value]  # flat: "peak_flops_per_s", "collectives.bus_efficiency_intra", ...
     collectives_fit: str = "published_panel"
     raw_dirs: tuple[str, ...] = ()
+    latency_model: str = "nccl_tuning"  # collectives.latency: LATENCY_MODELS
     source_file: str | None = None
     overrides: dict = field(default_factory=dict)
     attention_kernel: str | None = None
@@ -108,6 +117,12 @@ class Cluster:
     @property
     def gpus_per_node(self) -> int:
         return int(self.v("gpus_per_node"))
+
+    @property
+    def nvlink_domain(self) -> int:
+        """GPUs that reach each other over NVLink: the node's, or a rack's (GB200 NVL72: 72 GPUs in
+        nodes of 4); groups within it run at NVLink rates, groups beyond it cross the network."""
+        return int(self.v("nvlink_domain_gpus")) if "nvlink_domain_gpus" in self.values else self.gpus_per_node
 
     @property
     def max_gpus(self) -> int:
@@ -130,7 +145,8 @@ class Cluster:
     def as_dict(self) -> dict:
         return {"name": self.name, "description": self.description, "gpu": self.gpu,
                 "attention_kernel": {"value": self.attention_kernel, "source": self.attention_kernel_source},
-                "collectives_fit": self.collectives_fit, "raw_dirs": list(self.raw_dirs),
+                "collectives_fit": self.collectives_fit, "latency_model": self.latency_model,
+                "raw_dirs": list(self.raw_dirs),
                 "source_file": self.source_file, "overrides": dict(self.overrides), "values": self.sources()}
 
 
@@ -162,6 +178,10 @@ def cluster_from_dict(data: dict, source_file: str | None = None) -> Cluster:
     if fit not in ("published_panel", "raw"):
         raise ClusterError(f"{source_file}: collectives.fit must be published_panel or raw, got {fit!r}")
     raw_dirs = tuple(str(p) for p in coll.pop("raw_dirs", []) or [])
+    latency = coll.pop("latency", LATENCY_MODELS[0])
+    if latency not in LATENCY_MODELS:
+        raise ClusterError(f"{source_file}: collectives.latency must be one of {', '.join(LATENCY_MODELS)}, "
+                           f"got {latency!r}")
     if fit == "raw" and not raw_dirs:
         raise ClusterError(f"{source_file}: collectives.fit raw needs collectives.raw_dirs")
     numbers = {k: data[k] for k in REQUIRED if k not in ("name", "description", "gpu", "collectives", "power",
@@ -171,7 +191,7 @@ def cluster_from_dict(data: dict, source_file: str | None = None) -> Cluster:
     flat = _flatten(numbers)
     values = {k: value(v, f"{source_file or data['name']}: {k}") for k, v in flat.items()}
     return Cluster(name=str(data["name"]), description=str(data["description"]).strip(), gpu=str(data["gpu"]),
-                   values=values, collectives_fit=fit, raw_dirs=raw_dirs, source_file=source_file,
+                   values=values, collectives_fit=fit, raw_dirs=raw_dirs, latency_model=latency, source_file=source_file,
                    attention_kernel=kernel, attention_kernel_source=kernel_source)
 
 
@@ -248,9 +268,8 @@ def with_gpu(cluster: Cluster, gpu: str) -> Cluster:
         values[k] = Value(v["value"], v["source"], f"--gpu; was {values[k].value:g} ({values[k].source})"
                           if k in values else "--gpu")
     values.pop("design_power_w", None)
-    return Cluster(f"{cluster.name}+{gpu}", cluster.description, gpu, values, cluster.collectives_fit,
-                   cluster.raw_dirs, cluster.source_file, {**cluster.overrides, "gpu": gpu},
-                   cluster.attention_kernel, cluster.attention_kernel_source)
+    return dataclasses.replace(cluster, name=f"{cluster.name}+{gpu}", gpu=gpu, values=values,
+                               overrides={**cluster.overrides, "gpu": gpu})
 
 
 def clusters_dir(root: Path | str = ".") -> Path:
@@ -294,7 +313,5 @@ def with_overrides(cluster: Cluster, overrides: dict[str, float]) -> Cluster:
         if k not in values:
             raise ClusterError(f"cluster {cluster.name!r} has no value {k!r} (known: {', '.join(sorted(values))})")
         values[k] = Value(float(v), "what-if", f"overridden; was {values[k].value:g} ({values[k].source})")
-    return Cluster(cluster.name + ("+what-if" if overrides else ""), cluster.description, cluster.gpu, values,
-                   cluster.collectives_fit, cluster.raw_dirs, cluster.source_file,
-                   {**cluster.overrides, **{k: float(v) for k, v in overrides.items()}},
-                   cluster.attention_kernel, cluster.attention_kernel_source)
+    return dataclasses.replace(cluster, name=cluster.name + ("+what-if" if overrides else ""), values=values,
+                               overrides={**cluster.overrides, **{k: float(v) for k, v in overrides.items()}})

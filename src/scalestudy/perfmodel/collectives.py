@@ -84,7 +84,27 @@ RING_BUSBW_SOURCE = ("published: NVIDIA/nccl issue #1229, nccl-tests reduce_scat
 HOPS_PER_TREE_LEVEL = 2  # a tree all-reduce crosses the network twice a level (reduce up, broadcast down)
 # bytes of a rank's message a channel needs before NCCL adds another: threads x bytes a thread
 # [NCCL src/include/comm.h thread thresholds x src/include/device.h maximum threads]
-CHANNEL_BYTES = {"simple": 512 * 64, "ll128": 640 * 8}
+CHANNEL_BYTES = {"simple": 512 * 64, "ll128": 640 * 8, "ll": 512 * 8}
+# NCCL's own latency model (src/graph/tuning.cc, the same in v2.18.5 to v2.28.3 but for the notes):
+# (baseLat, hwLat NVLink, hwLat NET) in us per algorithm and protocol. A ring step inside a node pays
+# the NVLink latency, one across nodes the NET latency; a tree all-reduce pays
+# base + 2 ((ranks a node - 1) NVLink + log2(nodes) NET) ("2 * ((nRanks/nNodes-1) * intraLat +
+# log2i(nNodes) * interLat)"). Tree Simple's NVLink latency is 4.0 (28 in v2.21.5) and its base 8.4 (0
+# before v2.26). Checked against published measurements: nccl-tests all_reduce_perf of small
+# messages on 2 and 4 nodes of 8 H100s (NVIDIA/nccl-tests issue #309: 24.9 and 34.5 us at 16 B)
+# against the tree LL model's 25.2 and 35.2 us; NCCL's own tuner log in NVIDIA/nccl issue #1453
+# prints 25.2 us for 16 B on 2 nodes.
+NCCL_LATENCY_US = {
+    "ring": {"ll": (6.6, 0.6, 2.7), "ll128": (14.0, 1.9, 4.0), "simple": (8.4, 3.4, 14.0)},
+    "tree": {"ll": (6.8, 0.6, 5.0), "ll128": (14.0, 1.25, 8.5), "simple": (8.4, 4.0, 14.0)},
+}
+NCCL_LATENCY_SOURCE = ("published: NCCL's tuning model (NVIDIA/nccl src/graph/tuning.cc baseLat and hwLat, "
+                       "v2.18.5-v2.28.3), checked on nccl-tests all_reduce of 16 B at 2 and 4 H100 nodes "
+                       "(NVIDIA/nccl-tests #309: 24.9 and 34.5 us against the model's 25.2 and 35.2)")
+# NCCL's bandwidth refinements per algorithm and protocol (tuning.cc, "Various model refinements"): ring
+# LL x 1/4 across nodes (1/3 inside one), ring LL128 x 0.92 (0.7 with one rank a node), tree x 0.92,
+# tree LL x 1/3.8 of that
+NCCL_PROTOCOLS = ("ll", "ll128", "simple")
 PAT_BW_FACTOR = 0.75  # [NCCL src/graph/tuning.cc]
 PAT_HOP_DIVISOR = 3.5  # log2(nodes) x interLat / 3.5 [NCCL src/graph/tuning.cc]
 PAT_US_PER_RANK = 2.8  # "still a linear part" [NCCL src/graph/tuning.cc]
@@ -262,11 +282,55 @@ class CollectiveModel:
         rails = group.per_node * self._c("inter_node_GBps") / RING_BUSBW_RAILS_GBPS
         return min(self.intra_bus_GBps(s), fit * rails * s.inter_bw)
 
+    @property
+    def nccl_latency(self) -> bool:
+        """Latencies from NCCL's own tuning model (NCCL_LATENCY_US) rather than the panel's tree fit."""
+        return getattr(self.cluster, "latency_model", "nccl_tuning") == "nccl_tuning"
+
     def net_hop_latency_us(self) -> float:
-        """One network hop, from the panel's tree fit: its latency per doubling of nodes over the
-        two network crossings of a tree level. Used by rings and trees alike."""
+        """One network hop (Simple protocol): NCCL's tuning model's NET latency, or, with the cluster's
+        `collectives.latency: published_panel`, the panel's tree fit: its latency per doubling of
+        nodes over the two network crossings of a tree level, used by rings and trees alike."""
         scale = self.cluster.values.get("collectives.net_hop_latency_scale")
-        return self.panel.latency_s[1] * 1e6 / HOPS_PER_TREE_LEVEL * (scale.value if scale else 1.0)
+        hop = NCCL_LATENCY_US["ring"]["simple"][2] if self.nccl_latency \
+            else self.panel.latency_s[1] * 1e6 / HOPS_PER_TREE_LEVEL
+        return hop * (scale.value if scale else 1.0)
+
+    def _nccl_latency(self, algorithm: str, proto: str) -> tuple[float, float, float]:
+        scale = self.cluster.values.get("collectives.net_hop_latency_scale")
+        base, nvl, net = NCCL_LATENCY_US[algorithm][proto]
+        return base, nvl, net * (scale.value if scale else 1.0)
+
+    def _nccl_ring_time(self, op: str, size_bytes: float, group: Group, bw: float, s: Scales) -> float:
+        """A ring by NCCL's own model: the cheapest of its three protocols, each with its latencies and
+        bandwidth refinement, on the channels a message of this size uses."""
+        steps = group.n - 1
+        inter = group.nodes - 1 if group.nodes > 1 else 0
+        if op == "all_reduce":
+            steps, inter = 2 * steps, 2 * inter
+        best = math.inf
+        for proto in NCCL_PROTOCOLS:
+            base, nvl, net = self._nccl_latency("ring", proto)
+            lat = (base + (steps - inter) * nvl + inter * net) * 1e-6 * s.latency
+            f = {"simple": 1.0, "ll128": 0.92 if group.per_node > 1 else 0.7,
+                 "ll": 0.25 if group.nodes > 1 or op == "all_reduce" else 1.0 / 3.0}[proto]
+            f *= self.channels(op, size_bytes, group, proto) / self._c("collectives.channels")
+            best = min(best, lat + busbw_factor(op, group.n) * size_bytes / (bw * f * 1e9))
+        return best
+
+    def _nccl_tree_time(self, size_bytes: float, group: Group, s: Scales) -> float:
+        """An all-reduce as NCCL's tree across nodes (the cheapest protocol), x NCCL's tree refinement,
+        at a bus bandwidth that does not fall with the node count (NCCL's tuning model has no node-count
+        term for the tree: channels x per-channel network bandwidth x 0.92): the published ring fit's
+        at two nodes, scaled by the group's rails [assumed]."""
+        bw = self.ring_bus_GBps(Group(2 * group.per_node, 2), s)
+        best = math.inf
+        for proto in NCCL_PROTOCOLS:
+            base, nvl, net = self._nccl_latency("tree", proto)
+            lat = (base + 2 * ((group.per_node - 1) * nvl + math.log2(group.nodes) * net)) * 1e-6 * s.latency
+            f = 0.92 / (3.8 if proto == "ll" else 1.0)
+            best = min(best, lat + busbw_factor("all_reduce", group.n) * size_bytes / (bw * f * 1e9))
+        return best
 
     def _ring_latency(self, op: str, group: Group, proto: str, s: Scales) -> float:
         k = "collectives.ring_latency_us."
@@ -295,6 +359,14 @@ class CollectiveModel:
             lat = sum(c * f for c, f in zip(fit.latency_s, feats)) * s.latency
             bw = fit.bus_GBps * (s.intra_bw if scope == "intra" else s.inter_bw)
             return max(lat, 0.0) + bus_bytes / (bw * 1e9)
+        if self.nccl_latency:
+            bw = self.intra_bus_GBps(s) if scope == "intra" else self.ring_bus_GBps(group, s)
+            best = self._nccl_ring_time(op, size_bytes, group, bw, s)
+            if scope == "inter" and op == "all_reduce":
+                best = min(best, self._nccl_tree_time(size_bytes, group, s))
+            if scope == "inter" and op in ("all_gather", "reduce_scatter") and group.per_node == 1:
+                best = min(best, self._pat_time(op, size_bytes, group, bw, s))
+            return best
         if scope == "inter" and op == "all_reduce":
             a0, a1 = self.panel.latency_s
             hop_scale = self.net_hop_latency_us() / (a1 * 1e6 / HOPS_PER_TREE_LEVEL)
@@ -336,11 +408,18 @@ class CollectiveModel:
     def sources(self) -> dict:
         out = {"panel": self.panel.as_dict() if self.panel else None,
                "measured": {f"{op}/{scope}": f.as_dict() for (op, scope), f in sorted(self.measured.items())},
+               "latency": (NCCL_LATENCY_SOURCE if self.nccl_latency else
+                           f"published panel: network hop {self.net_hop_latency_us():.1f} us from the tree fit to the "
+                           "paper's Fig 2 (cluster collectives.latency: published_panel)"),
                "rules": {
                    "all_reduce/inter": ("measured fit" if ("all_reduce", "inter") in self.measured
+                                        else "NCCL's tree or ring, the cheaper, with NCCL's latencies and the ring's "
+                                             "bus bandwidth" if self.nccl_latency
                                         else "tree fitted to the published panel"),
                    "all_gather,reduce_scatter/inter": (
                        "measured fit" if any(k[1] == "inter" and k[0] != "all_reduce" for k in self.measured)
+                       else "ring: NCCL's latencies per step and protocol (LL, LL128, Simple); bus bandwidth "
+                            f"{RING_BUSBW_SOURCE}" if self.nccl_latency
                        else f"ring: network hop latency {self.net_hop_latency_us():.1f} us from the panel's tree fit "
                             f"(per doubling of nodes / {HOPS_PER_TREE_LEVEL} hops), NVLink steps NCCL's [assumed]; "
                             f"bus bandwidth {RING_BUSBW_SOURCE}"),

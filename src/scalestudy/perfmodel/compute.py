@@ -169,7 +169,20 @@ def recompute_fractions(name: str, cfg: ModelConfig) -> tuple[float, float, floa
 
 
 def layers_per_rank(spec: RunSpec, cfg: ModelConfig) -> int:
-    return cfg.n_layers // (spec.pp * spec.pp_stages_per_rank) * spec.pp_stages_per_rank
+    """Transformer layers of the heaviest pipeline rank: with embedding stages (NeMo's
+    ASYM_PP_EMBED/LOSS) the embedding and the output layer each take one layer's place in the
+    split, so an interior rank holds (layers + 2) / (pp x stages a rank) layers a chunk."""
+    split = cfg.n_layers + (2 if spec.pp_embedding_stages else 0)
+    return split // (spec.pp * spec.pp_stages_per_rank) * spec.pp_stages_per_rank
+
+
+# FP8 linear layers (Transformer Engine, as NeMo runs them) cast each input in forward and each output
+# gradient in backward to FP8 with its transpose for the other product: read bf16, write FP8 twice,
+# 4 bytes an element [Transformer Engine transformer_engine/pytorch/module/linear.py and
+# layernorm_linear.py: fp8_cast_transpose_fused on inputmat and grad_output] [assumed: no cast fused
+# into the norm or the preceding kernel]. In nominal 2-byte elements:
+FP8_CAST_ELEMENTS = 2.0
+LOW_PRECISION = ("fp8",)  # the layers' matrix products run in it; the output head, attention and the rest in bf16
 
 
 def work(spec: RunSpec, vocab_parallel_loss: bool = False, optimizer_shards: int | None = None,
@@ -179,27 +192,40 @@ def work(spec: RunSpec, vocab_parallel_loss: bool = False, optimizer_shards: int
     d, f, kv, t = cfg.dim, cfg.ffn_dim, cfg.n_kv_heads * cfg.head_dim, spec.tp
     sp = t if spec.sequence_parallel else 1
     tokens = spec.micro_batch * spec.seq_len
+    tokens //= spec.cp  # context parallelism: each rank holds seq_len / cp of every sequence
     layer_matmul_params = counts["n_params_per_layer"] - 2 * d
     matmul = 2.0 * layer_matmul_params / t * tokens
-    attn = 4.0 * d * spec.seq_len / t * tokens
+    attn = 4.0 * d * spec.seq_len / t * tokens  # a rank's tokens attend to the whole sequence
     mlp = passes.gelu if cfg.mlp == "gelu" else passes.swiglu
     gqa = passes.gqa_repeat if cfg.n_kv_heads < cfg.n_heads else (0.0, 0.0)
     fwd, bwd = ((passes.norm_residual[i] * d / sp + (passes.rope[i] + gqa[i]) * (d + kv) / t + mlp[i] * f / t
                  + passes.attention_scores[i] * cfg.n_heads * spec.seq_len / t) for i in (0, 1))
+    if spec.precision in LOW_PRECISION:  # the inputs of qkv, proj, fc1, fc2; the gradients of their outputs
+        up = 2 * f if cfg.mlp == "swiglu" else f
+        fwd += FP8_CAST_ELEMENTS * (d + d / t + d + f / t)
+        bwd += FP8_CAST_ELEMENTS * ((d + 2 * kv) / t + d + up / t + d)
     vocab_split = t if vocab_parallel_loss else 1
     loss = (passes.loss_token_vocab * cfg.vocab_size / vocab_split + passes.loss_token_dim * d) * tokens \
         + passes.loss_weight * cfg.vocab_size * d / t
     layers = layers_per_rank(spec, cfg)
-    # the heaviest pipeline stage: the last holds the output head (and the loss) besides its layers
+    head = 2.0 * cfg.vocab_size * d / t * tokens
+    # the heaviest pipeline stage: the last holds the output head (and the loss) besides its layers; with
+    # embedding stages the head takes one layer's place there, so an interior rank is the heaviest unless
+    # the head outweighs a layer
+    has_head = not spec.pp_embedding_stages or head > matmul + attn
+    if spec.pp_embedding_stages and has_head:
+        layers -= 1
     local_params = (layers * counts["n_params_per_layer"] + counts["n_params_embedding"]) / t
+    # the optimizer state is sharded over the data-parallel ranks, with context parallelism over dp x cp
+    # (Megatron's distributed optimizer shards over the data-parallel group with context parallelism)
     return StepWork(
         matmul_flops_fwd_layer=matmul, attn_flops_fwd_layer=attn,
         elem_bytes_fwd_layer=fwd * tokens * BYTES_PER_ELEMENT, elem_bytes_bwd_layer=bwd * tokens * BYTES_PER_ELEMENT,
-        head_matmul_flops_fwd=2.0 * cfg.vocab_size * d / t * tokens,
-        head_elem_bytes=loss * BYTES_PER_ELEMENT,
-        optimizer_bytes=ADAMW_BYTES_PER_PARAM * local_params / (optimizer_shards or spec.dp_shard),
+        head_matmul_flops_fwd=head if has_head else 0.0,
+        head_elem_bytes=loss * BYTES_PER_ELEMENT if has_head else 0.0,
+        optimizer_bytes=ADAMW_BYTES_PER_PARAM * local_params / (optimizer_shards or spec.dp_shard * spec.cp),
         fsdp_copy_bytes=FSDP_COPY_BYTES_PER_PARAM * local_params if spec.dp_shard * spec.dp_replicate >= 1 else 0.0,
-        layers=layers, has_head=True, recompute=spec.activation_checkpointing == "full")
+        layers=layers, has_head=has_head, recompute=spec.activation_checkpointing == "full")
 
 
 def microbatches(spec: RunSpec) -> int:
@@ -239,6 +265,8 @@ class ComputeTimes:
     gap_fraction: float
     layers: int
     microbatches: int
+    attn_fwd_s: float = 0.0  # the attention kernels of one layer and micro batch (in layer_fwd_s)
+    attn_bwd_s: float = 0.0  # (in layer_bwd_s)
 
     @property
     def microbatch_fwd_s(self) -> float:
@@ -258,7 +286,7 @@ def compute_times(spec: RunSpec, cal: ComputeCalibration, peak_flops: float, hbm
                   scale: float = 1.0, vocab_parallel_loss: bool = False,
                   recompute: tuple[float, float, float] | None = None,
                   optimizer_shards: int | None = None, passes: ElementwisePasses = FUSED,
-                  attention_flops: float | None = None) -> ComputeTimes:
+                  attention_flops: float | None = None, layer_matmul_flops: float | None = None) -> ComputeTimes:
     """Computation of `spec` on a GPU of `peak_flops` and `hbm` bytes/s; `scale` multiplies every
     kernel time (the uncertainty box); vocab_parallel_loss: the loss's element-wise work is split
     over the TP ranks (Megatron) instead of replicated; recompute: the fractions of the forward's
@@ -267,22 +295,27 @@ def compute_times(spec: RunSpec, cal: ComputeCalibration, peak_flops: float, hbm
     the training code runs (FUSED: the harness; UNFUSED: plain PyTorch ops); attention_flops: the
     rate that the attention kernels' efficiency (eta_attention for flash attention, eta_matmul for
     batched matrix products: passes.flash_attention) is a fraction of; default `peak_flops` (the
-    kernel classes' carry, achievable.KernelCarry, can give attention its own)."""
+    kernel classes' carry, achievable.KernelCarry, can give attention its own); layer_matmul_flops: the
+    rate that eta_matmul is a fraction of for the transformer layers' matrix products where they run in
+    a lower precision than the output head (FP8: LOW_PRECISION); default `peak_flops`."""
     w = work(spec, vocab_parallel_loss, optimizer_shards, passes)
     r_mm, r_at, r_el = recompute if recompute is not None else (1.0 if w.recompute else 0.0,) * 3
-    mm = peak_flops * cal.eta_matmul
+    head_mm = peak_flops * cal.eta_matmul
+    mm = (layer_matmul_flops if layer_matmul_flops is not None else peak_flops) * cal.eta_matmul
     at = (attention_flops if attention_flops is not None else peak_flops) \
         * (cal.eta_attention if passes.flash_attention else cal.eta_matmul)
     el = hbm * cal.eta_elementwise
     fwd = w.matmul_flops_fwd_layer / mm + w.attn_flops_fwd_layer / at + w.elem_bytes_fwd_layer / el
     bwd = (2.0 + r_mm) * w.matmul_flops_fwd_layer / mm + (2.0 + r_at) * w.attn_flops_fwd_layer / at \
         + (r_el * w.elem_bytes_fwd_layer + w.elem_bytes_bwd_layer) / el
-    head_f = w.head_matmul_flops_fwd / mm + 0.5 * w.head_elem_bytes / el
-    head_b = 2.0 * w.head_matmul_flops_fwd / mm + 0.5 * w.head_elem_bytes / el
+    head_f = w.head_matmul_flops_fwd / head_mm + 0.5 * w.head_elem_bytes / el
+    head_b = 2.0 * w.head_matmul_flops_fwd / head_mm + 0.5 * w.head_elem_bytes / el
     return ComputeTimes(layer_fwd_s=fwd * scale, layer_bwd_s=bwd * scale, head_fwd_s=head_f * scale,
                         head_bwd_s=head_b * scale, optimizer_s=w.optimizer_bytes / (hbm * cal.eta_optimizer) * scale,
                         fsdp_copy_s=w.fsdp_copy_bytes / (hbm * cal.eta_fsdp_copy) * scale,
-                        gap_fraction=cal.gap_fraction, layers=w.layers, microbatches=microbatches(spec))
+                        gap_fraction=cal.gap_fraction, layers=w.layers, microbatches=microbatches(spec),
+                        attn_fwd_s=w.attn_flops_fwd_layer / at * scale,
+                        attn_bwd_s=(2.0 + r_at) * w.attn_flops_fwd_layer / at * scale)
 
 
 def step_totals(spec: RunSpec, passes: ElementwisePasses = FUSED) -> dict:

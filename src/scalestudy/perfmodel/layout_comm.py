@@ -41,8 +41,10 @@ from scalestudy.perfmodel.options import ModelOptions
 from scalestudy.spec.catalog.models import parameter_counts
 from scalestudy.spec.run import RunSpec
 
-PARAM_BYTES = {"bf16": 2, "fp32": 4}
-GRAD_REDUCE_BYTES = 4  # fp32 gradient reduction (MixedPrecisionPolicy reduce_dtype)
+PARAM_BYTES = {"bf16": 2, "fp32": 4, "fp8": 1}
+# parameters gathered and activations sent at this size: FP8 runs keep bf16 parameters and activations
+# between layers (Transformer Engine casts inside each linear layer) [assumed: no FP8 parameter gather]
+COMM_DTYPE = {"bf16": "bf16", "fp32": "fp32", "fp8": "bf16"}
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,8 @@ class Collective:
     group: Group
     calls: int  # a step, on one GPU
     phase: str  # forward | backward
-    stream: str  # fsdp (a second stream, overlappable) | compute (synchronous, on the critical path)
+    stream: str  # fsdp (a second stream, overlappable) | compute (synchronous, on the critical path) | cp
+    # (context parallelism's exchanges, overlapped with the layer's attention)
 
     @property
     def bytes_per_step(self) -> float:
@@ -91,20 +94,36 @@ def unit_params(spec: RunSpec) -> UnitParams:
 
 
 def groups(spec: RunSpec, gpus_per_node: int) -> dict[str, Group]:
-    t, s, r = spec.tp, spec.dp_shard, spec.dp_replicate
-    return {"tp": group_of(t, 1, gpus_per_node), "dp_shard": group_of(s, t, gpus_per_node),
-            "dp_replicate": group_of(r, t * s, gpus_per_node), "pp": group_of(spec.pp, t * s * r, gpus_per_node)}
+    """Megatron's rank order with context parallelism: tp innermost, then cp, then the data-parallel
+    ranks, then pp; the data-parallel collectives run over the data-parallel group with context
+    parallelism (dp_shard x cp ranks: the weights are the same on every CP rank)."""
+    t, s, r, c = spec.tp, spec.dp_shard, spec.dp_replicate, spec.cp
+    return {"tp": group_of(t, 1, gpus_per_node), "cp": group_of(c, t, gpus_per_node),
+            "dp_shard": group_of(s * c, t, gpus_per_node),
+            "dp_replicate": group_of(r, t * s * c, gpus_per_node), "pp": group_of(spec.pp, t * s * r * c, gpus_per_node)}
 
 
 def activation_bytes(spec: RunSpec) -> float:
-    return spec.micro_batch * spec.seq_len * spec.model_config().dim * PARAM_BYTES["bf16"]
+    """One micro batch's activation on one rank (bf16): with context parallelism a rank's seq_len / cp."""
+    return spec.micro_batch * spec.seq_len // spec.cp * spec.model_config().dim * PARAM_BYTES["bf16"]
+
+
+def kv_bytes(spec: RunSpec) -> float:
+    """One rank's keys and values of one layer and micro batch (bf16): what context parallelism's ring
+    attention passes on at each of its cp - 1 steps."""
+    cfg = spec.model_config()
+    return 2 * spec.micro_batch * spec.seq_len // spec.cp * cfg.n_kv_heads * cfg.head_dim / spec.tp \
+        * PARAM_BYTES["bf16"]
 
 
 def layout_collectives(spec: RunSpec, gpus_per_node: int, options: ModelOptions = ModelOptions()) -> list[Collective]:
     """Every collective one GPU (of the heaviest pipeline stage) takes part in during a step."""
     g = groups(spec, gpus_per_node)
     u = unit_params(spec)
-    pb = PARAM_BYTES[spec.precision]
+    pb = PARAM_BYTES[COMM_DTYPE[spec.precision]]
+    if options.param_gather_dtype == "fp8" and spec.precision == "fp8":  # FP8 primary weights
+        pb = PARAM_BYTES["fp8"]
+    grad_bytes = PARAM_BYTES[options.grad_reduce_dtype]
     passes = spec.grad_accum  # FSDP forward passes a step: a micro batch, or a pipeline schedule step
     rs_calls = 1 if spec.pp == 1 else spec.grad_accum
     out: list[Collective] = []
@@ -114,9 +133,9 @@ def layout_collectives(spec: RunSpec, gpus_per_node: int, options: ModelOptions 
             Collective("fsdp_all_gather", "all_gather", "root", u.root * pb, fs, passes, "forward", "fsdp"),
             Collective("fsdp_all_gather", "all_gather", "block", u.block * pb, fs, passes * u.blocks, "forward",
                        "fsdp"),
-            Collective("fsdp_reduce_scatter", "reduce_scatter", "block", u.block * GRAD_REDUCE_BYTES, fs,
+            Collective("fsdp_reduce_scatter", "reduce_scatter", "block", u.block * grad_bytes, fs,
                        rs_calls * u.blocks, "backward", "fsdp"),
-            Collective("fsdp_reduce_scatter", "reduce_scatter", "root", u.root * GRAD_REDUCE_BYTES, fs, rs_calls,
+            Collective("fsdp_reduce_scatter", "reduce_scatter", "root", u.root * grad_bytes, fs, rs_calls,
                        "backward", "fsdp"),
         ]
         if spec.reshard_after_forward and u.blocks > 1:
@@ -128,9 +147,9 @@ def layout_collectives(spec: RunSpec, gpus_per_node: int, options: ModelOptions 
         # before the next forward (overlapped with it); same bytes as the all-reduce in all
         rg = g["dp_replicate"]
         out += [
-            Collective("zero1_reduce_scatter", "reduce_scatter", "block", u.block * GRAD_REDUCE_BYTES, rg,
+            Collective("zero1_reduce_scatter", "reduce_scatter", "block", u.block * grad_bytes, rg,
                        rs_calls * u.blocks, "backward", "fsdp"),
-            Collective("zero1_reduce_scatter", "reduce_scatter", "root", u.root * GRAD_REDUCE_BYTES, rg, rs_calls,
+            Collective("zero1_reduce_scatter", "reduce_scatter", "root", u.root * grad_bytes, rg, rs_calls,
                        "backward", "fsdp"),
             Collective("zero1_all_gather", "all_gather", "block", u.block * pb, rg, u.blocks, "forward", "fsdp"),
             Collective("zero1_all_gather", "all_gather", "root", u.root * pb, rg, 1, "forward", "fsdp"),
@@ -138,9 +157,9 @@ def layout_collectives(spec: RunSpec, gpus_per_node: int, options: ModelOptions 
     elif spec.dp_replicate > 1:
         rg = g["dp_replicate"]
         out += [
-            Collective("hsdp_all_reduce", "all_reduce", "block", u.block * GRAD_REDUCE_BYTES / spec.dp_shard, rg,
+            Collective("hsdp_all_reduce", "all_reduce", "block", u.block * grad_bytes / spec.dp_shard, rg,
                        rs_calls * u.blocks, "backward", "fsdp"),
-            Collective("hsdp_all_reduce", "all_reduce", "root", u.root * GRAD_REDUCE_BYTES / spec.dp_shard, rg,
+            Collective("hsdp_all_reduce", "all_reduce", "root", u.root * grad_bytes / spec.dp_shard, rg,
                        rs_calls, "backward", "fsdp"),
         ]
     m = spec.grad_accum * spec.pp_microbatches  # forward/backward passes of the stage's layers a step
@@ -177,9 +196,17 @@ def layout_collectives(spec: RunSpec, gpus_per_node: int, options: ModelOptions 
             per_token = spec.micro_batch * spec.seq_len * 4
             out.append(Collective("tp_loss_all_reduce", "all_reduce", "head", per_token, tg, 3 * m, "forward",
                                   "compute"))
+    if spec.cp > 1:
+        # ring attention (Transformer Engine's p2p context parallelism, NeMo's default): each layer's
+        # forward passes the rank's keys and values on cp - 1 times, its backward the keys and values
+        # and their gradients; each exchange overlaps the attention of the chunk in hand
+        cg = group_of(2, spec.tp, gpus_per_node)
+        kv = kv_bytes(spec)
+        out.append(Collective("cp_send", "send", "layer", kv, cg, m * u.blocks * (spec.cp - 1), "forward", "cp"))
+        out.append(Collective("cp_send", "send", "layer", 2 * kv, cg, m * u.blocks * (spec.cp - 1), "backward", "cp"))
     if spec.pp > 1:
         size = a / spec.tp if spec.sequence_parallel else a
-        pg = group_of(2, spec.dp_replicate * spec.dp_shard * spec.tp, gpus_per_node)
+        pg = group_of(2, spec.dp_replicate * spec.dp_shard * spec.cp * spec.tp, gpus_per_node)
         # interior stages send both ways; the heaviest (last) stage sends gradients backward only,
         # the first activations forward only: count one send each way, as an interior stage does
         v = spec.pp_stages_per_rank

@@ -30,6 +30,15 @@ overlap_dp_chunks  True (the default): under an interleaved pipeline each model 
                  configurations set; perfmodel/overlap.py); False: the rank's chunks as one unit,
                  the collectives after the pipeline's last micro batch (before its first). Plain
                  1F1B and GPipe pipelines are the same either way.
+pp_comm_overlap  False (the default): pipeline sends wait on the critical path; True: under an interleaved
+                 pipeline each send overlaps the computation of the next model chunk (Megatron-core's
+                 overlap_p2p_comm, which NeMo's MLPerf GPT-3 and Llama 3.1 configurations set: conf/custom.yaml
+                 OVERLAP_P2P_COMM, default True): only what exceeds a chunk's forward or backward is exposed.
+grad_reduce_dtype  the data-parallel gradient reduction's element type: fp32 (the default: this package's
+                 FSDP2 MixedPrecisionPolicy reduce_dtype) or bf16 (Megatron's grad_reduce_in_fp32=False,
+                 NeMo's grad_sync_dtype bf16: the MLPerf configurations).
+param_gather_dtype  the data-parallel parameter all-gather's element type: bf16 (the default) or fp8 (NeMo's
+                 FP8_PARAMS / FP8_PARAM_GATHER: FP8 primary weights gathered at one byte a parameter).
 burst_speedup    True (the default): computation in bursts shorter than the board power limiter's window
                  (between exposed waits) runs its clock-bound kernels (matrix products, attention) at up
                  to full clock, faster than the calibrated rates, which were measured at the limit
@@ -76,6 +85,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 
 TP_LOSSES = ("vocab_parallel", "gather_logits")
+GRAD_REDUCE_DTYPES = ("fp32", "bf16")
+PARAM_GATHER_DTYPES = ("bf16", "fp8")
 
 
 @dataclass(frozen=True)
@@ -91,6 +102,9 @@ class ModelOptions:
     attention_carry: float = 1.0
     overlap_slowdown: float = 0.189
     burst_speedup: bool = True
+    pp_comm_overlap: bool = False
+    grad_reduce_dtype: str = "fp32"
+    param_gather_dtype: str = "bf16"
 
     def __post_init__(self):
         from scalestudy.perfmodel.compute import ELEMENTWISE, RECOMPUTE
@@ -98,6 +112,9 @@ class ModelOptions:
         if self.elementwise not in ELEMENTWISE:
             raise ValueError(f"elementwise {self.elementwise!r} is not one of {', '.join(ELEMENTWISE)}")
 
+        for name, allowed in (("grad_reduce_dtype", GRAD_REDUCE_DTYPES), ("param_gather_dtype", PARAM_GATHER_DTYPES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"{name} {getattr(self, name)!r} is not one of {', '.join(allowed)}")
         if self.tp_loss not in TP_LOSSES:
             raise ValueError(f"tp_loss {self.tp_loss!r} is not one of {', '.join(TP_LOSSES)}")
         if not (0.0 <= float(self.gpu_spread_cv) < 1.0):
@@ -155,6 +172,11 @@ MEANING = {  # one line each, for the command line (the module docstring has the
     "burst_speedup": "computation in bursts shorter than the power limiter's window (between exposed waits) runs its "
                      "matrix products and attention at up to full clock, faster than the calibrated rate measured at "
                      "the limit",
+    "pp_comm_overlap": "interleaved pipelines: each send overlaps the next model chunk's computation (Megatron-core's "
+                       "overlap_p2p_comm)",
+    "grad_reduce_dtype": "element type of the data-parallel gradient reduction (fp32: FSDP2's reduce_dtype; bf16: "
+                         "Megatron's grad_reduce_in_fp32=False)",
+    "param_gather_dtype": "element type of the data-parallel parameter all-gather (fp8: NeMo's FP8 primary weights)",
     "overlap_slowdown": "computation overlapping an FSDP collective runs 1 + s times slower for the overlapped part "
                         "(NCCL kernels take SMs and memory bandwidth); default 0.189, the average computational "
                         "slowdown Lee et al. (arXiv 2507.03114) measured on 4-GPU A100/H100/MI250/MI210 nodes, "
@@ -168,7 +190,8 @@ def choices() -> dict[str, tuple[str, ...] | type | None]:
     from scalestudy.perfmodel.compute import ELEMENTWISE, RECOMPUTE
 
     allowed = {"tp_loss": TP_LOSSES, "recompute": tuple(RECOMPUTE), "elementwise": tuple(ELEMENTWISE),
-               "gpu_spread_cv": float, "attention_carry": float,
+               "gpu_spread_cv": float, "attention_carry": float, "grad_reduce_dtype": GRAD_REDUCE_DTYPES,
+               "param_gather_dtype": PARAM_GATHER_DTYPES,
                "overlap_slowdown": float}
     return {f.name: (None if f.type in (bool, "bool") else allowed[f.name]) for f in fields(ModelOptions)}
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from scalestudy.measure.bandwidth import busbw_factor
 from scalestudy.measure.metrics import flops_per_token
-from scalestudy.perfmodel import MODEL_VERSION, achievable
+from scalestudy.perfmodel import MODEL_VERSION, achievable, gemm_rates
 from scalestudy.perfmodel import compute as compute_mod
 from scalestudy.perfmodel import power as power_mod
 from scalestudy.perfmodel import straggler as straggler_mod
@@ -58,6 +58,14 @@ class Calibration:
     power_held_out: list[dict] = field(default_factory=list)  # measured training runs against the power fit
     step_cv: float = 0.0  # one GPU's step-to-step spread (perfmodel/straggler.py)
     step_cv_source: str = ""
+    gemm: "gemm_rates.GemmRates | None" = None  # matrix products timed at layouts' shapes, where measured
+
+    @property
+    def fit_layouts(self) -> tuple[str, ...]:
+        """The MODEL/TOKENS/TP layouts of the runs the compute model was fitted on."""
+        from scalestudy.spec.gemm import run_layout
+
+        return tuple(sorted({run_layout(r.spec) for r in self.runs if r.run_id in self.fit_run_ids}))
 
     def straggler(self, options) -> "straggler_mod.Straggler | None":
         if not options.straggler:
@@ -137,8 +145,13 @@ def calibrate(raw_dirs, root: Path | str = ".", fit_run_ids: tuple[str, ...] | N
     else:
         err, src = DEFAULT_COMPUTE_ERROR, "assumed: no run held out"
     step_cv, step_cv_source = straggler_mod.step_spread(ok)
-    return Calibration(cc, pc, err, src, tuple(sorted(fit_ids)), held, runs, digest(runs), power_held,
-                       step_cv, step_cv_source)
+    gemm = gemm_rates.read_gemm_rates(raw_dirs, root)
+    if gemm is not None and gemm.gpu != cc.gpu:
+        raise ValueError(f"the matrix-product runs of the calibration ran on {gemm.gpu}, its training runs on {cc.gpu}: "
+                         "shape factors need both on one GPU kind")
+    return Calibration(cc, pc, err, src, tuple(sorted(fit_ids)), held, runs,
+                       digest(runs) + (f"+gemm.{gemm.digest}" if gemm else ""), power_held, step_cv, step_cv_source,
+                       gemm)
 
 
 @lru_cache(maxsize=8)
@@ -255,6 +268,33 @@ def _with_compute(sc: dict, factor: float) -> dict:
     return {**sc, "compute": sc["compute"] * factor}
 
 
+def shape_factor_of(spec: RunSpec, cluster, cal: Calibration) -> "gemm_rates.ShapeFactor | None":
+    """The measured shape factor of `spec`'s products (perfmodel/gemm_rates.py), where the calibration
+    timed its layout and the cluster's GPU has achievable rates in the spec's precision and in bf16 to
+    carry it with; None otherwise (the best-shape carry applies)."""
+    from scalestudy.spec.gemm import run_layout
+
+    dtype = spec.precision if spec.precision in compute_mod.LOW_PRECISION else "bf16"
+    sf = gemm_rates.shape_factor(cal.gemm, run_layout(spec), dtype, cal.fit_layouts)
+    if sf is None or achievable.tensor_carry(cluster.gpu, cal.compute.gpu, dtype).missing \
+            or achievable.tensor_carry(cluster.gpu, cal.compute.gpu, "bf16").missing:
+        return None
+    return sf
+
+
+def matmul_rates(spec: RunSpec, cluster, cal: Calibration, carry: achievable.KernelCarry) -> tuple[float, float]:
+    """(layers' products, output layer's) rates that eta_matmul is a fraction of: the measured shape
+    factors carried to the cluster's GPU by its achievable fraction of peak in each precision over the
+    calibration GPU's, x the power-limit clock ratio; else the best-shape carry (KernelCarry)."""
+    sf = shape_factor_of(spec, cluster, cal)
+    if sf is None:
+        return cluster.peak_flops * carry.layer_matmul, cluster.peak_flops * carry.matmul
+    dtype = spec.precision if spec.precision in compute_mod.LOW_PRECISION else "bf16"
+    gpu = achievable.tensor_carry(cluster.gpu, cal.compute.gpu, dtype).factor * carry.clock_ratio
+    gpu_bf16 = carry.tensor.factor * carry.clock_ratio
+    return cluster.peak_flops * sf.layer * gpu, cluster.peak_flops * sf.head * gpu_bf16
+
+
 def _compute_times(spec: RunSpec, cluster, cal: Calibration, options: ModelOptions,
                    scale: float = 1.0, carry: achievable.KernelCarry | None = None,
                    hbm: float | None = None) -> compute_mod.ComputeTimes:
@@ -263,11 +303,13 @@ def _compute_times(spec: RunSpec, cluster, cal: Calibration, options: ModelOptio
     kernels alone)."""
     zero1 = options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1
     carry = carry or kernel_carry(cluster, cal, spec.precision, options)
-    return compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * carry.matmul,
+    layers, head = matmul_rates(spec, cluster, cal, carry)
+    return compute_mod.compute_times(spec, cal.compute, head,
                                      cluster.hbm if hbm is None else hbm, scale, options.tp_loss == "vocab_parallel",
                                      options.recompute_fractions(spec.model_config()),
                                      spec.dp_replicate if zero1 else None, options.passes(),
-                                     attention_flops=cluster.peak_flops * carry.attention)
+                                     attention_flops=cluster.peak_flops * carry.attention,
+                                     layer_matmul_flops=layers)
 
 
 def clock_bound_share(spec: RunSpec, cluster, cal: Calibration, options: ModelOptions = ModelOptions()) -> float:
@@ -293,13 +335,14 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
     zero1 = options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1
     carry = kernel_carry(cluster, cal, spec.precision, options)
     ct = _compute_times(spec, cluster, cal, options, sc["compute"], carry)
-    gpn = cluster.gpus_per_node
-    colls = layout_collectives(spec, gpn, options)
+    colls = layout_collectives(spec, cluster.nvlink_domain, options)
     m_layer = spec.grad_accum * spec.pp_microbatches  # layer passes a step
     timed = []
     fsdp = {"ag_root": 0.0, "ag_block": 0.0, "ag_bwd_block": 0.0, "rs_root": 0.0, "rs_block": 0.0}
     tp = {"layer_fwd": 0.0, "layer_bwd": 0.0, "head_fwd": 0.0, "head_bwd": 0.0, "embed_fwd": 0.0}
     p2p = {"forward": 0.0, "backward": 0.0}
+    cp = {"forward": 0.0, "backward": 0.0}  # context parallelism's exchanges of one layer and micro batch
+    p2p_each: dict[str, tuple[float, float]] = {}  # phase -> (one send, sends a micro batch)
     for c in colls:
         if c.op == "send":
             t_each = cm.p2p_time(c.size_bytes, c.group.nodes == 1, sc["coll"])
@@ -314,8 +357,11 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
                    ("zero1_reduce_scatter", "block"): "rs_block", ("zero1_all_gather", "root"): "ag_root",
                    ("zero1_all_gather", "block"): "ag_block"}[(c.name, c.unit)]
             fsdp[key] += t_each
+        elif c.stream == "cp":
+            cp[c.phase] += t_each * c.calls / (m_layer * ct.layers)
         elif c.op == "send":
             p2p[c.phase] += t_each * c.calls / m_layer
+            p2p_each[c.phase] = (t_each, c.calls / m_layer)
         elif c.unit == "layer":
             tp["layer_fwd" if c.phase == "forward" else "layer_bwd"] += t_each * c.calls / (m_layer * ct.layers)
         elif c.unit == "head":
@@ -324,6 +370,20 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
             tp["embed_fwd"] += t_each * c.calls / m_layer
     tail = ct.optimizer_s + ct.fsdp_copy_s
     k = 1.0 / (1.0 - ct.gap_fraction)
+    # ring attention hides each exchange behind the attention of the chunk in hand: what exceeds the
+    # layer's attention waits, on the critical path as a TP collective does
+    p2p_hidden = 0.0
+    if options.pp_comm_overlap and spec.pp_schedule == "interleaved_1f1b" and spec.pp > 1:
+        # each send overlaps the next model chunk's forward (backward): what exceeds it waits
+        v = spec.pp_stages_per_rank
+        for phase, chunk in (("forward", ct.microbatch_fwd_s * k / v), ("backward", ct.microbatch_bwd_s * k / v)):
+            t_each, n = p2p_each.get(phase, (0.0, 0.0))
+            p2p[phase] = n * max(0.0, t_each - chunk)
+            p2p_hidden += n * min(t_each, chunk) * m_layer
+    cp_hidden = 0.0
+    for phase, key, attn in (("forward", "layer_fwd", ct.attn_fwd_s), ("backward", "layer_bwd", ct.attn_bwd_s)):
+        tp[key] += max(0.0, cp[phase] - attn * k)
+        cp_hidden += min(cp[phase], attn * k) * ct.layers * m_layer
     tp_hidden = 0.0  # TP communication hidden behind the layer's matrix products (tp_comm_overlap)
     if options.tp_comm_overlap:
         for key, comp in (("layer_fwd", ct.layer_fwd_s * k), ("layer_bwd", ct.layer_bwd_s * k)):
@@ -342,6 +402,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
         tl = simulate(StepInputs(microbatches=spec.grad_accum, tail_s=tail, **base))
         step, compute_s, comm_s, exposed = tl.step_s, tl.compute_s, tl.comm_s, tl.exposed_comm_s
         slowdown_s, bursts = tl.slowdown_s, tl.compute_bursts
+        dp_wait = tl.waits_s
     else:  # the pipeline is a formula, not a timeline: the slowdown is added (s x overlapped), not absorbed
         base = {**base, "interference": 0.0}
         one = simulate(StepInputs(microbatches=1, tail_s=0.0, **base))
@@ -366,8 +427,16 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
         fsdp_comm = sum(t["time_per_step_s"] for t in timed if t["stream"] == "fsdp")
         comm_s = fsdp_comm + spec.grad_accum * spec.pp_microbatches * mb_sync
         exposed = spec.grad_accum * (spec.pp_microbatches * mb_sync + bubble + fsdp_wait)
+        dp_wait = spec.grad_accum * fsdp_wait
         bursts = spec.grad_accum * spec.pp_microbatches * one.compute_bursts  # each micro batch as one alone
-    comm_s += tp_hidden
+    # computation under the TP, context-parallel and pipeline exchanges it hides runs slower by the same
+    # overlap slowdown as under FSDP's collectives (the source measured TP and FSDP inside a node), added
+    hidden_sync = tp_hidden + cp_hidden + p2p_hidden
+    slow_sync = sc["interference"] * hidden_sync
+    step += slow_sync
+    compute_s += slow_sync
+    slowdown_s += slow_sync
+    comm_s += hidden_sync
     tokens = spec.tokens_per_step
     tps = tokens / step
     per_dev = tps / spec.world_size
@@ -377,6 +446,7 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
             "clock_ratio": carry.clock_ratio, "tensor_carry": carry.tensor.factor, "attention_carry": carry.attention,
             "exposed_comm_s": exposed, "exposed_comm_share": exposed / step, "bubble_s": bubble * spec.grad_accum,
             "overlap_slowdown": sc["interference"], "overlap_slowdown_s": slowdown_s,
+            "tail_s": tail * k, "dp_wait_s": dp_wait,  # the optimizer and copies after the last pass; DP waits
             "u_compute": min(1.0, compute_s / step), "u_exposed": min(1.0, exposed / step),
             "compute_burst_s": compute_s / bursts if exposed > 0 else None}  # None: back to back
     if cal.power is not None:
@@ -453,7 +523,8 @@ def sources(cluster, cal: Calibration, cm: CollectiveModel, dtype: str = "bf16",
                 "(checked on an H100: data/burst-rate)" if options.burst_speedup else
                 "off (option burst_speedup: false): computation at the calibrated rate whatever its bursts")
             if cal.power and cal.power.limiter_tau_s else None,
-            "tensor_core_carry": tensor_carry(cluster, cal, dtype).describe(),
+            "tensor_core_carry": tensor_carry(cluster, cal, achievable.CALIBRATION_DTYPE
+                                              if dtype in compute_mod.LOW_PRECISION else dtype).describe(),
             "kernel_class_carry": kernel_carry(cluster, cal, dtype, options).describe(),
         },
         "overlap_slowdown": (
@@ -543,7 +614,16 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
                      f"{cluster.v('memory_gib'):g} GiB: the run would likely fail with oom")
     cfg = spec.model_config()
     measured_shapes = {(r.spec.model_config().dim, r.spec.model_config().ffn_dim) for r in cal.runs if r.ok}
-    carried = tensor_carry(cluster, cal, spec.precision)
+    carried = tensor_carry(cluster, cal, achievable.CALIBRATION_DTYPE if spec.precision in compute_mod.LOW_PRECISION
+                           else spec.precision)
+    shapes = shape_factor_of(spec, cluster, cal)
+    if shapes is not None:
+        notes.append(f"matrix products at measured shapes ({cal.gemm.describe()}): {shapes.describe()}")
+    elif cal.gemm is not None:
+        from scalestudy.spec.gemm import run_layout
+
+        notes.append(f"the products of {run_layout(spec)} were not timed in {spec.precision} with the calibration's "
+                     "(or the GPU lacks an achievable rate to carry them): the best-shape carry applies")
     if carried.missing:
         notes.append(f"no measured achievable {spec.precision} matmul rate for {' or '.join(carried.missing)}: "
                      f"the calibration's tensor-core efficiencies are carried to {cluster.gpu} unchanged")

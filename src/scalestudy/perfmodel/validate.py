@@ -143,8 +143,11 @@ def _mfu_text(p) -> str:
     return f"{100 * p.values['mfu']:.2f}% [{100 * lo:.2f}, {100 * hi:.2f}]"
 
 
-def paper_claims(cal: Calibration, root: Path | str = ".") -> list[ClaimRow]:
-    h100, a100 = load_cluster("h100-paper", root), load_cluster("a100-paper", root)
+H100_CLUSTER = "h100-paper"  # h100-paper-fig2: the named alternative latency (the Fig 2 fit's network hop)
+
+
+def paper_claims(cal: Calibration, root: Path | str = ".", h100_cluster: str = H100_CLUSTER) -> list[ClaimRow]:
+    h100, a100 = load_cluster(h100_cluster, root), load_cluster("a100-paper", root)
     cm_h, cm_a = CollectiveModel.for_cluster(h100, root), CollectiveModel.for_cluster(a100, root)
     rows = []
     f128, f2048 = _predict(fsdp(16), h100, cal, cm_h), _predict(fsdp(256), h100, cal, cm_h)
@@ -190,11 +193,12 @@ def paper_claims(cal: Calibration, root: Path | str = ".") -> list[ClaimRow]:
     return rows
 
 
-def implied_ring_latency(cal: Calibration, root: Path | str = ".", target: float = PAPER["C1"]) -> dict:
-    """The factor on every NCCL ring latency of h100-paper at which the model's C1 equals the
+def implied_ring_latency(cal: Calibration, root: Path | str = ".", target: float = PAPER["C1"],
+                         h100_cluster: str = H100_CLUSTER) -> dict:
+    """The factor on every NCCL ring latency of the H100 cluster at which the model's C1 equals the
     paper's (bisection); a diagnostic of what the paper's measurement implies, not a fit the
     predictions use."""
-    base = load_cluster("h100-paper", root)
+    base = load_cluster(h100_cluster, root)
     keys = [k for k in base.values if k.startswith("collectives.ring_latency_us.")
             or k == "collectives.net_hop_latency_scale"]
 
@@ -229,11 +233,13 @@ def implied_ring_latency(cal: Calibration, root: Path | str = ".", target: float
             "c3": 100 * (max(tps) / b["tokens_per_s"] - 1), "hsdp_over_fsdp_2048": 100 * (hs / b["tokens_per_s"] - 1)}
 
 
-def report(raw_dir=DEFAULT_CALIBRATION, root: Path | str = ".") -> dict:
+def report(raw_dir=DEFAULT_CALIBRATION, root: Path | str = ".", h100_cluster: str = H100_CLUSTER) -> dict:
     raw_dir = _dirs(raw_dir)
     cal = calibrate(raw_dir, root)
-    return {"held_out": held_out(raw_dir, root), "claims": [r.as_dict() for r in paper_claims(cal, root)],
-            "implied_ring_latency": implied_ring_latency(cal, root), "calibration": cal.provenance()}
+    return {"held_out": held_out(raw_dir, root), "h100_cluster": h100_cluster,
+            "claims": [r.as_dict() for r in paper_claims(cal, root, h100_cluster)],
+            "implied_ring_latency": implied_ring_latency(cal, root, h100_cluster=h100_cluster),
+            "calibration": cal.provenance()}
 
 
 def format_report(rep: dict) -> str:

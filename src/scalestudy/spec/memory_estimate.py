@@ -51,24 +51,31 @@ def in_flight_microbatches(spec: RunSpec) -> int:
     return min(spec.pp_microbatches * spec.pp_stages_per_rank, spec.pp * spec.pp_stages_per_rank + spec.pp)
 
 
+def in_flight_share(spec: RunSpec) -> float:
+    """The share of a rank's layers whose activations one micro batch in flight holds: all, or one
+    model chunk's under interleaved 1F1B (in_flight_microbatches counts chunks there)."""
+    return 1.0 / (spec.pp_stages_per_rank if spec.pp_schedule == "interleaved_1f1b" else 1)
+
+
 def estimate_memory(spec: RunSpec, checkpointing: str | None = None) -> MemoryEstimate:
     """`checkpointing`: none, full, selective_layer or selective_op (torchtitan's selective
     checkpointing) in place of the spec's activation_checkpointing."""
     cfg = spec.model_config()
     counts = parameter_counts(cfg)
     n_stages = spec.pp * spec.pp_stages_per_rank
-    layers_per_rank = cfg.n_layers // n_stages * spec.pp_stages_per_rank
+    split = cfg.n_layers + (2 if spec.pp_embedding_stages else 0)  # embedding and output in a layer's place
+    layers_per_rank = split // n_stages * spec.pp_stages_per_rank
     # the heavier end of the pipeline: the embedding table or the output head
     rank_params = (layers_per_rank * counts["n_params_per_layer"] + counts["n_params_embedding"]) / spec.tp
-    sharded = rank_params / spec.dp_shard
-    compute_bytes = 2 if spec.precision == "bf16" else 4
+    sharded = rank_params / (spec.dp_shard * spec.cp)  # the optimizer shards over dp x cp (Megatron)
+    compute_bytes = 4 if spec.precision == "fp32" else 2  # FP8 runs keep bf16 weights and activations
     if spec.reshard_after_forward:
         held_layers = min(layers_per_rank, 2 + spec.fsdp_forward_prefetch)
         unsharded = (held_layers * counts["n_params_per_layer"] / spec.tp) * compute_bytes * 2
     else:
         unsharded = rank_params * compute_bytes + 2 * counts["n_params_per_layer"] / spec.tp * compute_bytes
 
-    s, b, h, f = spec.seq_len, spec.micro_batch, cfg.dim, cfg.ffn_dim
+    s, b, h, f = spec.seq_len // spec.cp, spec.micro_batch, cfg.dim, cfg.ffn_dim  # a rank's part of a sequence
     kv = cfg.n_kv_heads * cfg.head_dim
     sp = spec.tp if spec.sequence_parallel else 1
     # elements saved for backward by one block: norms (with fp32 copies), residuals, q/k/v,
@@ -92,7 +99,7 @@ def estimate_memory(spec: RunSpec, checkpointing: str | None = None) -> MemoryEs
         per_mb = layers_per_rank * per_layer
     else:
         raise ValueError(f"activation checkpointing {mode!r} is not none, full, selective_layer or selective_op")
-    activations = per_mb * in_flight_microbatches(spec)
+    activations = per_mb * in_flight_share(spec) * in_flight_microbatches(spec)
     logits = s * b * cfg.vocab_size * (compute_bytes + 4 + 4)
     return MemoryEstimate(
         params_bytes=int(sharded * 4), grads_bytes=int(sharded * 4), optimizer_bytes=int(sharded * 8),

@@ -14,6 +14,7 @@ import dataclasses
 import hashlib
 import json
 import math
+import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -22,7 +23,7 @@ from scalestudy.spec.catalog.models import ModelConfig
 
 DEVICES = ("cpu", "cuda")
 BACKENDS = ("torch", "megatron")
-PRECISIONS = ("fp32", "bf16", "fp8")
+PRECISIONS = ("fp32", "bf16", "fp8", "nvfp4")
 PP_SCHEDULES = ("gpipe", "1f1b", "interleaved_1f1b")
 AC_MODES = ("none", "full")
 OPTIMIZERS = ("adamw", "sgd")
@@ -41,7 +42,11 @@ COMM_MODES = ("default", "fake")
 # Fields added after runs were committed: left out of the config id while at their default, so
 # that the ids of earlier runs stay what they were.
 ID_EXEMPT_AT_DEFAULT = {"comm": "default", "emulate_rank": 0, "device_memory_cap_gib": 0.0, "cp": 1,
-                        "pp_embedding_stages": False}
+                        "pp_embedding_stages": False, "system": ""}
+# Precisions only imported runs have (docs/mlperf.md): the harness trains fp32 and bf16.
+IMPORTED_PRECISIONS = ("fp8", "nvfp4")
+# RunSpec.system: the name of a cluster description, workflow/clusters/NAME.yaml
+SYSTEM_NAME = re.compile(r"[a-z0-9-]+")
 
 
 class SpecError(ValueError):
@@ -144,7 +149,8 @@ class RunSpec:
     compile: bool = field(default=False, metadata=doc("torch.compile each block", allowed=("true", "false")))
     precision: str = field(default="bf16", metadata=doc(
         "bf16: bf16 compute, fp32 master weights and gradient reduction; fp32: fp32 throughout; fp8: FP8 matrix "
-        "products (Transformer Engine; imported runs only)",
+        "products (Transformer Engine; imported runs only); nvfp4: NVFP4 matrix products (Transformer Engine's "
+        "4-bit recipe, Blackwell; imported runs only)",
         allowed=PRECISIONS))
     backend: str = field(default="torch", metadata=doc(
         "training code: torch (FSDP2/DTensor, torchtitan style) or megatron (megatron-core)", allowed=BACKENDS))
@@ -172,6 +178,10 @@ class RunSpec:
     device_memory_cap_gib: float = field(default=0.0, metadata=doc(
         "run as a GPU of this memory size (the caching allocator's per-process fraction); 0: no cap", unit="GiB",
         allowed=">= 0; needs device cuda"))
+    system: str = field(default="", metadata=doc(
+        "the machine an imported run ran on, by the name of its cluster description (workflow/clusters/NAME.yaml); "
+        "empty for runs of this package (imported runs only)",
+        allowed="empty, or lowercase letters, digits and '-'"))
 
     def __post_init__(self) -> None:
         problems = _validate(self)
@@ -258,12 +268,15 @@ class RunSpec:
         """What of this spec the package's harness cannot run (NOT_RUN_BY_HARNESS): a spec of
         imported public logs (docs/mlperf.md) describes runs made elsewhere."""
         out = []
-        if self.precision == "fp8":
-            out.append(("precision", "fp8 runs only in imported logs: the harness runs bf16 or fp32"))
+        if self.precision in IMPORTED_PRECISIONS:
+            out.append(("precision", f"{self.precision} runs only in imported logs: the harness runs bf16 or fp32"))
         if self.cp > 1:
             out.append(("cp", "context parallelism runs only in imported logs: the harness runs cp 1"))
         if self.pp_embedding_stages:
             out.append(("pp_embedding_stages", "only in imported logs: the harness splits the layers alone"))
+        if self.system:
+            out.append(("system", f"{self.system!r} names the machine of an imported run: runs of this package "
+                                  "leave it empty"))
         return out
 
     @property
@@ -336,6 +349,8 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
                  "fsdp_forward_prefetch", "fsdp_backward_prefetch", "seed"):
         if getattr(s, name) < 0:
             p.append((name, f"must not be negative, got {getattr(s, name)}"))
+    if s.system and not SYSTEM_NAME.fullmatch(s.system):
+        p.append(("system", f"{s.system!r} is not a cluster name (lowercase letters, digits and '-' only)"))
     if s.dp_shard == 0 or s.dp_shard < -1:
         p.append(("dp_shard", f"must be at least 1, or -1 for the rest, got {s.dp_shard}"))
     if not isinstance(s.lr, (int, float)) or not math.isfinite(s.lr) or s.lr <= 0:

@@ -52,6 +52,7 @@ def data(tables, study) -> prepare.FigureData:
     fd.rows = prepare.metric_rows(cfgs, DESCRIPTION.quantities, series, "world_size", GPUS)
     fd.cpu = prepare.is_cpu(cfgs)
     fd.notes = [prepare.mfu_note(cfgs)]
+    prepare.model_beside(fd, tables, cfgs, series, DESCRIPTION.quantities, "world_size", GPUS)
     return fd
 
 

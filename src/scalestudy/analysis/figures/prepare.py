@@ -100,9 +100,10 @@ def begin(desc: Description, tables, study, experiments, *, panels: Iterable[str
 # ---- series: strategy family and what else differs ----------------------------------------
 # Spec fields that follow from the number of GPUs (or the seed): the x axis, never a series name.
 SCALE_FIELDS = ("world_size", "nodes", "procs_per_node", "dp_replicate", "dp_shard", "global_batch", "pp_microbatches", "seed")
-# The fields a series name shows when they differ, in this order, and how.
-SHOWN_FIELDS = ("model", "backend", "compile", "activation_checkpointing", "sequence_parallel", "pp_schedule",
-                "pp_stages_per_rank", "precision", "micro_batch", "seq_len", "hardware")
+# The fields a series name shows when they differ, in this order, and how. `system` (the machine of
+# an imported run) keeps runs of two machines out of one series.
+SHOWN_FIELDS = ("model", "system", "backend", "compile", "activation_checkpointing", "sequence_parallel",
+                "pp_schedule", "pp_stages_per_rank", "precision", "micro_batch", "seq_len", "hardware")
 
 
 def _truthy(v) -> bool:
@@ -166,7 +167,7 @@ def family(spec: dict) -> str:
 
 
 def describe_field(name: str, value) -> str:
-    if name in ("model", "hardware", "backend", "precision"):
+    if name in ("model", "hardware", "backend", "precision", "system"):
         return str(value)
     if name == "compile":
         return "compiled" if _truthy(value) else "eager"
@@ -227,6 +228,8 @@ def shown_names(full: dict[str, dict], lead: Callable[[dict], str] = family,
     (`suffix` by config id, else rank_share.measured_series without the inputs)."""
     suffix = suffix or {}
     shown = [n for n in _varying(list(full.values()), SHOWN_FIELDS) if n not in lead_fields]
+    if "system" in shown and "hardware" in shown:  # the machine (an imported run's system) names its GPUs
+        shown.remove("hardware")
     return {cid: ", ".join([lead(s), *(p for p in (shown_field(n, s) for n in shown) if p)])
             + suffix.get(cid, measured_series(cid, None)) for cid, s in full.items()}
 
@@ -435,14 +438,21 @@ def model_beside(fd: FigureData, tables, cfgs: list[dict], series: dict[str, str
             scale = 1.0 if q.metric == "tokens_per_s_per_device" else float(world)
             y = b.get("tokens_per_s_per_device")
             lo, hi = b.get("tokens_per_s_per_device_low"), b.get("tokens_per_s_per_device_high")
+            measured = c.get(f"{q.metric}_mean")
+            error = y * scale / float(measured) - 1.0 if y is not None and measured not in (None, "") \
+                and float(measured) > 0 else None
             fd.rows.append({**base, "y": None if y is None else y * scale, "ci95_low": None if lo is None else lo * scale,
-                            "ci95_high": None if hi is None else hi * scale, "status": "ok",
+                            "ci95_high": None if hi is None else hi * scale, "status": "ok", "model_error": error,
                             "note": f"predicted by the model on cluster {b.get('cluster')} (band, not a CI); "
-                                    "nothing fitted to the measurements"})
+                                    "nothing fitted to the measurements"
+                                    + (f"; {100 * error:+.1f}% against the measured mean" if error is not None else "")})
             drawn = True
     if per_series:
+        by_reason: dict[str, list[str]] = {}
+        for name, whys in sorted(per_series.items()):
+            by_reason.setdefault("; ".join(sorted(whys)), []).append(name)
         fd.notes.append("Performance model beside the measurements: NOT EXPRESSIBLE (or not predicted) for "
-                        + "; ".join(f"{s} ({', '.join(sorted(w))})" for s, w in sorted(per_series.items()))
+                        + "; ".join(f"{', '.join(names)} ({why})" for why, names in sorted(by_reason.items()))
                         + " - no prediction drawn for it (the CSV has a 'not expressible' row for each point).")
     if drawn:
         fd.notes.append(f"'{MODEL_SERIES.strip(' ·')}' series: the performance model's prediction (its band as the "

@@ -6,7 +6,8 @@ where it reached beyond), n_seeds (seeds with a value), status (the configuratio
 one has an empty y and is drawn as an 'x' with its status; `invalid` where the value cannot be: it
 is not drawn, its reason is in note), note, label (the study's name for the strategy), measured_inputs
 (a prediction's inputs taken from a measurement, e.g. "compute, memory" of a rank share; empty: the
-model alone, or a measurement), config_ids and run_ids (';'-joined), code_version
+model alone, or a measurement), model_error (a prediction drawn beside a measurement: predicted over
+the measured seed mean, minus one; empty elsewhere), config_ids and run_ids (';'-joined), code_version
 (the package version and analysis-source hash that wrote the row, scalestudy.analysis.code_version).
 """
 
@@ -18,7 +19,7 @@ from typing import Iterable
 from scalestudy.analysis.csv_format import write_csv
 
 FIGURE_COLUMNS = ["panel", "series", "x_quantity", "x", "y_quantity", "y", "ci95_low", "ci95_high", "n_seeds",
-                  "status", "note", "label", "measured_inputs", "config_ids", "run_ids", "code_version"]
+                  "status", "note", "label", "measured_inputs", "model_error", "config_ids", "run_ids", "code_version"]
 FORMATS = ("pdf", "png", "csv")
 PDF_METADATA = {"CreationDate": None, "ModDate": None, "Producer": "scalestudy", "Creator": "scalestudy"}
 PNG_METADATA = {"Software": "scalestudy"}

@@ -68,11 +68,26 @@ def validate(data: Any, where: str) -> None:
             raise CatalogError(f"{where}: model {name!r}: n_heads must divide dim and n_kv_heads must divide n_heads "
                                f"(dim {m['dim']}, n_heads {m['n_heads']}, n_kv_heads {kv})")
     for name, g in (data.get("gpus") or {}).items():
+        for dtype in g.get("matmul_achievable_tflops") or {}:
+            if not _achievable_source(g, dtype):
+                where_src = ("matmul_achievable_source" if dtype in SHARED_SOURCE_DTYPES
+                             else f"matmul_achievable_sources.{dtype}")
+                raise CatalogError(f"{where}: GPU {name!r}: matmul_achievable_tflops.{dtype} needs {where_src} "
+                                   "(where it was measured or published)")
         for dtype, rate in (g.get("matmul_achievable_tflops") or {}).items():
             peak = g["peak_tflops"].get(dtype)
             if peak is None or rate > peak:
                 raise CatalogError(f"{where}: GPU {name!r}: matmul_achievable_tflops.{dtype} ({rate:g}) must not exceed "
                                    f"peak_tflops.{dtype} ({'absent' if peak is None else f'{peak:g}'})")
+
+
+SHARED_SOURCE_DTYPES = ("bf16", "fp16")  # matmul_achievable_source; every other dtype names its own
+
+
+def _achievable_source(g: dict, dtype: str) -> str:
+    if dtype in SHARED_SOURCE_DTYPES:
+        return g.get("matmul_achievable_source", "")
+    return (g.get("matmul_achievable_sources") or {}).get(dtype, "")
 
 
 def _model(name: str, m: dict) -> ModelConfig:
@@ -94,6 +109,7 @@ def _gpu(name: str, g: dict) -> GPUSpec:
                    matmul_achievable_flops_per_s={k: float(v) * 1e12
                                                   for k, v in (g.get("matmul_achievable_tflops") or {}).items()},
                    matmul_achievable_source=g.get("matmul_achievable_source", ""),
+                   matmul_achievable_sources={k: _achievable_source(g, k) for k in g.get("matmul_achievable_tflops") or {}},
                    matmul_achievable_data=g.get("matmul_achievable_data", ""))
 
 

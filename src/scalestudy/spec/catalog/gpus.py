@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-DTYPES = ("bf16", "fp16", "fp32", "tf32", "fp8")
+DTYPES = ("bf16", "fp16", "fp32", "tf32", "fp8", "nvfp4")
 GIB = 1 << 30
 GB = 10**9
 
@@ -44,7 +44,8 @@ class GPUSpec:
     aliases: tuple[str, ...] = ()
     # measured best dense matrix-product rate by dtype (flop/s) and where it was measured; empty if none
     matmul_achievable_flops_per_s: dict[str, float] = field(default_factory=dict)
-    matmul_achievable_source: str = ""
+    matmul_achievable_source: str = ""  # of the bf16/fp16 rates
+    matmul_achievable_sources: dict[str, str] = field(default_factory=dict)  # dtype -> its rate's source
     matmul_achievable_data: str = ""  # the raw log of that measurement, relative to the project root
 
 
