@@ -33,7 +33,7 @@ C1_PAPER = "C1: -37.22% (Llama-2 7B FSDP, 128 to 2048 GPUs)"
 # the model against a family of public runs: median |error| per point, largest |error|, the decline's error
 MODEL_TARGETS = {"median": 0.10, "max": 0.20, "decline_pp": 5.0}
 MODEL_RULE = ("the performance model against the family's measured seed means, nothing fitted to them: consistent "
-              f"when the median |error| per point is at most {MODEL_TARGETS['median']:.0%}, the largest at most "
+              f"when the median absolute error per point is at most {MODEL_TARGETS['median']:.0%}, the largest at most "
               f"{MODEL_TARGETS['max']:.0%} and, with two scales or more, the smallest-to-largest decline within "
               f"{MODEL_TARGETS['decline_pp']:g} pp of the measured one; not consistent otherwise; not comparable where "
               "the model cannot express the family (named in the reason)")
@@ -156,7 +156,7 @@ def model_rows(tables, cfgs: list[dict]) -> list[dict]:
             ok = ok and abs(dp - dm) <= MODEL_TARGETS["decline_pp"]
             decline = f"; decline {dm:+.1f}% measured, {dp:+.1f}% predicted ({dp - dm:+.1f} pp)"
         row.update(ours=100 * med, n_seeds=f"{len(errs)} points",
-                   ours_text=f"median |error| {100 * med:.1f}%, largest {100 * worst:.1f}%",
+                   ours_text=f"median absolute error {100 * med:.1f}%, largest {100 * worst:.1f}%",
                    verdict="consistent" if ok else "not consistent",
                    reason=f"tokens/s per GPU: {points}{decline}")
         out.append(row)
