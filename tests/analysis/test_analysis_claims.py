@@ -87,15 +87,30 @@ def test_c3_tensor_parallel_gain(tmp_path):
 
 
 def test_c4_hardware_generations(tmp_path):
+    """Both GPU kinds at one GPU count (the smallest both have), never across scales."""
     a = runs(world=8, values=[1.0, 1.0, 1.0], device_name=A100, experiments=("hardware_generations",),
              mfu=[0.597, 0.596, 0.598])
-    h = runs(world=16, values=[1.0, 1.0, 1.0], device_name=H100, experiments=("hardware_generations",),
+    h = runs(world=8, values=[1.0, 1.0, 1.0], device_name=H100, experiments=("hardware_generations",),
              mfu=[0.407, 0.409, 0.408])
-    v = verdicts(tmp_path, a + h)
+    h16 = runs(world=16, values=[1.0, 1.0, 1.0], device_name=H100, experiments=("hardware_generations",),
+               mfu=[0.50, 0.50, 0.50])
+    v = verdicts(tmp_path, a + h + h16)
     assert v["C4"]["verdict"] == "consistent", v["C4"]
     assert v["C4"]["ours"] == pytest.approx(18.9, abs=0.05) and v["C4"]["unit"] == " pp"
+    assert v["C4"]["ours_text"].startswith("at 8 GPUs:")
+    apart = verdicts(tmp_path, a + h16)["C4"]
+    assert apart["verdict"] == "not comparable" and "not compared across scales" in apart["reason"]
     only = verdicts(tmp_path, h)["C4"]
     assert only["verdict"] == "not comparable" and H100 in only["reason"]
+
+
+def test_a_verdict_that_cannot_fail_is_undecided(tmp_path):
+    """C3 +52.6%: seeds spread so wide that double the paper's effect is inside the interval too."""
+    rows = (runs(world=2048, values=[10.0, 10.1, 9.9])
+            + runs(world=2048, layout="fsdp+tp", tp=2, values=[9.0, 15.3, 30.0], label="TP=2", lb=4))
+    c3 = verdicts(tmp_path, rows)["C3"]
+    assert c3["verdict"] == "undecided", c3
+    assert "too wide to decide" in c3["reason"] and "double" in c3["reason"]
 
 
 def test_c5_communication_bound(tmp_path):
@@ -236,3 +251,15 @@ def test_a_predicted_run_row_carries_its_caveat_notes():
     assert _predicted(log, spec, row)["caveats"] == [note]
     assert _predicted(SimpleNamespace(records=[{"key": "prediction", "value": {**value, "notes": []}}]),
                       spec, row)["caveats"] == []
+
+
+def test_a_claim_with_measured_inputs_never_mixes_input_kinds():
+    from scalestudy.analysis.claims import NOT_COMPARABLE, mixed_inputs
+
+    both = {"verdict": "consistent", "ours_text": "+1%", "config_ids": ["a--measured-inputs", "b--measured-inputs"]}
+    mixed_inputs(both)
+    assert both["verdict"] == "consistent"
+    mixed = {"verdict": "consistent", "ours_text": "+1%", "reason": "x", "config_ids": ["a--measured-inputs", "b"]}
+    mixed_inputs(mixed)
+    assert mixed["verdict"] == NOT_COMPARABLE and "mixes input kinds" in mixed["reason"]
+    assert "`a--measured-inputs` take a measured rank share, `b` the model alone" in mixed["reason"]

@@ -1,7 +1,10 @@
 """The paper's claims C1-C7 (STUDY.md) and the critics' HSDP question, recomputed from a
 study's tables, each with the paper's number, ours with its 95% interval, and a verdict:
 
-consistent       the comparison rule of the claim holds (see RULES and each row's `rule`)
+consistent       the comparison rule of the claim holds (see RULES and each row's `rule`), with an
+                 interval narrow enough to have rejected a materially different value (POWER_RULE)
+undecided        the paper's value lies inside our interval, but so does half or double it: the
+                 interval is too wide to tell the paper's effect from a materially different one
 not consistent   it fails
 not comparable   the study lacks the runs (the reason names which), they failed, the data are
                  CPU smoke data, there is one seed where an interval is needed, or our
@@ -48,6 +51,10 @@ CLAIMS_CSV = "claims.csv"
 CLAIMS_MD = "claims.md"
 CLAIMS_HTML = "claims.html"  # claims.md as a page of the Snakemake report
 CONSISTENT, NOT_CONSISTENT, NOT_COMPARABLE = "consistent", "not consistent", "not comparable"
+UNDECIDED = "undecided"
+# a verdict that can fail: "consistent" only where the interval excludes half and double the paper's value
+POWER_RULE = ("and only where that interval also excludes half and double the paper's value (else undecided, "
+              "with the interval's width)")
 CLAIM_COLUMNS = ["id", "inputs", "claim", "where", "paper", "paper_value", "unit", "ours", "ours_ci95_low",
                  "ours_ci95_high", "n_seeds", "ours_text", "verdict", "reason", "rule", "config_ids", "run_ids",
                  "left_out"]
@@ -64,12 +71,13 @@ MODEL_7B = "llama2-7b"
 
 RULES = {
     "numeric": ("consistent if our value has the paper's sign and the paper's value lies inside our 95% CI "
-                "(relative change: delta method on the log ratio of the two configurations' seed means, Welch df); "
+                f"{POWER_RULE} (relative change: delta method on the log ratio of the two configurations' seed means, "
+                "Welch df); "
                 "not comparable without both configurations, on CPU data, or with one seed on a side (no CI)"),
-    "difference": ("consistent if our difference (A100 minus H100 MFU, percentage points) has the paper's sign "
-                   "and the paper's difference lies inside our Welch 95% CI; H200 stands in for H100 (same "
-                   "compute peak) and says so; not comparable without both device kinds, on CPU data, or with "
-                   "one seed on a side"),
+    "difference": ("consistent if our difference (A100 minus H100 MFU, percentage points, both at one GPU count) has "
+                   f"the paper's sign and the paper's difference lies inside our Welch 95% CI {POWER_RULE}; H200 "
+                   "stands in for H100 (same compute peak) and says so; not comparable without both device kinds at "
+                   "one GPU count, on CPU data, or with one seed on a side"),
     "qualitative": ("direction only: consistent if every stated direction holds with our 95% interval excluding "
                     "no change (one seed: the means decide, said in the reason); not consistent if one is "
                     "reversed; not comparable without the runs, on CPU data, or when our interval includes no change"),
@@ -79,11 +87,13 @@ RULES = {
 # the same rules for a row that compares predictions: the model's band in place of the confidence interval
 PREDICTED_RULES = {
     "numeric": ("consistent if our value has the paper's sign and the paper's value lies inside the model's band "
-                "(relative change of the two configurations' predictions, both at the same corner of the model's "
-                "uncertainty box); not comparable without both configurations"),
-    "difference": ("consistent if our difference (A100 minus H100 MFU, percentage points) has the paper's sign and "
-                   "the paper's difference lies inside the model's band (both at the same corner); not comparable "
-                   "without both device kinds"),
+                f"{POWER_RULE} (relative change of the two configurations' predictions, both at the same corner of "
+                "the model's uncertainty box); not comparable without both configurations, or where one side takes a "
+                "measured input and the other does not"),
+    "difference": ("consistent if our difference (A100 minus H100 MFU, percentage points, both at one GPU count) has "
+                   f"the paper's sign and the paper's difference lies inside the model's band (both at the same "
+                   f"corner) {POWER_RULE}; not comparable without both device kinds at one GPU count, or where one "
+                   "side takes a measured input and the other does not"),
     "qualitative": ("direction only: consistent if every stated direction holds over the whole model band; not "
                     "consistent if one is reversed; not comparable without the configurations or when the band "
                     "includes no change"),
@@ -303,7 +313,14 @@ def _numeric(row: dict, comp: Comparison, paper_value: float, cpu: bool, scale: 
         row["reason"] = "; ".join(reasons)
         return row
     inside = lo <= paper_value <= hi
-    if same_sign and inside:
+    near = [f"{name} ({_fmt(v, unit)})" for name, v in (("half", paper_value / 2), ("double", 2 * paper_value))
+            if lo <= v <= hi]
+    if same_sign and inside and near:
+        row["verdict"] = UNDECIDED
+        row["reason"] = (f"same sign, paper's {_fmt(paper_value, unit)} inside {b.our_interval}, which is "
+                         f"{hi - lo:.2f} {'pp' if unit in ('%', ' pp') else unit.strip()} wide and holds {' and '.join(near)} the paper's "
+                         "value too: too wide to decide")
+    elif same_sign and inside:
         row["verdict"] = CONSISTENT
         row["reason"] = f"same sign, paper's {_fmt(paper_value, unit)} inside {b.our_interval}"
     else:
@@ -431,14 +448,20 @@ def c4(cfgs: list[dict]) -> dict:
         ok = [c for c in cs if c.get("mfu_mean") is not None]
         return max(ok, key=lambda c: (c["mfu_mean"], c["config_id"])) if ok else None
 
-    a, h = best(by_kind["A100"]), best(by_kind[hopper])
-    row.update(_ids(a, h))
-    if a is None or h is None:
-        row["reason"] = f"no MFU value on {'A100' if a is None else hopper}"
+    # one GPU count on both sides: the smallest both kinds have a value at (the fewest collectives)
+    worlds = {k: {c["world_size"] for c in by_kind[k] if c.get("mfu_mean") is not None} for k in ("A100", hopper)}
+    common = sorted(worlds["A100"] & worlds[hopper])
+    if not common:
+        row["reason"] = (f"no GPU count with an MFU value on both A100 ({_worlds(by_kind['A100'])}) and {hopper} "
+                         f"({_worlds(by_kind[hopper])}): not compared across scales")
         return row
+    n = common[0]
+    a = best([c for c in by_kind["A100"] if c["world_size"] == n])
+    h = best([c for c in by_kind[hopper] if c["world_size"] == n])
+    row.update(_ids(a, h))
     row = _numeric(row, _compare(h, a, "mfu", "difference"), paper, _cpu(a, h))
-    row["ours_text"] = (f"A100 {100 * a['mfu_mean']:.2f}% ({a.get('label')}) vs {hopper} {100 * h['mfu_mean']:.2f}% "
-                        f"({h.get('label')}): " + row["ours_text"])
+    row["ours_text"] = (f"at {n} GPUs: A100 {100 * a['mfu_mean']:.2f}% ({a.get('label')}) vs {hopper} "
+                        f"{100 * h['mfu_mean']:.2f}% ({h.get('label')}): " + row["ours_text"])
     if hopper == "H200":
         row["reason"] += "; H200 stands in for H100 (same compute peak, more memory bandwidth)"
     return row
@@ -641,6 +664,9 @@ def evaluate(tables, inputs: str = MODEL_ALONE) -> list[dict]:
         if said:
             r["reason"] = "; ".join([x for x in [r.get("reason")] if x]
                                     + [CAVEAT_REASON + n.removeprefix(CAVEAT_PREFIX) for n in said])
+    if inputs == WITH_MEASURED:
+        for r in rows:
+            mixed_inputs(r)
     for r in rows:
         r["inputs"] = inputs if predicted else None
         for k in CLAIM_COLUMNS:
@@ -649,6 +675,20 @@ def evaluate(tables, inputs: str = MODEL_ALONE) -> list[dict]:
             if isinstance(r[k], float) and math.isnan(r[k]):
                 r[k] = None
     return rows
+
+
+def mixed_inputs(row: dict) -> None:
+    """A claim with measured inputs compares like with like: where some of its configurations take a
+    measured rank share and others the model alone, it is not comparable, and says which is which."""
+    cids = list(row.get("config_ids") or [])
+    measured = [c for c in cids if measured_base(c)]
+    alone = [c for c in cids if not measured_base(c)]
+    if not measured or not alone or row.get("verdict") == NOT_COMPARABLE and not row.get("ours_text"):
+        return
+    row["verdict"] = NOT_COMPARABLE
+    row["reason"] = "; ".join(x for x in [row.get("reason")] if x) + (
+        f"; NOT COMPARABLE: mixes input kinds: {', '.join(f'`{c}`' for c in measured)} take a measured rank share, "
+        f"{', '.join(f'`{c}`' for c in alone)} the model alone (the headline column compares like with like)")
 
 
 def markdown(rows: list[dict], study, measured: list[dict] | None = None) -> str:
