@@ -234,13 +234,31 @@ def write_ledger(path) -> None:
         w.writerows(rows)
 
 
+def sensitivity_rows() -> list[dict]:
+    """claim_sensitivity.csv of a prediction study: 8 inputs at their low and high setting, 5 claims."""
+    central = {"C1": -8.7, "C2": -0.9, "C3": 1.3, "C4": 14.6, "HSDP-2048": 3.2}
+    paper = {"C1": -37.22, "C2": -5.87, "C3": 52.6, "C4": 18.9, "HSDP-2048": None}
+    inputs = ["network latency", "latency model", "network bandwidth", "overlap slowdown", "computation rate",
+              "attention kernel", "straggler spread", "power limiter window"]
+    rows = []
+    for i, name in enumerate(inputs):
+        for level, sign in (("low", -1), ("high", 1)):
+            for c, v in central.items():
+                rows.append({"claim": c, "input": name, "level": level, "setting": f"{level} {i}",
+                             "value": v + sign * (i + 1) * 0.7, "central": v, "paper": paper[c],
+                             "unit": " pp" if c == "C4" else "%", "source": "synthetic"})
+    return rows
+
+
 def paper_fixture(tables_dir=None):
     g = paper_grid()
     s = study("paper-synthetic", g, hardware="H100 SXM 80 GB, 8 a node (synthetic)")
     if tables_dir is not None:
         write_rank_configs(tables_dir)
         s.tables_dir = str(tables_dir)
-    return s, tables(g)
+    t = tables(g)
+    t.claim_sensitivity = pd.DataFrame(sensitivity_rows())
+    return s, t
 
 
 def smoke_fixture():

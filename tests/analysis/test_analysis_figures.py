@@ -6,7 +6,8 @@ from scalestudy.analysis.csv_format import read_csv_rows, split_list
 from scalestudy.analysis.figures import FIGURES, drawing, figure_data, prepare, render, render_all, save
 
 EXPECTED = ["collectives_bandwidth", "weak_scaling", "kernel_breakdown", "strong_scaling", "tp_pp_grid",
-            "model_sizes", "hardware_generations", "power", "rank_grid", "rank_memory", "step_time_microbatches"]
+            "model_sizes", "hardware_generations", "power", "rank_grid", "rank_memory", "step_time_microbatches",
+            "claim_sensitivity"]
 
 
 @pytest.fixture(scope="module")

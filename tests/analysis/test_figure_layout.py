@@ -13,7 +13,7 @@ from scalestudy.analysis.figures import FIGURES, drawing, figure_data
 SERIES_LIMIT = {"collectives_bandwidth": 10}  # one line a node count, as the paper's Fig. 2
 # figures of rank shares (tables of their own): the paper fixture writes them, the smoke one has
 # none and draws their explicit empty panel, which is checked too
-NO_SMOKE_DATA = {"rank_grid", "rank_memory", "power", "step_time_microbatches"}
+NO_SMOKE_DATA = {"rank_grid", "rank_memory", "power", "step_time_microbatches", "claim_sensitivity"}
 
 
 def _draw(name, fd, study):

@@ -58,7 +58,7 @@ def project(tmp_path_factory):
     loaded = agg.load_tables(study.tables_dir)
     claims(study, loaded)
     for name in ("weak_scaling", "hardware_generations", "collectives_bandwidth", "power", "kernel_breakdown",
-                 "model_sizes", "strong_scaling", "tp_pp_grid"):
+                 "model_sizes", "strong_scaling", "tp_pp_grid", "claim_sensitivity"):
         render(name, study, loaded, formats=("csv", "png"))
     return root, study
 

@@ -302,10 +302,18 @@ def figure_runs(figure):
 
 
 def tables(wildcards):
+    study = get_study(wildcards.study)
     names = ("runs", "summary", "collectives", "collectives_summary")
-    if get_study(wildcards.study).model_beside:
+    if study.model_beside:
         names += ("model_beside",)
-    return expand("data/{study}/tables/{table}.csv", study=wildcards.study, table=names)
+    files = expand("data/{study}/tables/{table}.csv", study=wildcards.study, table=names)
+    if study.prediction:  # the claims' sensitivity and C3 taken apart (rule claim_sensitivity)
+        files += sensitivity_tables(wildcards.study)
+    return files
+
+
+def sensitivity_tables(study):
+    return [f"data/{study}/tables/{name}" for name in ("claim_sensitivity.csv", "c3_terms.csv", "claim_basis.json")]
 
 
 def study_figures(name):

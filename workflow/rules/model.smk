@@ -84,3 +84,27 @@ rule model_beside:
         "../envs/scalestudy.yaml"
     shell:
         "scalestudy model beside --study {params.study:q} --out {output:q} > {log:q} 2>&1"
+
+
+# A prediction study's claims against the model's uncertain inputs: each claim with each input at its
+# low and high value (figure claim_sensitivity), C3's step term by term and what each claim rests on
+# (claims.md). Re-runs with the model (params.model) or the study's calibration.
+rule claim_sensitivity:
+    localrule: True
+    input:
+        prediction_inputs,
+    output:
+        "data/{study}/tables/claim_sensitivity.csv",
+        "data/{study}/tables/c3_terms.csv",
+        "data/{study}/tables/claim_basis.json",
+    log:
+        "data/{study}/logs/claim_sensitivity.log",
+    wildcard_constraints:
+        study=PREDICTED_STUDIES,
+    params:
+        study=study_arg,
+        model=MODEL_CODE_VERSION,
+    conda:
+        "../envs/scalestudy.yaml"
+    shell:
+        "scalestudy model sensitivity --study {params.study:q} > {log:q} 2>&1"

@@ -52,6 +52,9 @@ UNPLANNED_FILE = "unplanned_runs.csv"
 PREDICTIONS_FILE = "predictions.csv"  # only for studies with predicted runs (scalestudy.perfmodel)
 # only for studies with the model beside their measurements (`model_beside`; scalestudy.perfmodel.beside)
 MODEL_BESIDE_FILE = "model_beside.csv"
+# only for prediction studies: each claim with each uncertain input at its low and high value, C3's step
+# term by term, and what each claim rests on with C3's search (scalestudy.perfmodel.sensitivity)
+SENSITIVITY_FILE, C3_TERMS_FILE, CLAIM_BASIS_FILE = "claim_sensitivity.csv", "c3_terms.csv", "claim_basis.json"
 TABLE_FILES = (RUNS_FILE, SUMMARY_FILE, COLLECTIVES_FILE, COLLECTIVES_SUMMARY_FILE, UNPLANNED_FILE)
 PREDICTION_METRICS = ("tokens_per_s", "tokens_per_s_per_device", "mfu", "power_w_per_gpu", "tokens_per_joule",
                       "exposed_comm_share", "step_time_s")
@@ -486,13 +489,23 @@ class LoadedTables:
     directory: Path
     predictions: object = None  # predictions.csv, where the study has predicted runs
     model_beside: object = None  # model_beside.csv, where the study has the model beside its measurements
+    claim_sensitivity: object = None  # claim_sensitivity.csv, c3_terms.csv, claim_basis.json: prediction studies
+    c3_terms: object = None
+    claim_basis: dict | None = None
 
 
 def load_tables(tables_dir: Path | str) -> LoadedTables:
+    import json
+
     d = Path(tables_dir)
-    pred = read_table(d / PREDICTIONS_FILE) if (d / PREDICTIONS_FILE).exists() else None
-    beside = read_table(d / MODEL_BESIDE_FILE) if (d / MODEL_BESIDE_FILE).exists() else None
+
+    def optional(name):
+        return read_table(d / name) if (d / name).exists() else None
+
+    basis = json.loads((d / CLAIM_BASIS_FILE).read_text()) if (d / CLAIM_BASIS_FILE).exists() else None
     return LoadedTables(runs=read_table(d / RUNS_FILE), summary=read_table(d / SUMMARY_FILE),
                         collectives=read_table(d / COLLECTIVES_FILE),
-                        collectives_summary=read_table(d / COLLECTIVES_SUMMARY_FILE), directory=d, predictions=pred,
-                        model_beside=beside)
+                        collectives_summary=read_table(d / COLLECTIVES_SUMMARY_FILE), directory=d,
+                        predictions=optional(PREDICTIONS_FILE), model_beside=optional(MODEL_BESIDE_FILE),
+                        claim_sensitivity=optional(SENSITIVITY_FILE), c3_terms=optional(C3_TERMS_FILE),
+                        claim_basis=basis)

@@ -56,8 +56,8 @@ UNDECIDED = "undecided"
 POWER_RULE = ("and only where that interval also excludes half and double the paper's value (else undecided, "
               "with the interval's width)")
 CLAIM_COLUMNS = ["id", "inputs", "claim", "where", "paper", "paper_value", "unit", "ours", "ours_ci95_low",
-                 "ours_ci95_high", "n_seeds", "ours_text", "verdict", "reason", "rule", "config_ids", "run_ids",
-                 "left_out"]
+                 "ours_ci95_high", "n_seeds", "ours_text", "verdict", "reason", "rule", "rests_on", "config_ids",
+                 "run_ids", "left_out"]
 # What a predicted claim is read from (a measured study's claims: MODEL_ALONE's rows, column empty).
 # MODEL_ALONE, the headline: every configuration predicted by the model alone. WITH_MEASURED: a
 # configuration whose rank share was measured (its "--measured-inputs" variant, perfmodel.study)
@@ -667,6 +667,9 @@ def evaluate(tables, inputs: str = MODEL_ALONE) -> list[dict]:
     if inputs == WITH_MEASURED:
         for r in rows:
             mixed_inputs(r)
+    basis = (getattr(tables, "claim_basis", None) or {}).get("rests_on") or {}
+    for r in rows:  # a predicted claim names what it rests on (perfmodel.sensitivity.rests_on)
+        r["rests_on"] = basis.get(r["id"])
     for r in rows:
         r["inputs"] = inputs if predicted else None
         for k in CLAIM_COLUMNS:
@@ -691,7 +694,56 @@ def mixed_inputs(row: dict) -> None:
         f"{', '.join(f'`{c}`' for c in alone)} the model alone (the headline column compares like with like)")
 
 
-def markdown(rows: list[dict], study, measured: list[dict] | None = None) -> str:
+def c3_section(tables) -> list[str]:
+    """C3 taken apart (a prediction study's c3_terms.csv and claim_basis.json): the step of FSDP and of
+    the best TP layout at 2048 GPUs term by term, which single input brings C3 to the paper's value
+    and C1 there, and whether any corner of the inputs meets C1 and C3 together."""
+    from scalestudy.analysis.figures.prepare import records
+
+    terms = getattr(tables, "c3_terms", None)
+    basis = getattr(tables, "claim_basis", None) or {}
+    if terms is None or not len(terms):
+        return []
+    rows = records(terms)
+    layouts = list(dict.fromkeys(r["layout"] for r in rows))
+    names = list(dict.fromkeys(r["term"] for r in rows))
+    value = {(r["layout"], r["term"]): float(r["seconds"]) for r in rows}
+    label = {r["layout"]: r["label"] for r in rows}
+    out = ["", "## C3 taken apart (predicted, the model alone)", "",
+           "The step of FSDP and of the best TP layout at 2048 GPUs (Llama-2 7B, local batch 2), seconds; the "
+           "terms overlap (exposed communication is what the computation does not hide), so they need not add up "
+           "to the step.", "",
+           "| term | " + " | ".join(f"{lay} ({label[lay]})" for lay in layouts) + " |",
+           "|---|" + "---|" * len(layouts)]
+    for t in names:
+        out.append(f"| {t} | " + " | ".join(f"{value.get((lay, t), 0.0):.4f}" for lay in layouts) + " |")
+    search = basis.get("c3_search") or {}
+    paper = basis.get("paper") or {}
+    if search.get("single"):
+        out += ["", f"Which single input brings C3 to the paper's {paper.get('C3', 52.6):+.1f}% (searched from x1/16 "
+                "to x16 of its value), and C1 there (paper " + f"{paper.get('C1', -37.22):+.2f}%):", ""]
+        for r in search["single"]:
+            out.append(f"- {r['latency model']} latency, {r['input']}: " + (
+                "no value in the range reaches it" if r.get("factor") is None else
+                f"x{r['factor']:.3f} gives C3 {r['C3']:+.1f}% with C1 {r['C1']:+.1f}%"))
+    joint = search.get("joint")
+    if joint:
+        c, top = joint["closest"], joint["largest_c3"]
+        tg = joint.get("targets_pp", {})
+        verdict = ("none of them" if not joint["meeting_both"] else f"{len(joint['meeting_both'])} of them")
+        out += ["", f"Both together: of the {joint['corners']} corners of the inputs (network latency x0.5/1/1.5 "
+                "under either latency model, network bandwidth, computation time and the overlap slowdown at their "
+                f"band corners), {verdict} put C1 within {tg.get('C1', 10):g} pp and C3 within {tg.get('C3', 15):g} pp "
+                f"of the paper's values. The closest: C1 {c['C1']:+.1f}% and C3 {c['C3']:+.1f}% ({c['latency model']} "
+                f"latency x{c['latency']:g}); the largest C3, {top['C3']:+.1f}%, comes with C1 {top['C1']:+.1f}%."
+                + ("" if joint["meeting_both"] else " The paper's C1 and C3 together are not consistent with the "
+                   "modelled mechanisms: a C3 of +52.6% needs FSDP's loss at 2048 GPUs to come from something TP "
+                   "removes that the model lacks (e.g. congestion or jitter that grows with a ring's length but not "
+                   "with a tree's or a TP group's), or compute at a fraction of what the H200 calibration says.")]
+    return out
+
+
+def markdown(rows: list[dict], study, measured: list[dict] | None = None, tables=None) -> str:
     def cell(v):
         from scalestudy.analysis.csv_format import format_value
 
@@ -742,6 +794,10 @@ def markdown(rows: list[dict], study, measured: list[dict] | None = None) -> str
             if m.get("config_ids") != r.get("config_ids"):
                 lines.append(f"- **{m['id']}**: {cell(m['reason'])} (configurations: "
                              f"{', '.join(f'`{c}`' for c in m.get('config_ids') or [])})")
+    lines += c3_section(tables)
+    if any(r.get("rests_on") for r in rows):
+        lines += ["", "## What each claim rests on", ""]
+        lines += [f"- **{r['id']}**: {cell(r['rests_on'])}" for r in rows if r.get("rests_on")]
     lines += ["", "## Comparison rules", ""]
     for r in rows:
         lines.append(f"- **{r['id']}**: {r['rule']}.")
@@ -759,7 +815,7 @@ def write_claims(tables, study, out_dir: Path | str | None = None) -> list[Path]
     measured = evaluate(tables, WITH_MEASURED) if has_measured_inputs(tables) else None
     csv_path = write_csv(out / CLAIMS_CSV, CLAIM_COLUMNS, rows + (measured or []))
     md_path = out / CLAIMS_MD
-    text = markdown(rows, study, measured)
+    text = markdown(rows, study, measured, tables)
     md_path.write_text(text, encoding="utf-8")
     html_path = out / CLAIMS_HTML
     html_path.write_text(to_html(text, title=f"Claims against study {study.name}"), encoding="utf-8")

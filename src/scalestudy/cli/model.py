@@ -234,6 +234,23 @@ def cmd_beside(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sensitivity(args: argparse.Namespace) -> int:
+    from scalestudy.perfmodel.options import ModelOptions
+    from scalestudy.perfmodel.predict import calibrate
+    from scalestudy.perfmodel.sensitivity import write_tables
+    from scalestudy.spec.studies import load_study
+
+    root = Path(args.root)
+    study = load_study(args.study, root)
+    if not study.prediction:
+        raise ValueError(f"study {study.name!r} has no prediction section ({study.source})")
+    cal = calibrate(list(study.prediction["calibration"]), root)
+    paths = write_tables(cal, args.out_dir or study.tables_dir, root,
+                         ModelOptions.from_dict(study.prediction.get("options")), study)
+    print("claim sensitivity: " + ", ".join(str(p) for p in paths))
+    return 0
+
+
 def _guard(fn):
     def run(args):
         from scalestudy.measure.rawlog import RawLogError
@@ -320,6 +337,13 @@ def register(subparsers) -> None:
     q.add_argument("--root", default=".", help="the project root (default .)")
     q.add_argument("--out", default=None, help="the CSV to write (default data/STUDY/tables/model_beside.csv)")
     q.set_defaults(func=_guard(cmd_beside))
+
+    q = sub.add_parser("sensitivity", help="each claim with each uncertain input at its low and high value, C3 term by "
+                                          "term and what each claim rests on (a prediction study's tables)")
+    q.add_argument("--root", default=".", help="the project root (workflow/clusters, data)")
+    q.add_argument("--study", required=True, help="a prediction study, e.g. paper-model")
+    q.add_argument("--out-dir", default=None, help="where the tables go (default data/STUDY/tables)")
+    q.set_defaults(func=_guard(cmd_sensitivity))
 
     q = sub.add_parser("clusters", help="list the cluster descriptions")
     q.add_argument("--root", default=".", help="the project root (default .)")

@@ -50,7 +50,7 @@ FIGURE_GROUPS = FIGURES[1:]  # the experiment names that feed a figure of the sa
 RANK_FIGURES = ("rank_grid", "rank_memory")
 # Figures beyond the paper's, drawn where a study's `figures` names them: step time against the
 # micro-batches a pipeline runs per step, and the per-step fixed cost (studies of public runs: mlperf)
-EXTRA_FIGURES = ("step_time_microbatches",)
+EXTRA_FIGURES = ("step_time_microbatches", "claim_sensitivity")
 ALL_FIGURES = FIGURES + RANK_FIGURES + EXTRA_FIGURES
 MAX_RUN_ID = 200  # characters: run directories are named by run ids (NAME_MAX 255, with room for suffixes)
 STUDIES_DIR = Path("workflow") / "studies"
@@ -405,7 +405,8 @@ def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Pat
     if unknown:
         raise StudyError(name, [("known_artefacts", f"{source or 'the study file'}: {', '.join(map(repr, unknown))} "
                                  f"{'is not a run' if len(unknown) == 1 else 'are not runs'} of this study")])
-    figures = tuple(data["figures"]) if "figures" in data else _default_figures(planned, collectives)
+    figures = tuple(data["figures"]) if "figures" in data else _default_figures(planned, collectives) + (
+        ("claim_sensitivity",) if data.get("prediction") else ())  # a prediction study's inputs against its claims
     return Study(
         name=name, description=data["description"].strip(), hardware=data["hardware"],
         assumptions=tuple(data.get("assumptions", ())), runs=planned, collectives=collectives,

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Iterable
 
 from scalestudy.analysis.figures import (
+    claim_sensitivity,
     collectives_bandwidth,
     drawing,
     hardware_generations,
@@ -65,7 +66,7 @@ from scalestudy.analysis.figures.description import Description, Quantity  # noq
 
 FIGURES = {m.NAME: m for m in (collectives_bandwidth, weak_scaling, kernel_breakdown, strong_scaling, tp_pp_grid,
                                model_sizes, hardware_generations, power, rank_grid, rank_memory,
-                               step_time_microbatches)}
+                               step_time_microbatches, claim_sensitivity)}
 # Figures of something other than a study's experiments: model_validation draws the performance
 # model's external ledger (figures/STUDY/model_validation_ledger.csv, written by `scalestudy model
 # validate --external`) for a predicted study, by its own workflow rule (rule model_validation).
