@@ -3,8 +3,9 @@ study's tables, each with the paper's number, ours with its 95% interval, and a 
 
 consistent       the comparison rule of the claim holds (see RULES and each row's `rule`), with an
                  interval narrow enough to have rejected a materially different value (POWER_RULE)
-undecided        the paper's value lies inside our interval, but so does half or double it: the
-                 interval is too wide to tell the paper's effect from a materially different one
+undecided        the paper's value lies inside our interval, but so does half or double it, or the
+                 interval is wider than the paper's value: too wide to tell the paper's effect from a
+                 materially different one
 not consistent   it fails
 not comparable   the study lacks the runs (the reason names which), they failed, the data are
                  CPU smoke data, there is one seed where an interval is needed, or our
@@ -53,8 +54,8 @@ CLAIMS_HTML = "claims.html"  # claims.md as a page of the Snakemake report
 CONSISTENT, NOT_CONSISTENT, NOT_COMPARABLE = "consistent", "not consistent", "not comparable"
 UNDECIDED = "undecided"
 # a verdict that can fail: "consistent" only where the interval excludes half and double the paper's value
-POWER_RULE = ("and only where that interval also excludes half and double the paper's value (else undecided, "
-              "with the interval's width)")
+POWER_RULE = ("and only where that interval also excludes half and double the paper's value and is no wider than "
+              "the paper's value (else undecided, with the interval's width)")
 CLAIM_COLUMNS = ["id", "inputs", "claim", "where", "paper", "paper_value", "unit", "ours", "ours_ci95_low",
                  "ours_ci95_high", "n_seeds", "ours_text", "verdict", "reason", "rule", "rests_on", "config_ids",
                  "run_ids", "left_out"]
@@ -315,11 +316,13 @@ def _numeric(row: dict, comp: Comparison, paper_value: float, cpu: bool, scale: 
     inside = lo <= paper_value <= hi
     near = [f"{name} ({_fmt(v, unit)})" for name, v in (("half", paper_value / 2), ("double", 2 * paper_value))
             if lo <= v <= hi]
-    if same_sign and inside and near:
+    wide = hi - lo > abs(paper_value)
+    if same_sign and inside and (near or wide):
+        width = f"{hi - lo:.2f} {'pp' if unit in ('%', ' pp') else unit.strip()}"
         row["verdict"] = UNDECIDED
-        row["reason"] = (f"same sign, paper's {_fmt(paper_value, unit)} inside {b.our_interval}, which is "
-                         f"{hi - lo:.2f} {'pp' if unit in ('%', ' pp') else unit.strip()} wide and holds {' and '.join(near)} the paper's "
-                         "value too: too wide to decide")
+        row["reason"] = (f"same sign, paper's {_fmt(paper_value, unit)} inside {b.our_interval}, which is {width} wide"
+                         + (f" and holds {' and '.join(near)} the paper's value too" if near else
+                            ", wider than the paper's value") + ": too wide to decide")
     elif same_sign and inside:
         row["verdict"] = CONSISTENT
         row["reason"] = f"same sign, paper's {_fmt(paper_value, unit)} inside {b.our_interval}"

@@ -98,7 +98,9 @@ def inputs(base: Setup, cal: Calibration, root: Path | str = ".") -> list[Input]
         Input("overlap slowdown", (("0", _option(overlap_slowdown=0.0)), (f"{2 * s0:g}", _option(overlap_slowdown=2 * s0))),
               "band corner: option overlap_slowdown in [0, 2 s] (Lee et al., arXiv 2507.03114: 0.189 on average)"),
         Input("computation rate", ((f"x{1 + e:.3f} time", _compute(1 + e)), (f"x{1 - e:.3f} time", _compute(1 - e))),
-              f"band corner: the compute box, +-{e:.1%} ({cal.compute_error_source})"),
+              f"band corner: the compute box, +-{e:.1%} ({cal.compute_error_source}); it holds the spread of the "
+              "H100's achievable matmul rate between its sources (807.56 measured, data/h100-matmul; 794.5 published "
+              "by the MAMF table: 1.6%)"),
         Input("attention kernel", (("FlashAttention-2", lambda s: s), ("cuDNN", _kernel("cudnn"))),
               "named alternative: the H100 cluster's kernel, FlashAttention-2 assumed (torch's SDPA default), against "
               "the cuDNN kernel our H200 runs (spec/catalog/attention.yaml)"),
