@@ -74,6 +74,17 @@ def test_dry_run_prints_the_cost_and_refuses_a_plan_over_budget():
     assert "Job stats:" not in text  # refused before planning a single job
 
 
+def test_a_device_time_budget_plans_the_first_runs_that_fit_and_no_figure():
+    out = snakemake("-n", "--cores", "2", "--config", "study=paper", "budget_gpu_s=300000")
+    assert out.returncode == 0, out.stderr
+    text = out.stdout + out.stderr
+    assert re.search(r"budget 300,000 GPU-seconds for study paper: 0 runs done, \d+ to run now", text), text
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", text[text.index("Job stats:"):], re.M))
+    assert int(counts["run"]) >= 1 and not any(k.startswith("figure_") for k in counts), counts
+    out = snakemake("-n", "--cores", "2", "--config", "study=paper", "budget_gpu_s=10")
+    assert out.returncode != 0 and "budget_gpu_s: a budget of 10 GPU-seconds cannot start" in out.stdout + out.stderr
+
+
 def test_lint_is_clean():
     out = snakemake("--lint")
     assert out.returncode == 0, out.stderr + out.stdout

@@ -176,9 +176,26 @@ if workflow.is_main_process and STUDY.launch:
         _cost = study_cost(STUDY, SITE)
         _budget, _budget_source = budget_of(STUDY, SITE, config.get("gpu_hours_budget"))
         logger.info(format_cost(_cost, _budget, _budget_source))
-        check_budget(_cost, _budget, _budget_source)
+        if "budget_gpu_s" not in config:  # a device-time budget makes part of the study, within it
+            check_budget(_cost, _budget, _budget_source)
     except (BudgetError, SiteError) as e:
         raise WorkflowError(str(e)) from None
+
+
+# --config budget_gpu_s=N: the missing runs that fit it (scalestudy.launch.budget), and the figures
+# only once none is missing.
+BUDGET_PLAN = None
+if "budget_gpu_s" in config:
+    from scalestudy.launch.budget import BudgetTooSmall, plan_budget
+
+    if not STUDY.launch:
+        raise WorkflowError(f"budget_gpu_s: study {STUDY.name!r} is not launched (launch: false)")
+    try:
+        BUDGET_PLAN = plan_budget(STUDY, config["budget_gpu_s"], SITE)
+    except BudgetTooSmall as e:
+        raise WorkflowError(f"budget_gpu_s: {e}") from None
+    if workflow.is_main_process:
+        logger.info(BUDGET_PLAN.describe())
 
 
 def run_resource(key):
@@ -346,6 +363,8 @@ def figure_inputs(figure):
 
 
 def all_targets(wildcards):
+    if BUDGET_PLAN is not None and BUDGET_PLAN.left:
+        return [f"data/{STUDY.name}/raw/{r.run_id}" for r in BUDGET_PLAN.chosen]
     targets = study_figures(STUDY.name)
     if any(r.spec.comm == "fake" for r in STUDY.runs):
         targets += rank_table_files(STUDY.name)

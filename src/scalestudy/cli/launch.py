@@ -3,6 +3,7 @@ collectives jobs), and `scalestudy study`: list what a study plans.
 
     scalestudy launch --study smoke --run-id tiny-n1x2-r1s2t1p1-gb2-...-seed0
     scalestudy launch --spec-json spec.json --run-dir runs/x --time-limit-s 600
+    scalestudy launch --study node --budget-gpu-s 28800   # its missing runs, in order, in budget
     scalestudy study --study paper            # runs, labels, experiments, dropped points
 
 Inside a SLURM job a run of N nodes starts with srun on the job's nodes (scalestudy.launch.slurm;
@@ -31,7 +32,7 @@ def _load_spec(args: argparse.Namespace):
 
     if args.study:
         if not args.run_id:
-            raise SystemExit("scalestudy launch: --study needs --run-id")
+            raise _Usage("--study needs --run-id (one run) or --budget-gpu-s (its missing runs)")
         study = load_study(args.study, args.root)
         if not study.launch:
             raise _Usage(f"study {study.name!r} is not launched by the workflow (launch: false): its figures "
@@ -77,6 +78,12 @@ class _Usage(Exception):
 
 
 def cmd_launch(args: argparse.Namespace) -> int:
+    if args.budget_gpu_s is not None:
+        return _launch_in_budget(args)
+    return cmd_launch_one(args)
+
+
+def cmd_launch_one(args: argparse.Namespace) -> int:
     from scalestudy.cli.train import PEAK_TFLOPS_ENV
     from scalestudy.harness import metrics_sink
     from scalestudy.launch.launcher import EXIT_USAGE, LaunchError, launch
@@ -101,6 +108,47 @@ def cmd_launch(args: argparse.Namespace) -> int:
     if outcome.exit_code == 0:
         _summarize(outcome.run_dir, args.log)
     return outcome.exit_code
+
+
+def _launch_in_budget(args: argparse.Namespace) -> int:
+    """The study's missing runs that fit the budget, one after another, each as `--run-id` would
+    launch it. Stops at the first run the launcher could not start or whose harness failed; a
+    stopped run (timeout, preempted) is data, and the next run goes on."""
+    from scalestudy.launch.budget import BudgetTooSmall, plan_budget
+    from scalestudy.launch.launcher import EXIT_USAGE
+    from scalestudy.launch.local_workers import LAUNCHER_ENV
+    from scalestudy.launch.warm_workers import stop_servers
+    from scalestudy.spec.site import SiteError, load_site
+    from scalestudy.spec.studies import load_study
+
+    if not args.study or args.run_id or args.run_dir:
+        print("scalestudy launch: --budget-gpu-s needs --study, and launches its runs into their own "
+              "directories (no --run-id, no --run-dir)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        study = load_study(args.study, args.root)
+        if not study.launch:
+            raise _Usage(f"study {study.name!r} is not launched (launch: false): its figures come from the raw logs "
+                         f"committed under {study.raw_dir}")
+        plan = plan_budget(study, args.budget_gpu_s, load_site(root=args.root), time_limit_s=args.time_limit_s)
+    except (_Usage, BudgetTooSmall, SiteError) as e:
+        print(f"scalestudy launch: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"scalestudy launch: {plan.describe()}", flush=True)
+    # CPU runs fork from one warm server for the whole budget, as under the workflow
+    os.environ.setdefault(LAUNCHER_ENV, "warm")
+    worst = 0
+    try:
+        for i, run in enumerate(plan.chosen):
+            code = cmd_launch_one(argparse.Namespace(**{**vars(args), "run_id": run.run_id, "budget_gpu_s": None}))
+            if code in (1, EXIT_USAGE):
+                print(f"scalestudy launch: stopped at {run.run_id} (exit {code}); {len(plan.chosen) - i - 1} runs "
+                      "of this budget not started", file=sys.stderr)
+                return code
+            worst = max(worst, code)
+    finally:
+        stop_servers()
+    return worst
 
 
 def _summarize(run_dir: Path, log: str | None) -> None:
@@ -186,6 +234,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     src.add_argument("--spec-json", help="a JSON file of RunSpec fields")
     src.add_argument("--collectives-json", help="a JSON file of CollectivesSpec fields")
     p.add_argument("--run-id", help="the planned run (training or collectives) to launch")
+    p.add_argument("--budget-gpu-s", type=float, default=None,
+                   help="with --study, no --run-id: launch the study's missing runs in its order, each charged its "
+                        "devices x time limit, until the next would exceed this many device-seconds; a later call "
+                        "goes on from there [unit: device-seconds (GPU or CPU process); allowed: > 0]")
     p.add_argument("--root", default=".", help="the repository root (default .)")
     p.add_argument("--run-dir", help="the raw-log directory (default data/STUDY/raw/RUN_ID, or runs/RUN_ID)")
     p.add_argument("--log", help="write torchrun's output here (default: this terminal)")
