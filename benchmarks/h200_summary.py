@@ -1,5 +1,6 @@
 """The numbers of the measurement issue's H200 validation, from the raw logs and plain-loop
-results that benchmarks/h200_validation.sh wrote (analysis side only: no GPU, no torch).
+results that benchmarks/h200_validation.sh wrote (removed: `git show 4679c84:benchmarks/h200_validation.sh`;
+analysis side only: no GPU, no torch).
 
     python benchmarks/h200_summary.py data/h200-reference   # run directories under DIR, plain-loop *.jsonl
 """

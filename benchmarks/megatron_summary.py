@@ -1,5 +1,6 @@
 """The numbers of the megatron backend's H200 validation, from the raw logs and the agreement
-lines that benchmarks/megatron_validation.sh wrote (analysis side only: no GPU, no torch):
+lines that benchmarks/megatron_validation.sh wrote (removed: `git show 4679c84:benchmarks/megatron_validation.sh`;
+analysis side only: no GPU, no torch):
 per run, tokens/s, MFU, memory, energy and power, side by side for the two backends; per pair of
 runs that differ in the backend alone, how far their loss curves are apart.
 

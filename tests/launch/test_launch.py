@@ -154,7 +154,7 @@ def test_launch_a_collectives_benchmark(tmp_path):
 def test_what_the_launcher_refuses(tmp_path):
     out = run_launch(["--study", "smoke", "--run-id", "no-such-run", "--run-dir", str(tmp_path / "x")])
     assert out.returncode == 2 and "plans no run 'no-such-run'" in out.stderr
-    out = run_launch(["--study", "h200-reference", "--run-id", "x"])
+    out = run_launch(["--study", "mlperf", "--run-id", "x"])
     assert out.returncode == 2 and "launch: false" in out.stderr
     with pytest.raises(LaunchError, match="single-node"):
         launch(RunSpec.from_dict({**TINY, "nodes": 2}), tmp_path / "y")

@@ -67,7 +67,7 @@ def plan_budget(study, budget_s: float, site=None, *, time_limit_s: float | None
             done.append(run_id)
             continue
         res = job_resources(spec, limit, site)
-        missing.append(PlannedRun(run_id, spec, spec.world_size, float(spec.world_size * res["time_limit_s"])))
+        missing.append(PlannedRun(run_id, spec, spec.processes, float(spec.processes * res["time_limit_s"])))
     chosen, spent = [], 0.0
     for run in missing:
         if spent + run.charge_s > budget_s:

@@ -70,7 +70,7 @@ def _job_hours(spec, time_limit_s: float | None, site) -> tuple[int, float]:
     from scalestudy.launch.launcher import job_resources
 
     res = job_resources(spec, time_limit_s, site)
-    return spec.world_size, spec.world_size * res["runtime"] / 60.0
+    return spec.processes, spec.processes * res["runtime"] / 60.0
 
 
 def study_cost(study, site=None, *, expected: bool = True, root: Path | str | None = None) -> StudyCost:
@@ -127,7 +127,7 @@ def _expected_hours(study, root: Path) -> tuple[dict[str, float], str, list[str]
             notes.append(f"{r.run_id}: {e}")
             continue
         steps = r.spec.warmup_iters + r.spec.measured_iters
-        out[r.run_id] = r.spec.world_size * (p["step_time_s"] * steps + EXPECTED_STARTUP_S) / 3600.0
+        out[r.run_id] = r.spec.processes * (p["step_time_s"] * steps + EXPECTED_STARTUP_S) / 3600.0
     how = (f"performance model on {cluster_name} (step time x steps + {EXPECTED_STARTUP_S:.0f} s start-up a job "
            "[assumed]; collectives jobs not modelled)")
     return out, how, notes
