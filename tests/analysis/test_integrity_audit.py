@@ -162,7 +162,7 @@ def test_provenance_exits_1_on_a_problem_and_a_binary_csv_is_one_sentence(study,
     assert "Traceback" not in err
 
 
-def test_a_predicted_studys_sensitivity_tables_go_into_the_rebuild_and_a_missing_one_is_named(tmp_path):
+def test_a_predicted_studys_sensitivity_tables_go_into_the_rebuild_as_they_are(tmp_path):
     from types import SimpleNamespace
 
     from scalestudy.analysis.audit import _model_sensitivity
@@ -170,10 +170,10 @@ def test_a_predicted_studys_sensitivity_tables_go_into_the_rebuild_and_a_missing
     tables, rebuilt = tmp_path / "tables", tmp_path / "rebuilt"
     tables.mkdir()
     rebuilt.mkdir()
-    study = SimpleNamespace(name="p", prediction={"cluster": "x"}, tables_dir=tables)
     (tables / "claim_sensitivity.csv").write_text("claim\nC1\n")
     (tables / "c3_terms.csv").write_text("term\n")
-    problems = _model_sensitivity(study, rebuilt)
-    assert problems == [f"{tables / 'claim_basis.json'}: missing (`scalestudy model sensitivity --study p` writes it)"]
+    _model_sensitivity(SimpleNamespace(name="m", prediction=None, tables_dir=tables), rebuilt)
+    assert not list(rebuilt.iterdir())  # a study of measurements has none
+    _model_sensitivity(SimpleNamespace(name="p", prediction={"cluster": "x"}, tables_dir=tables), rebuilt)
+    assert sorted(p.name for p in rebuilt.iterdir()) == ["c3_terms.csv", "claim_sensitivity.csv"]
     assert (rebuilt / "claim_sensitivity.csv").read_text() == "claim\nC1\n"
-    assert _model_sensitivity(SimpleNamespace(name="m", prediction=None, tables_dir=tables), rebuilt) == []

@@ -132,23 +132,19 @@ def _model_beside(study, t_dir: Path) -> list[str]:
     return []
 
 
-def _model_sensitivity(study, t_dir: Path) -> list[str]:
+def _model_sensitivity(study, t_dir: Path) -> None:
     """A predicted study's claim sensitivity (claim_sensitivity.csv, c3_terms.csv, claim_basis.json)
-    is the model's output, like model_beside: taken as it is into the rebuild, reported when missing."""
+    is the model's output, like model_beside: taken as it is into the rebuild where it exists. Claims
+    or a figure drawn from tables that are missing or other come out different, and are reported."""
     import shutil
 
     from scalestudy.analysis.aggregate import C3_TERMS_FILE, CLAIM_BASIS_FILE, SENSITIVITY_FILE
 
     if not getattr(study, "prediction", None):
-        return []
-    problems = []
+        return
     for name in (SENSITIVITY_FILE, C3_TERMS_FILE, CLAIM_BASIS_FILE):
-        src = Path(study.tables_dir) / name
-        if src.exists():
-            shutil.copy(src, t_dir / name)
-        else:
-            problems.append(f"{src}: missing (`scalestudy model sensitivity --study {study.name}` writes it)")
-    return problems
+        if (Path(study.tables_dir) / name).exists():
+            shutil.copy(Path(study.tables_dir) / name, t_dir / name)
 
 
 def _calibration_problems(run_dir: Path) -> list[str]:
@@ -313,8 +309,7 @@ def audit(study, *, figures: bool = True, claims: bool = True, manifest: dict | 
         t_dir, f_dir = Path(tmp) / "tables", Path(tmp) / "figures"
         produced = agg.write_tables(tables, t_dir)
         problems += _model_beside(study, t_dir)
-        if figures or claims:  # what the claims and figure claim_sensitivity read of the model
-            problems += _model_sensitivity(study, t_dir)
+        _model_sensitivity(study, t_dir)
         loaded = agg.load_tables(t_dir)
         for p in produced:
             problem = compare(p, Path(study.tables_dir) / p.name)
