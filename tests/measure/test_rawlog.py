@@ -110,3 +110,22 @@ def test_compressed_metrics_keep_their_checksum(tmp_path):
     gz.write_bytes(gzip.compress(gzip.decompress(gz.read_bytes()).replace(b"1.0", b"2.0")))
     with pytest.raises(rawlog.CorruptLogError, match="sha256"):
         rawlog.read_run(d)
+
+
+def test_the_launcher_gzips_a_finished_gpu_run_and_leaves_a_cpu_run_plain(tmp_path):
+    from types import SimpleNamespace
+
+    from scalestudy.launch.launcher import compress_gpu_run
+
+    for sub in ("cpu", "gpu", "unfinished"):
+        (tmp_path / sub).mkdir()
+    cpu, gpu = make_run(tmp_path / "cpu", ["ok"]), make_run(tmp_path / "gpu", ["ok"])
+    for d in (cpu, gpu):
+        rawlog.try_finalize(d, 1)
+    before = rawlog.read_run(gpu).records
+    assert not compress_gpu_run(SimpleNamespace(device="cpu"), cpu) and (cpu / "metrics.jsonl").exists()
+    assert compress_gpu_run(SimpleNamespace(device="cuda"), gpu)
+    assert (gpu / "metrics.jsonl.gz").exists() and not (gpu / "metrics.jsonl").exists()
+    assert rawlog.read_run(gpu).records == before  # the seal holds
+    unfinished = make_run(tmp_path / "unfinished", ["ok"])
+    assert not compress_gpu_run(SimpleNamespace(device="cuda"), unfinished)

@@ -326,6 +326,7 @@ def _launch_locked(spec: Spec, run_dir: Path, env: dict, allocation: slurm.Alloc
             outcome = _conclude(spec, stage, returncode, timed_out, signalled, limit, keep_crashed, stop, allocation,
                                 final_dir=run_dir, identity=rawlog.identity_from_env(env))
             _record_load(stage / rawlog.STATUS_FILE, load)
+            compress_gpu_run(spec, stage)
         except (rawlog.RawLogError, OSError) as e:  # e.g. a full disk: say which file, and how much room is left
             message = f"{spec.run_id}: the raw log could not be finished: {e}"
             if not isinstance(e, OSError):
@@ -335,6 +336,16 @@ def _launch_locked(spec: Spec, run_dir: Path, env: dict, allocation: slurm.Alloc
         outcome = _place(outcome, stage, run_dir, attempt, max_attempts, stopping=signalled is not None)
         _note(log, outcome.message)
     return outcome
+
+
+def compress_gpu_run(spec: Spec, run_dir: Path) -> bool:
+    """A finished GPU run's metrics gzipped as committed datasets keep them (rawlog.compress_run:
+    status.json's checksums are of the content, so the seal holds). CPU runs are regenerated, never
+    committed, and stay plain text."""
+    if spec.device != "cuda" or not (run_dir / rawlog.STATUS_FILE).exists():
+        return False
+    rawlog.compress_run(run_dir)
+    return True
 
 
 def _stamp() -> str:
