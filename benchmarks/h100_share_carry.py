@@ -19,7 +19,7 @@ import dataclasses
 import statistics
 import sys
 
-from scalestudy.analysis.csv_format import read_csv_rows, split_list
+from scalestudy.measure.csv_format import read_csv_rows, split_list
 from scalestudy.analysis.rank_shares import CONFIGS_FILE
 from scalestudy.perfmodel.predict import share_carry
 from scalestudy.perfmodel.rank_shares import WALL, load_shares, share_key, stands_in_for

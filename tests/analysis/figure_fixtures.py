@@ -201,7 +201,7 @@ def rank_rows() -> list[dict]:
 def write_rank_configs(tables_dir) -> None:
     from pathlib import Path
 
-    from scalestudy.analysis.csv_format import write_csv
+    from scalestudy.measure.csv_format import write_csv
     from scalestudy.analysis.rank_shares import CONFIGS_FILE
 
     Path(tables_dir).mkdir(parents=True, exist_ok=True)

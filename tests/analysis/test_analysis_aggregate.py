@@ -6,7 +6,7 @@ import pytest
 from analysis_fixtures import build_rich_study, make_study, planned, rich_specs, write_train_run
 
 from scalestudy.analysis import aggregate as agg
-from scalestudy.analysis.csv_format import read_csv_rows
+from scalestudy.measure.csv_format import read_csv_rows
 from scalestudy.measure import rawlog
 from scalestudy.measure.rawlog import CorruptLogError, IncompleteRunError, RawLogError
 

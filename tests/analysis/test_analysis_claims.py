@@ -5,7 +5,7 @@ import pytest
 from scalestudy.analysis import aggregate as agg
 from scalestudy.analysis import claims
 from scalestudy.analysis.collectives_table import COLLECTIVE_COLUMNS, COLLECTIVE_SUMMARY_COLUMNS, summarize_collectives
-from scalestudy.analysis.csv_format import write_csv
+from scalestudy.measure.csv_format import write_csv
 from scalestudy.analysis.run_table import RUN_COLUMNS
 
 H100, A100 = "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"

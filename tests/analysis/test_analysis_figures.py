@@ -2,7 +2,7 @@ import pytest
 
 from analysis_fixtures import build_rich_study, rich_specs
 from scalestudy.analysis import aggregate as agg
-from scalestudy.analysis.csv_format import read_csv_rows, split_list
+from scalestudy.measure.csv_format import read_csv_rows, split_list
 from scalestudy.analysis.figures import FIGURES, drawing, figure_data, prepare, render, render_all, save
 
 EXPECTED = ["collectives_bandwidth", "weak_scaling", "kernel_breakdown", "strong_scaling", "tp_pp_grid",

@@ -11,7 +11,7 @@ import sys
 sys.modules["torch"] = None  # any `import torch` now raises ImportError
 sys.modules["scalestudy.harness"] = None
 import importlib, pathlib
-mods = ["scalestudy.analysis", "scalestudy.analysis.stats", "scalestudy.analysis.csv_format",
+mods = ["scalestudy.analysis", "scalestudy.analysis.stats", "scalestudy.measure.csv_format",
         "scalestudy.analysis.run_table", "scalestudy.analysis.collectives_table", "scalestudy.analysis.aggregate",
         "scalestudy.analysis.figures", "scalestudy.analysis.claims", "scalestudy.analysis.provenance",
         "scalestudy.analysis.audit", "scalestudy.cli.analysis",

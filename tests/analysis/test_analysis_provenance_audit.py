@@ -130,11 +130,11 @@ def test_cli_exit_codes_on_raw_log_errors(study, tmp_path, monkeypatch, capsys):
 
 def test_audit_reports_figures_and_claims_made_by_other_code(study, monkeypatch):
     from scalestudy.analysis import audit as audit_mod
-    from scalestudy.analysis.code_version import code_version
+    from scalestudy.measure.code_version import code_version
 
     made_by = code_version()
     assert audit_mod.made_by_other_code(study.figures_dir) == []
-    monkeypatch.setattr("scalestudy.analysis.code_version.code_version", lambda: "scalestudy 9+analysis.000000000000")
+    monkeypatch.setattr("scalestudy.measure.code_version.code_version", lambda: "scalestudy 9+analysis.000000000000")
     problems = audit_mod.made_by_other_code(study.figures_dir)
     assert f"{study.figures_dir / 'weak_scaling.png'}: made by {made_by}, not by this code " \
            "(scalestudy 9+analysis.000000000000): rebuild it" in problems, problems
@@ -151,7 +151,7 @@ def test_audit_reports_a_model_validation_figure_made_by_another_performance_mod
     from figure_fixtures import write_ledger
 
     from scalestudy.analysis.audit import made_by_other_code
-    from scalestudy.analysis.code_version import MODEL_INPUTS, analysis_sources, model_version
+    from scalestudy.measure.code_version import MODEL_INPUTS, analysis_sources, model_version
     from scalestudy.analysis.figures import model_validation
     from scalestudy.perfmodel import external
 

@@ -15,7 +15,7 @@ from analysis_fixtures import INTEGRITY_SPEC, analysis_cli, integrity_seeds, mak
 from scalestudy.analysis import aggregate as agg
 from scalestudy.analysis import claims
 from scalestudy.analysis.audit import audit
-from scalestudy.analysis.csv_format import read_csv_rows
+from scalestudy.measure.csv_format import read_csv_rows
 from scalestudy.cli import analysis as cli_analysis
 from scalestudy.measure import rawlog
 

@@ -11,7 +11,7 @@ from analysis_fixtures import INTEGRITY_SPEC, make_study, planned, write_train_r
 from conftest import REPO, child_env, status_of, warm_workers
 
 from scalestudy.analysis import aggregate as agg
-from scalestudy.analysis.csv_format import read_csv_rows
+from scalestudy.measure.csv_format import read_csv_rows
 from scalestudy.harness import faults
 from scalestudy.measure import rawlog
 from scalestudy.spec.run import LR_MAX, RunSpec, SpecError

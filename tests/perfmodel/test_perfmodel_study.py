@@ -12,7 +12,7 @@ import yaml
 from scalestudy.analysis import aggregate as agg
 from scalestudy.analysis.audit import audit
 from scalestudy.analysis.claims import claims
-from scalestudy.analysis.csv_format import read_csv_rows
+from scalestudy.measure.csv_format import read_csv_rows
 from scalestudy.analysis.figures import render
 from scalestudy.analysis.provenance import provenance
 from scalestudy.perfmodel.study import predict_study
@@ -210,7 +210,7 @@ def test_a_share_with_a_known_artefact_is_used_and_says_so(tmp_path):
 def test_a_share_with_the_gpus_busy_time_gives_that_as_its_computation():
     """Where every stage of a configuration has the GPU's busy time (harness/device_busy.py), the
     prediction takes it, not the host-bound wall step, and its inputs and series say so."""
-    from scalestudy.analysis.csv_format import read_csv_rows, split_list
+    from scalestudy.measure.csv_format import read_csv_rows, split_list
     from scalestudy.perfmodel.cluster import load_cluster
     from scalestudy.perfmodel.predict import cached_calibration, predict
     from scalestudy.perfmodel.rank_shares import BUSY, WALL, load_shares, share_key

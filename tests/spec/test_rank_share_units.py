@@ -93,7 +93,7 @@ def test_rank_share_tables(tmp_path):
         "throughput_reason"]
     assert rows[fsdp.run_id]["peak_memory_bytes"] == 50 << 30
     from scalestudy.analysis.aggregate import aggregate
-    from scalestudy.analysis.csv_format import read_csv_rows
+    from scalestudy.measure.csv_format import read_csv_rows
     from scalestudy.analysis.figures import render
 
     aggregate(study, allow_missing=True)

@@ -1,7 +1,6 @@
 # Functions of the workflow (no rules here): the study, its runs, and their job resources.
 # Every planning decision lives in the package (scalestudy.spec.studies, scalestudy.launch.launcher).
 import os
-import re
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -9,11 +8,12 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
-from scalestudy.analysis.code_version import code_version, model_version
+from scalestudy.measure.code_version import code_version, model_version
 from scalestudy.launch.launcher import job_resources
 from scalestudy.launch.slurm import submit_problem
 from scalestudy.spec.site import SiteError, load_site
 from scalestudy.spec.studies import ALL_FIGURES, FIGURES, RANK_FIGURES, StudyError, load_study, study_headers, study_path
+from scalestudy.spec.workflow_plan import model_inputs, studies_with
 
 
 @lru_cache(maxsize=None)
@@ -45,66 +45,26 @@ for _name, _why in sorted(BROKEN_STUDIES.items()):
         print(f"scalestudy: warning: study {_name!r} is left out: {_why}", file=sys.stderr)
 
 
-def launched_studies():
-    """A wildcard pattern of the studies whose runs the workflow may launch: a study marked
-    `launch: false` has no rule that makes its raw logs, which must be committed instead."""
-    names = {STUDY.name} if STUDY.launch else set()
-    for name, data in STUDY_HEADERS.items():
-        if name != STUDY.name and data.get("launch", True):
-            names.add(name)
-    return "|".join(re.escape(n) for n in sorted(names)) or "(?!)"
+# The studies the run, predict and beside jobs may match (scalestudy.spec.workflow_plan), in turn the
+# launched ones (`launch: false`: raw logs committed instead), the predicted ones, those with the model beside.
+LAUNCHED_STUDIES = studies_with("launch", STUDY, STUDY_HEADERS)
+PREDICTED_STUDIES = studies_with("prediction", STUDY, STUDY_HEADERS)
+BESIDE_STUDIES = studies_with("model_beside", STUDY, STUDY_HEADERS)
 
 
-LAUNCHED_STUDIES = launched_studies()
+def model_rule_inputs(section):
+    """The inputs of the model's jobs for a study's `section` (prediction or model_beside), namely its
+    study file, the cluster files, the calibration runs and the measured rank shares (workflow_plan)."""
+
+    def inputs(wildcards):
+        study = get_study(wildcards.study)
+        shares = (getattr(study, section) or {}).get("rank_shares")
+        return model_inputs(study, section, get_study(shares) if shares else None)
+
+    return inputs
 
 
-def predicted_studies():
-    """A wildcard pattern of the studies predicted by the performance model (a `prediction`
-    section): rule `predict` makes their raw logs."""
-    names = {STUDY.name} if STUDY.prediction else set()
-    for name, data in STUDY_HEADERS.items():
-        if name != STUDY.name and data.get("prediction"):
-            names.add(name)
-    return "|".join(re.escape(n) for n in sorted(names)) or "(?!)"
-
-
-PREDICTED_STUDIES = predicted_studies()
-
-
-def beside_studies():
-    """A wildcard pattern of the studies with the model beside their measurements (`model_beside`)."""
-    names = {STUDY.name} if STUDY.model_beside else set()
-    names |= {n for n, d in STUDY_HEADERS.items() if n != STUDY.name and d.get("model_beside")}
-    return "|".join(re.escape(n) for n in sorted(names)) or "(?!)"
-
-
-BESIDE_STUDIES = beside_studies()
-
-
-def beside_inputs(wildcards):
-    """What the model beside a study reads: the study file, the cluster files and the calibration runs."""
-    study = get_study(wildcards.study)
-    files = [str(study.source)] if study.source else []
-    files += sorted(str(p) for p in Path("workflow/clusters").glob("*.yaml"))
-    for d in study.model_beside.get("calibration", []):
-        files += sorted(str(p) for p in Path(d).glob("*/status.json"))
-    return files
-
-
-def prediction_inputs(wildcards):
-    """What a prediction study's predictions depend on: its file, the cluster files, and the
-    finished calibration runs."""
-    study = get_study(wildcards.study)
-    files = [str(study.source)] if study.source else []
-    files += sorted(str(p) for p in Path("workflow/clusters").glob("*.yaml"))
-    for d in study.prediction.get("calibration", []):
-        files += sorted(str(p) for p in Path(d).glob("*/status.json"))
-    shares = study.prediction.get("rank_shares")
-    if shares and Path(f"data/{shares}/tables/rank_configs.csv").exists():  # measured rank shares (committed)
-        files.append(f"data/{shares}/tables/rank_configs.csv")
-        # its file: what the shares stand in for and their known artefacts (caveats the predictions carry)
-        files.append(str(get_study(shares).source))
-    return files
+beside_inputs, prediction_inputs = model_rule_inputs("model_beside"), model_rule_inputs("prediction")
 
 
 def planned_run(wildcards):

@@ -40,22 +40,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from scalestudy.analysis import collectives_table, run_table
-from scalestudy.analysis.csv_format import read_table, split_list
 from scalestudy.analysis.stats import summarize
+from scalestudy.measure.csv_format import read_table, split_list
 from scalestudy.measure.rawlog import STATUS_PRIORITY, STATUSES, RawLogError, find_runs, read_run
 
-RUNS_FILE = "runs.csv"
-SUMMARY_FILE = "summary.csv"
-COLLECTIVES_FILE = "collectives.csv"
-COLLECTIVES_SUMMARY_FILE = "collectives_summary.csv"
-UNPLANNED_FILE = "unplanned_runs.csv"
-PREDICTIONS_FILE = "predictions.csv"  # only for studies with predicted runs (scalestudy.perfmodel)
-# only for studies with the model beside their measurements (`model_beside`; scalestudy.perfmodel.beside)
-MODEL_BESIDE_FILE = "model_beside.csv"
-# only for prediction studies: each claim with each uncertain input at its low and high value, C3's step
-# term by term, and what each claim rests on with C3's search (scalestudy.perfmodel.sensitivity)
-SENSITIVITY_FILE, C3_TERMS_FILE, CLAIM_BASIS_FILE = "claim_sensitivity.csv", "c3_terms.csv", "claim_basis.json"
-TABLE_FILES = (RUNS_FILE, SUMMARY_FILE, COLLECTIVES_FILE, COLLECTIVES_SUMMARY_FILE, UNPLANNED_FILE)
+from scalestudy.measure.table_files import (  # noqa: F401 - the tables' names, shared with the performance model
+    C3_TERMS_FILE,
+    CLAIM_BASIS_FILE,
+    COLLECTIVES_FILE,
+    COLLECTIVES_SUMMARY_FILE,
+    MODEL_BESIDE_FILE,
+    PREDICTIONS_FILE,
+    RUNS_FILE,
+    SENSITIVITY_FILE,
+    SUMMARY_FILE,
+    TABLE_FILES,
+    UNPLANNED_FILE,
+)
 PREDICTION_METRICS = ("tokens_per_s", "tokens_per_s_per_device", "mfu", "power_w_per_gpu", "tokens_per_joule",
                       "exposed_comm_share", "step_time_s")
 PREDICTION_COLUMNS = ["config_id", "run_id", "metric", "value", "band_low", "band_high", "corners"]
@@ -443,7 +444,7 @@ def write_tables(tables: StudyTables, out_dir: Path | str) -> list[Path]:
     leaves the tables as they were, and raises an OSError naming the file."""
     import os
 
-    from scalestudy.analysis.csv_format import csv_text
+    from scalestudy.measure.csv_format import csv_text
     from scalestudy.measure.rawlog import atomic_write_bytes, disk_error
 
     out = Path(out_dir)

@@ -115,8 +115,8 @@ def _model_beside(study, t_dir: Path) -> list[str]:
     import shutil
 
     from scalestudy.analysis.aggregate import MODEL_BESIDE_FILE
-    from scalestudy.analysis.code_version import model_version
-    from scalestudy.analysis.csv_format import read_table
+    from scalestudy.measure.code_version import model_version
+    from scalestudy.measure.csv_format import read_table
 
     if not getattr(study, "model_beside", None):
         return []
@@ -173,8 +173,8 @@ def made_by_other_code(figures_dir: Path, root: Path | str = ".") -> list[str]:
 
     from PIL import Image
 
-    from scalestudy.analysis.code_version import code_version, ledger_figure_version, model_version
-    from scalestudy.analysis.csv_format import read_csv_rows
+    from scalestudy.measure.code_version import code_version, ledger_figure_version, model_version
+    from scalestudy.measure.csv_format import read_csv_rows
     from scalestudy.analysis.figures import LEDGER_FIGURES
 
     figures_dir = Path(figures_dir)

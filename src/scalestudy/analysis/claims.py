@@ -42,7 +42,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalestudy.analysis.csv_format import split_list, write_csv
+from scalestudy.measure.csv_format import split_list, write_csv
 from scalestudy.analysis.markdown_html import to_html
 from scalestudy.analysis.run_table import CAVEAT_PREFIX
 from scalestudy.analysis.stats import Comparison, Summary, difference, from_columns, relative_change
@@ -748,12 +748,12 @@ def c3_section(tables) -> list[str]:
 
 def markdown(rows: list[dict], study, measured: list[dict] | None = None, tables=None) -> str:
     def cell(v):
-        from scalestudy.analysis.csv_format import format_value
+        from scalestudy.measure.csv_format import format_value
 
         return format_value(v).replace("|", "\\|").replace("\n", " ")
 
     predicted = any(r.get("n_seeds") == PREDICTED or PREDICTED_REASON in (r.get("reason") or "") for r in rows)
-    from scalestudy.analysis.code_version import code_version
+    from scalestudy.measure.code_version import code_version
 
     lines = [f"# Claims of arXiv 2411.13055 against study `{study.name}`", "",
              f"Hardware: {study.hardware}. Recomputed from the study's tables by `scalestudy claims` "

@@ -23,7 +23,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from scalestudy.analysis.csv_format import read_csv_rows, split_list
+from scalestudy.measure.csv_format import read_csv_rows, split_list
 from scalestudy.measure.rawlog import (
     RUN_FILE,
     STATUS_FILE,

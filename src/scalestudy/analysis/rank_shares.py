@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scalestudy.analysis.csv_format import write_csv
+from scalestudy.measure.csv_format import write_csv
 from scalestudy.measure import rawlog
 from scalestudy.spec import rank_share
 from scalestudy.spec.run import RunSpec

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from scalestudy.measure.rawlog import CorruptLogError, RunLog
+from scalestudy.measure.table_files import CAVEAT_PREFIX  # noqa: F401 - the predicted rows' caveats
 from scalestudy.spec import catalog
 from scalestudy.spec.rank_share import measured_input_names
 from scalestudy.spec.run import RunSpec, SpecError
@@ -169,7 +170,6 @@ def run_row(log: RunLog, planned=None, raw_dir: str | None = None, *, traces: bo
 PREDICTED = "predicted"
 PREDICTED_BAND = "_band"  # metric -> [low, high], for the summary table
 PREDICTED_CORNERS = "_corners"  # metric -> values at the corners of the model's uncertainty box
-CAVEAT_PREFIX = "caveat: "  # a prediction's note on a measured input with a known artefact (perfmodel.rank_shares)
 
 
 def _predicted(log: RunLog, spec: RunSpec, row: dict) -> dict:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import statistics
 
-from scalestudy.analysis.csv_format import split_list
+from scalestudy.measure.csv_format import split_list
 from scalestudy.analysis.figures import step_time_microbatches as stm
 from scalestudy.analysis.figures.prepare import as_int, config_spec, shown_names, specs_by_config
 from scalestudy.analysis.stats import from_columns, relative_change

@@ -43,7 +43,7 @@ def _fail(message: str) -> int:
 def _guard(fn):
     """Run a command; raw-log and missing-file errors exit 2 naming the file."""
     def run(args: argparse.Namespace) -> int:
-        from scalestudy.analysis.csv_format import UnreadableCsvError
+        from scalestudy.measure.csv_format import UnreadableCsvError
         from scalestudy.analysis.provenance import ProvenanceError
         from scalestudy.measure.rawlog import RawLogError
         from scalestudy.spec.run import SpecError
@@ -69,7 +69,7 @@ def _guard(fn):
 @_guard
 def cmd_aggregate(args: argparse.Namespace) -> int:
     from scalestudy.analysis.aggregate import UNPLANNED_FILE, aggregate
-    from scalestudy.analysis.csv_format import read_csv_rows
+    from scalestudy.measure.csv_format import read_csv_rows
 
     study = _study(args)
     # a partial study (committed raw logs of some planned runs) tabulates the rest as missing

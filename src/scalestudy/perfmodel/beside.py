@@ -11,7 +11,7 @@ from pathlib import Path
 from scalestudy.spec.run import RunSpec
 
 
-from scalestudy.analysis.aggregate import MODEL_BESIDE_FILE as BESIDE_FILE
+from scalestudy.measure.table_files import MODEL_BESIDE_FILE as BESIDE_FILE
 
 # a predicted step's parts (seconds; they overlap: the step is not their sum): the computation, the
 # pipeline's fill and drain, the optimizer and copies after the last pass, the waits on data-parallel
@@ -58,7 +58,7 @@ def beside_cluster(spec: RunSpec, conf: dict) -> str:
 
 def beside_rows(study, root: Path | str = ".") -> list[dict]:
     """One row a configuration of `study` (its first seed stands for it)."""
-    from scalestudy.analysis.code_version import model_version
+    from scalestudy.measure.code_version import model_version
     from scalestudy.perfmodel.cluster import ClusterError, load_cluster
     from scalestudy.perfmodel.collectives import CollectiveModel
     from scalestudy.perfmodel.options import ModelOptions
@@ -102,6 +102,6 @@ def beside_rows(study, root: Path | str = ".") -> list[dict]:
 
 
 def write_beside(study, out: Path | str, root: Path | str = ".") -> Path:
-    from scalestudy.analysis.csv_format import write_csv
+    from scalestudy.measure.csv_format import write_csv
 
     return write_csv(Path(out), BESIDE_COLUMNS, beside_rows(study, root))

@@ -195,10 +195,10 @@ def csv_rows(rows: list[LedgerRow]) -> list[dict]:
 
 def write_csv(rows: list[LedgerRow], path: Path | str, root: Path | str = ".") -> None:
     """The ledger with its predictions; every row names the model version that predicted it
-    (scalestudy.analysis.code_version.model_version: `scalestudy audit` compares it)."""
+    (scalestudy.measure.code_version.model_version: `scalestudy audit` compares it)."""
     import csv
 
-    from scalestudy.analysis.code_version import model_version
+    from scalestudy.measure.code_version import model_version
 
     version = model_version(root)
     with open(path, "w", newline="") as f:

@@ -35,7 +35,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalestudy.analysis.run_table import CAVEAT_PREFIX
+from scalestudy.measure.table_files import CAVEAT_PREFIX
 from scalestudy.spec.rank_share import GPU_BUSY, share_group, work_key
 from scalestudy.spec.run import RunSpec
 
@@ -110,8 +110,8 @@ def _num(v: str) -> float | None:
 def load_shares(study_name: str, root: Path | str = ".") -> dict[tuple, MeasuredShare]:
     """The measured configurations of a rank-share study, by share_key with the GPU kind the study
     stands in for (from its committed rank_configs.csv; none where the table is missing)."""
-    from scalestudy.analysis.csv_format import read_csv_rows, split_list
-    from scalestudy.analysis.rank_shares import CONFIGS_FILE
+    from scalestudy.measure.csv_format import read_csv_rows, split_list
+    from scalestudy.spec.rank_share import CONFIGS_TABLE as CONFIGS_FILE
     from scalestudy.spec.studies import load_study
 
     study = load_study(study_name, root)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from scalestudy.analysis.aggregate import C3_TERMS_FILE, CLAIM_BASIS_FILE, SENSITIVITY_FILE
+from scalestudy.measure.table_files import C3_TERMS_FILE, CLAIM_BASIS_FILE, SENSITIVITY_FILE
 from scalestudy.perfmodel.cluster import Cluster, load_cluster, with_overrides
 from scalestudy.perfmodel.collectives import CollectiveModel
 from scalestudy.perfmodel.options import ModelOptions
@@ -275,7 +275,7 @@ def write_tables(cal: Calibration, out_dir: Path | str, root: Path | str = ".",
                  options: ModelOptions | None = None, study=None) -> list[Path]:
     import json
 
-    from scalestudy.analysis.csv_format import write_csv
+    from scalestudy.measure.csv_format import write_csv
 
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -36,7 +36,7 @@ How to add a figure
 experiment has no runs in the study writes an explicit empty panel saying so and a CSV with its
 header only, so every study draws every figure. Output is deterministic (no dates in the PDF,
 fixed PNG metadata, a fixed SVG hash salt); the PDF and PNG record the package version and the
-analysis code's hash (scalestudy.analysis.code_version).
+analysis code's hash (scalestudy.measure.code_version).
 """
 
 from __future__ import annotations

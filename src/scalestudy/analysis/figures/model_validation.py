@@ -132,7 +132,7 @@ def render(ledger_csv: Path | str, out_base: Path | str) -> list[Path]:
     out_base.parent.mkdir(parents=True, exist_ok=True)
     import matplotlib
 
-    from scalestudy.analysis.code_version import ledger_figure_version
+    from scalestudy.measure.code_version import ledger_figure_version
 
     fd = data(ledger_csv)
     version = ledger_figure_version(ledger_model_version(ledger_csv))

@@ -7,7 +7,7 @@ panel. Configurations: experiment `power`."""
 
 from __future__ import annotations
 
-from scalestudy.analysis.csv_format import split_list
+from scalestudy.measure.csv_format import split_list
 from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 

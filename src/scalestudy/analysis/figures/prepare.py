@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, Iterable
 
-from scalestudy.analysis.csv_format import split_list
+from scalestudy.measure.csv_format import split_list
 from scalestudy.analysis.figures.description import Description, Quantity
 from scalestudy.spec.rank_share import measured_series
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scalestudy.analysis.csv_format import split_list
+from scalestudy.measure.csv_format import split_list
 from scalestudy.analysis.figures import drawing, heatmap, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 from scalestudy.spec.rank_share import LABEL, PIPELINE_RULE
@@ -40,7 +40,7 @@ METRICS = [(STEP, "{:.3g}"), (BUSY, "{:.3g}"), (MEMORY, "{:.3g}")]
 
 
 def configs(study, experiments) -> list[dict]:
-    from scalestudy.analysis.csv_format import read_table
+    from scalestudy.measure.csv_format import read_table
     from scalestudy.analysis.rank_shares import CONFIGS_FILE
 
     path = Path(study.tables_dir) / CONFIGS_FILE

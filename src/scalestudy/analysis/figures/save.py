@@ -8,7 +8,7 @@ is not drawn, its reason is in note), note, label (the study's name for the stra
 (a prediction's inputs taken from a measurement, e.g. "compute, memory" of a rank share; empty: the
 model alone, or a measurement), model_error (a prediction drawn beside a measurement: predicted over
 the measured seed mean, minus one; empty elsewhere), config_ids and run_ids (';'-joined), code_version
-(the package version and analysis-source hash that wrote the row, scalestudy.analysis.code_version).
+(the package version and analysis-source hash that wrote the row, scalestudy.measure.code_version).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from scalestudy.analysis.csv_format import write_csv
+from scalestudy.measure.csv_format import write_csv
 
 FIGURE_COLUMNS = ["panel", "series", "x_quantity", "x", "y_quantity", "y", "ci95_low", "ci95_high", "n_seeds",
                   "status", "note", "label", "measured_inputs", "model_error", "config_ids", "run_ids", "code_version"]
@@ -27,7 +27,7 @@ PNG_METADATA = {"Software": "scalestudy"}
 
 def write_rows(path: Path, rows: list[dict], version: str | None = None) -> Path:
     """The figure's CSV; every row's code_version is `version` (default: this analysis code's)."""
-    from scalestudy.analysis.code_version import code_version
+    from scalestudy.measure.code_version import code_version
 
     version = version or code_version()
     return write_csv(path, FIGURE_COLUMNS, [{**r, "code_version": version} for r in rows])
@@ -35,7 +35,7 @@ def write_rows(path: Path, rows: list[dict], version: str | None = None) -> Path
 
 def save(fig, out_base: Path, formats: Iterable[str], version: str | None = None) -> list[Path]:
     """The figure's PDF and PNG, recording `version` (default: this analysis code's) in their metadata."""
-    from scalestudy.analysis.code_version import code_version
+    from scalestudy.measure.code_version import code_version
 
     version = version or code_version()
     paths = []

@@ -7,7 +7,7 @@ runs in experiment `step_time_microbatches`."""
 
 from __future__ import annotations
 
-from scalestudy.analysis.csv_format import split_list
+from scalestudy.measure.csv_format import split_list
 from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 from scalestudy.analysis.linear_fit import LineFit, fit_line
