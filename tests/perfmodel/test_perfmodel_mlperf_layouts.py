@@ -98,3 +98,21 @@ def test_measured_shapes_set_the_layers_rate_against_the_calibrations():
     sf = shape_factor(rates, "gpt3-175b/2048/4", "fp8", ("llama2-7b/8192/1",))
     assert sf.layer == pytest.approx(2.0) and sf.head == pytest.approx(500 / 700)
     assert shape_factor(rates, "gpt3-175b/2048/4", "bf16", ("llama2-7b/8192/1",)) is None
+
+
+def test_the_committed_h100_gemm_runs_give_every_layout_a_shape_factor_in_both_precisions():
+    import subprocess
+    import sys
+
+    from conftest import REPO, child_env
+
+    out = subprocess.run([sys.executable, "-m", "scalestudy", "model", "gemm-factors", "data/h100-gemm/raw"],
+                         cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "measured products of 22 layouts on NVIDIA H100 80GB HBM3" in out.stdout
+    rows = {ln.split()[0]: ln.split()[1:] for ln in out.stdout.splitlines()[2:]}
+    assert len(rows) == 22 and all("-" not in r for r in rows.values())
+    assert rows["llama2-7b/8192/1"][1] == "1.000"  # S of the calibration layout itself
+    out = subprocess.run([sys.executable, "-m", "scalestudy", "model", "gemm-factors", "data/no-such-gemm"],
+                         cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "no finished gemm run under data/no-such-gemm" in out.stderr

@@ -251,6 +251,21 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gemm_factors(args: argparse.Namespace) -> int:
+    from scalestudy.perfmodel.gemm_rates import factor_table, read_gemm_rates
+
+    rates = read_gemm_rates(args.raw_dirs, args.root)
+    if rates is None:
+        raise ValueError(f"no finished gemm run under {', '.join(args.raw_dirs)}")
+    print(f"{rates.describe()}; S against {args.calibration_layout} in bf16 (layer products, TFLOP/s)")
+    print(f"{'layout':<24} {'bf16':>7} {'S':>6} {'fp8':>7} {'S':>6}")
+    for r in factor_table(rates, [args.calibration_layout]):
+        cells = [f"{r[k]:>7.0f}" if r[k] is not None and k.endswith("tflops") else
+                 f"{r[k]:>6.3f}" if r[k] is not None else f"{'-':>6}" for k in ("bf16_tflops", "bf16_S", "fp8_tflops", "fp8_S")]
+        print(f"{r['layout']:<24} " + " ".join(cells))
+    return 0
+
+
 def _guard(fn):
     def run(args):
         from scalestudy.measure.rawlog import RawLogError
@@ -344,6 +359,15 @@ def register(subparsers) -> None:
     q.add_argument("--study", required=True, help="a prediction study, e.g. paper-model")
     q.add_argument("--out-dir", default=None, help="where the tables go (default data/STUDY/tables)")
     q.set_defaults(func=_guard(cmd_sensitivity))
+
+    q = sub.add_parser("gemm-factors", help="the measured matrix-product rates of `scalestudy gemm` runs by layout, "
+                                           "and their shape factors against a calibration layout")
+    q.add_argument("raw_dirs", nargs="+", help="directories of gemm runs (one GPU kind), e.g. data/h100-gemm/raw")
+    q.add_argument("--calibration-layout", default="llama2-7b/8192/1",
+                   help="the layout S is taken against [unit: MODEL/TOKENS/TP (tokens of one micro batch on one "
+                        "rank); allowed: a layout the runs timed; default: llama2-7b/8192/1, the calibration run's]")
+    q.add_argument("--root", default=".", help="the project root (default .)")
+    q.set_defaults(func=_guard(cmd_gemm_factors))
 
     q = sub.add_parser("clusters", help="list the cluster descriptions")
     q.add_argument("--root", default=".", help="the project root (default .)")

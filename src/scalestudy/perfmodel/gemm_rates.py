@@ -132,3 +132,17 @@ def shape_factor(rates: GemmRates | None, layout: str, dtype: str, calibration_l
         return None
     return ShapeFactor(layout, dtype, layer / cal_rate, head / cal_rate, ", ".join(calibration_layouts), layer, head,
                        cal_rate)
+
+
+def factor_table(rates: GemmRates, calibration_layouts, dtypes=("bf16", "fp8")) -> list[dict]:
+    """One row a measured layout: its layer products' rate and shape factor S in each precision
+    against the calibration layouts' bf16 products (the numbers `scalestudy model gemm-factors` prints)."""
+    rows = []
+    for layout in sorted({k[0] for k in rates.rates}):
+        row: dict = {"layout": layout}
+        for dtype in dtypes:
+            sf = shape_factor(rates, layout, dtype, calibration_layouts)
+            row[f"{dtype}_tflops"] = sf.layer_tflops if sf else None
+            row[f"{dtype}_S"] = sf.layer if sf else None
+        rows.append(row)
+    return rows
