@@ -21,7 +21,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from scalestudy.harness.parallel_dims import ParallelDims  # noqa: E402
-from scalestudy.harness.train import Trainer  # noqa: E402
+from scalestudy.harness.trainer import Trainer  # noqa: E402
 from scalestudy.spec.run import RunSpec  # noqa: E402
 
 WORLD = 4

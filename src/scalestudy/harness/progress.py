@@ -54,7 +54,7 @@ def summary_line(run_id: str, status: str, run_dir, *, throughput: dict | None =
 
 
 def memory_bytes(memory: dict) -> int | None:
-    """The peak memory of a `memory` value (train.memory_now): allocated on a GPU, RSS on CPU."""
+    """The peak memory of a `memory` value (hooks.memory_now): allocated on a GPU, RSS on CPU."""
     return memory.get("peak_allocated_bytes", memory.get("peak_rss_bytes"))
 
 

@@ -1,27 +1,24 @@
-"""The training loop of one run: warm-up then measured iterations, writing the raw log."""
+"""The training loop of one run: warm-up then measured iterations, writing the raw log. The
+backend (harness.backend: torch or megatron-core) makes each step; the measurement hooks
+(harness.hooks) time, record and trace them."""
 
 from __future__ import annotations
 
 import os
-import resource
 import time
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 
-from scalestudy.harness import device_busy, faults, optimisations, provenance
+from scalestudy.harness import faults, optimisations, provenance
+from scalestudy.harness.backend import build_backend
 from scalestudy.harness.cpu_peak import calibrate_cpu_peak
-from scalestudy.harness.data import local_batch
-from scalestudy.harness.llama import Transformer, init_weights
+from scalestudy.harness.hooks import MeasurementHooks, sync
 from scalestudy.harness.metrics_sink import SinkUnavailable, open_sink, resolve
 from scalestudy.harness.metrics_sink import check as check_sink
 from scalestudy.harness.parallel_dims import ParallelDims
-from scalestudy.harness.parallelize import parallelize
-from scalestudy.harness.power import PowerMonitor
-from scalestudy.harness.profiling import ProfilerWindow
-from scalestudy.harness.progress import Progress, default_every, memory_bytes, summary_line
+from scalestudy.harness.progress import memory_bytes, summary_line
 from scalestudy.harness.run_start import begin_run
 from scalestudy.measure import metrics, rawlog
 from scalestudy.measure.metrics import device_peak_record, flops_per_token
@@ -29,94 +26,6 @@ from scalestudy.spec.catalog import peak_flops
 from scalestudy.spec.catalog.gpus import UnknownDeviceError
 from scalestudy.spec.memory_estimate import estimate_memory
 from scalestudy.spec.run import RunSpec
-
-
-def memory_now(device: torch.device) -> dict:
-    if device.type == "cuda":
-        stats = torch.cuda.memory_stats(device)
-        return {"peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
-                "peak_reserved_bytes": torch.cuda.max_memory_reserved(device),
-                "alloc_retries": stats.get("num_alloc_retries", 0), "kind": "cuda_caching_allocator"}
-    return {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "kind": "cpu_peak_rss"}
-
-
-class Trainer:
-    def __init__(self, spec: RunSpec, dims: ParallelDims, device: torch.device):
-        self.spec, self.dims, self.device = spec, dims, device
-        self.cfg = spec.model_config()
-        with torch.device("meta"):
-            model = Transformer(self.cfg, spec.seq_len)
-        if dims.pp_enabled:
-            # imported only here: torch.distributed.pipelining pulls in torch._dynamo, most of the
-            # harness's import time, which a run without pipeline parallelism need not pay
-            from scalestudy.harness.pipeline import split_model, stage_ids
-
-            n_stages = spec.pp * spec.pp_stages_per_rank
-            self.stage_ids = stage_ids(dims.pp_rank(), spec)
-            self.parts = [split_model(model, sid, n_stages) for sid in self.stage_ids]
-            self.has_first = 0 in self.stage_ids
-            self.has_last = n_stages - 1 in self.stage_ids
-        else:
-            self.stage_ids, self.parts = [0], [model]
-            self.has_first = self.has_last = True
-        for part in self.parts:
-            parallelize(part, dims, spec)
-            part.to_empty(device=device)
-            init_weights(part, self.cfg, spec.seed, device)
-            part.train()
-        params = [p for part in self.parts for p in part.parameters()]
-        fast = {"fused": True} if device.type == "cuda" else {"foreach": True}
-        if spec.optimizer == "adamw":
-            self.optimizer = torch.optim.AdamW(params, lr=spec.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
-                                               **fast)
-        else:
-            self.optimizer = torch.optim.SGD(params, lr=spec.lr, **fast)
-        self.schedule = None
-        if dims.pp_enabled and spec.comm == "fake":
-            from scalestudy.harness.fake_comm import FakeStage
-
-            self.schedule = FakeStage(self.parts[0], self.stage_ids[0], spec, device, self._pp_loss)
-        elif dims.pp_enabled:
-            from scalestudy.harness.pipeline import build_schedule
-
-            self.schedule = build_schedule(self.parts, self.stage_ids, spec, dims.pp_mesh.get_group(), device,
-                                           self._pp_loss)
-
-    def _pp_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(logits.flatten(0, 1), labels.flatten(0, 1)) / (
-            self.spec.grad_accum * self.spec.pp_microbatches)
-
-    def step(self, step: int) -> torch.Tensor:
-        """One optimizer step over this rank's share of the global batch; returns the local loss."""
-        spec = self.spec
-        inputs, labels = local_batch(spec.seed, step, self.dims.dp_rank(), spec.local_batch, spec.seq_len,
-                                     self.cfg.vocab_size, self.device)
-        chunk = spec.micro_batch * spec.pp_microbatches
-        total = torch.zeros((), device=self.device)
-        for a in range(spec.grad_accum):
-            x, y = inputs[a * chunk:(a + 1) * chunk], labels[a * chunk:(a + 1) * chunk]
-            if self.schedule is not None:
-                losses: list[torch.Tensor] = []
-                args = (x,) if self.has_first else ()
-                self.schedule.step(*args, target=y if self.has_last else None, losses=losses)
-                if self.has_last:
-                    total += torch.stack(losses).sum().detach()
-            else:
-                model = self.parts[0]
-                if spec.grad_accum > 1:
-                    model.set_requires_gradient_sync(a == spec.grad_accum - 1)
-                loss = model(x, y) / spec.grad_accum
-                loss.backward()
-                total += loss.detach()
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
-        return total
-
-    def global_loss(self, local: torch.Tensor) -> float:
-        holder = self.has_last and self.dims.tp_rank() == 0
-        t = (local if holder else torch.zeros_like(local)).float().clone()
-        dist.all_reduce(t)
-        return t.item() / self.spec.dp
 
 
 def device_peak(spec: RunSpec, device: torch.device, user_peak_tflops: float | None, shared: bool = False) -> dict:
@@ -180,9 +89,20 @@ def summary_numbers(spec: RunSpec, world: int, device: torch.device, step_times:
     return out
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+def run_record(spec: RunSpec, run, *, time_limit_s, peak_tflops, power: bool, power_period_s: float, sink: dict,
+               fake_comm: dict | None, memory_cap: dict | None) -> dict:
+    """run.json of a training run: what was asked (spec, layout, launch settings), the memory
+    estimate, the machine (provenance), and for a rank share what it stands in for."""
+    return {
+        "schema": rawlog.SCHEMA, "kind": "train", "run_id": spec.run_id, "config_id": spec.config_id,
+        **rawlog.identity_from_env(), "spec": spec.to_dict(),
+        "layout": spec.layout, "memory_estimate": estimate_memory(spec).as_dict(),
+        "launch": {"time_limit_s": time_limit_s, "world_size": run.world, "comm_backend": spec.comm_backend,
+                   "peak_tflops": peak_tflops, "power": power, "power_period_s": power_period_s,
+                   **({"metrics_sink": sink} if sink["kind"] != "none" else {})},
+        "provenance": provenance.collect(run.facts), "start_time_unix": round(time.time(), 3),
+        **({"rank_share": fake_comm} if fake_comm else {}), **({"memory_cap": memory_cap} if memory_cap else {}),
+    }
 
 
 def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, quiet: bool = False,
@@ -213,35 +133,15 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
 
         fake_comm = start_record(spec, device)
     if rank == 0:
-        rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
-            "schema": rawlog.SCHEMA, "kind": "train", "run_id": spec.run_id, "config_id": spec.config_id,
-            **rawlog.identity_from_env(), "spec": spec.to_dict(),
-            "layout": spec.layout, "memory_estimate": estimate_memory(spec).as_dict(),
-            "launch": {"time_limit_s": time_limit_s, "world_size": world, "comm_backend": spec.comm_backend,
-                       "peak_tflops": peak_tflops, "power": power, "power_period_s": power_period_s,
-                       **({"metrics_sink": sink} if sink["kind"] != "none" else {})},
-            "provenance": provenance.collect(run.facts), "start_time_unix": round(time.time(), 3),
-            **({"rank_share": fake_comm} if fake_comm else {}), **({"memory_cap": memory_cap} if memory_cap else {}),
-        })
-    monitor = PowerMonitor(device.index if device.type == "cuda" and power else None, period_s=power_period_s)
-    if power and device.type == "cuda":
-        monitor.idle_power(1.0)
-    elif not power:
-        monitor.reason = "power measurement switched off for this run (--no-power)"
-    profiler = ProfilerWindow(spec, run_dir, rank, device)
-    progress = None
-    measured_times: list[float] = []
+        rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, run_record(
+            spec, run, time_limit_s=time_limit_s, peak_tflops=peak_tflops, power=power,
+            power_period_s=power_period_s, sink=sink, fake_comm=fake_comm, memory_cap=memory_cap))
+    hooks = MeasurementHooks(spec, run_dir, rank, device, log, power=power, power_period_s=power_period_s)
     try:
         run.check_world()
         torch.manual_seed(spec.seed)
         dims = ParallelDims.from_spec(spec, dist.get_world_size())  # the emulated world under fake comm
-        if spec.backend == "megatron":  # an optional extra: imported only when asked for
-            from scalestudy.harness.megatron_backend.trainer import MegatronTrainer
-
-            trainer = MegatronTrainer(spec, dims, device)
-            log.log("backend", trainer.describe())
-        else:
-            trainer = Trainer(spec, dims, device)
+        trainer = build_backend(spec, dims, device, log)
         one_host = len({f["host"] for f in run.facts}) == 1
         peak = device_peak(spec, device, peak_tflops, shared=world > 1 and spec.comm_backend != "fake" and one_host)
         log.log("device_peak", peak)
@@ -249,63 +149,39 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         if rank == 0:
             log.log("flops", flops)
         total_iters = spec.warmup_iters + spec.measured_iters
-        progress = Progress(total_iters, spec.tokens_per_step, world,
-                            default_every(total_iters) if progress_every is None else progress_every,
-                            flops["flops_per_token"], peak.get("peak_flops_per_s"),
-                            sink=open_sink(sink, run_dir, spec.run_id, spec.to_dict()) if rank == 0 else None,
-                            rank_share=fake_comm["label"] if fake_comm else None)
+        hooks.open(world, progress_every, flops["flops_per_token"], peak.get("peak_flops_per_s"),
+                   open_sink(sink, run_dir, spec.run_id, spec.to_dict()) if rank == 0 else None,
+                   fake_comm["label"] if fake_comm else None)
         if rank == 0:
             print(f"[scalestudy] run {spec.run_id}: {spec.layout} on {world} process{'es' if world > 1 else ''}, {total_iters} steps "
                   f"({spec.warmup_iters} warm-up); raw log {run_dir}", flush=True)
         # under fake communication no data moves between ranks: the loss is not a training loss
         vocab_size = getattr(trainer.cfg, "vocab_size", None)
-        profiler.start()
         for step in range(total_iters):
-            if step == spec.warmup_iters:
-                _sync(device)
-                monitor.start()
+            hooks.before(step)
             if time_limit_s is not None and time.monotonic() - started > time_limit_s:
                 raise faults.RunTimeout(f"time limit of {time_limit_s} s reached before step {step}")
             injector.maybe_fire(step)
-            phase = "warmup" if step < spec.warmup_iters else "measured"
-            _sync(device)
+            sync(device)
             t0 = time.perf_counter()
             local = trainer.step(step)
-            _sync(device)
+            sync(device)
             dt = injector.step_time(step, time.perf_counter() - t0)
             loss = injector.loss(step, trainer.global_loss(local))
             # the run proves it trained: a non-finite loss or one out of its band is `diverged`, a
             # step time <= 0 `invalid`, with this step (the loss is global: every rank stops here)
             faults.check_step(step, None if spec.comm == "fake" else loss, dt, vocab_size)
-            memory = memory_now(device)
-            log.log("iteration", {"step": step, "phase": phase, "step_time_s": dt, "tokens": spec.tokens_per_step,
-                                  "loss": loss, "memory": memory})
-            if phase == "measured":
-                measured_times.append(dt)
-            if rank == 0 and (line := progress.update(step, phase, dt, loss, memory)):
-                print(line, flush=True)
-            profiler.step()
-        _sync(device)
-        log.log("energy", monitor.stop())
-        for sample in monitor.samples():
-            log.log("power_sample", sample)
-        if device_busy.applies(spec, device) is None:  # after the measured and energy windows
-            log.log("device_busy", device_busy.measure(lambda i: trainer.step(total_iters + i), lambda: _sync(device),
-                                                       device_busy.steps_to_trace(measured_times)))
-        profiler.stop()
-        if (rec := profiler.record()) is not None:
-            log.log("profile", rec)
-        numbers = summary_numbers(spec, world, device, measured_times, memory, peak, flops["flops_per_token"])
+            memory = hooks.step(step, dt, loss)
+        hooks.finish(lambda i: trainer.step(total_iters + i))
+        numbers = summary_numbers(spec, world, device, hooks.measured_times, memory, peak, flops["flops_per_token"])
         dist.barrier()
     except BaseException as e:  # noqa: BLE001 - every failure is recorded, then classified or re-raised
-        profiler.stop()
-        monitor.stop()
+        hooks.abort()
         return run.fail(e, quiet=quiet)
     finally:
-        if progress is not None and progress.sink is not None:
-            progress.sink.close()
+        hooks.close()
     status = run.finish()
     if rank == 0 and LAUNCHER_PID_ENV not in os.environ:
-        print(summary_line(spec.run_id, status, run_dir, **numbers, rank_share=progress.rank_share,
+        print(summary_line(spec.run_id, status, run_dir, **numbers, rank_share=hooks.progress.rank_share,
                            elapsed_s=time.monotonic() - started), flush=True)
     return status

@@ -1,5 +1,5 @@
 """The collectives a parallel layout issues in one training step, with their message sizes, as
-this package's harness issues them (harness/parallelize.py, harness/train.py, torch pipelining).
+this package's harness issues them (harness/parallelize.py, harness/trainer.py, torch pipelining).
 
 Ranks are laid out node-major (rank = node x gpus_per_node + local) on the mesh
 (pp, dp_replicate, dp_shard, tp), tp innermost; a group's node span follows from its stride.

@@ -11,7 +11,7 @@ compute stream between the kernels that need them. FSDP's collectives run on the
 - all-gathers (backward, reshard_after_forward only): likewise in reverse order;
 - reduce-scatters (and HSDP's all-reduce after each, same stream): block i's after its
   backward, in order; the optimizer waits for the last.
-Gradient sync happens on the last micro batch only (harness/train.py).
+Gradient sync happens on the last micro batch only (harness/trainer.py).
 
 Exposed communication is what the trace analyser measures (scalestudy.measure.exposed_comm): the union of
 communication intervals minus the union of computation intervals. Host overhead stretches every

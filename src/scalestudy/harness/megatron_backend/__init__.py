@@ -4,7 +4,7 @@ parallel groups, its DDP or distributed optimizer and its pipeline schedules.
 - `mapping`: pure; RunSpec -> megatron-core arguments, and the refusal of layouts that
   megatron-core cannot express (imports neither megatron-core nor process groups).
 - `model`: the GPTModel with Llama settings, and weights by name from the torch backend's model.
-- `trainer`: a Trainer-compatible object that `harness.train` uses when `spec.backend` is megatron.
+- `trainer`: a Trainer-compatible object (harness.backend.StepBackend) used when `spec.backend` is megatron.
 
 megatron-core is the optional extra `megatron` (`pip install scalestudy[megatron]`).
 """

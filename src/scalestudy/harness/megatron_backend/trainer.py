@@ -1,5 +1,6 @@
-"""A Trainer for megatron-core: what `harness.train` uses in place of the torch Trainer when
-`spec.backend` is megatron. Same interface (`.step(step)`, `.global_loss(local)`, `.cfg`,
+"""A Trainer for megatron-core: what `harness.backend.build_backend` gives the training loop in place
+of the torch Trainer when `spec.backend` is megatron. Same interface (harness.backend.StepBackend:
+`.step(step)`, `.global_loss(local)`, `.cfg`,
 `.parts`), same synthetic data per data-parallel rank, same initial weights (the torch
 backend's init by parameter name, mapped onto GPTModel), same optimizer settings; every
 megatron-core argument comes from `mapping.plan`."""
