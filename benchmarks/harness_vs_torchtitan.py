@@ -8,7 +8,10 @@ the plain-loop baseline beside them, and before/after variants of the harness's 
     python benchmarks/harness_vs_torchtitan.py table DIR        # the table again, from DIR/results.jsonl
 
 Prints tokens/s, MFU and peak reserved memory of each, against torchtitan's figures
-(benchmarks/torchtitan_reference.json). Exits non-zero if a run failed.
+(benchmarks/torchtitan_reference.json). Exits non-zero if a run failed. Each harness run is made by
+`scalestudy launch` (run guard, time limit, sealed raw log, NVML power sampling as in every launched
+run); the committed data/h200-harness runs were made before, by the harness started directly with
+power sampling off.
 """
 
 from __future__ import annotations
@@ -25,13 +28,15 @@ from scalestudy.measure.rawlog import read_run
 
 HERE = Path(__file__).resolve().parent
 REFERENCE = HERE / "torchtitan_reference.json"
-CONFIGS = {  # harness options, plain-loop options
-    "ac32-eager": (["--activation-checkpointing", "full"], ["--ac"]),
-    "l16-eager": (["--n-layers", "16"], ["--n-layers", "16"]),
-    "ac32-compile": (["--activation-checkpointing", "full", "--compile"], ["--ac", "--compile"]),
-    "l16-compile": (["--n-layers", "16", "--compile"], ["--n-layers", "16", "--compile"]),
+CONFIGS = {  # harness spec fields, plain-loop options
+    "ac32-eager": ({"activation_checkpointing": "full"}, ["--ac"]),
+    "l16-eager": ({"n_layers": 16}, ["--n-layers", "16"]),
+    "ac32-compile": ({"activation_checkpointing": "full", "compile": True}, ["--ac", "--compile"]),
+    "l16-compile": ({"n_layers": 16, "compile": True}, ["--n-layers", "16", "--compile"]),
 }
 SHAPE = ["--model", "llama2-7b", "--seq-len", "4096", "--micro-batch", "2"]
+SPEC = {"model": "llama2-7b", "seq_len": 4096, "micro_batch": 2, "device": "cuda", "precision": "bf16",
+        "procs_per_node": 1}
 GIB = 2**30
 
 
@@ -47,19 +52,19 @@ def variant_off(variant: str) -> str:
 
 
 def run_harness(config: str, variant: str, out: Path, warmup: int, measured: int, timeout_s: float) -> dict:
+    """One harness run, made by the package's launcher (`scalestudy launch`: run guard, time limit,
+    sealed raw log) under OUT/raw; the variant's switches reach the workers through the environment."""
     run_dir = out / "raw" / f"{config}-{variant}"
-    cmd = [sys.executable, "-m", "scalestudy", "train", *SHAPE, "--device", "cuda", "--precision", "bf16",
-           "--procs-per-node", "1", "--warmup-iters", str(warmup), "--measured-iters", str(measured),
-           "--quiet", "--no-power", "--progress-every", "0", "--run-dir", str(run_dir), *CONFIGS[config][0]]
+    spec_file = out / "specs" / f"{config}-{variant}.json"
+    spec_file.parent.mkdir(exist_ok=True)
+    spec_file.write_text(json.dumps({**SPEC, **CONFIGS[config][0], "warmup_iters": warmup, "measured_iters": measured}))
+    (out / "logs").mkdir(exist_ok=True)
+    cmd = [sys.executable, "-m", "scalestudy", "launch", "--spec-json", str(spec_file), "--run-dir", str(run_dir),
+           "--time-limit-s", str(timeout_s), "--log", str(out / "logs" / f"{config}-{variant}.txt")]
     env = dict(os.environ, SCALESTUDY_HARNESS_OFF=variant_off(variant))
     row = {"kind": "harness", "config": config, "variant": variant, "off": env["SCALESTUDY_HARNESS_OFF"],
            "run_dir": str(run_dir.relative_to(out))}
-    try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        return {**row, "status": "timeout", "error": f"no result within {timeout_s} s"}
-    (out / "logs").mkdir(exist_ok=True)
-    (out / "logs" / f"{config}-{variant}.txt").write_text(proc.stdout + proc.stderr)
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     try:
         return {**row, **harness_numbers(run_dir)}
     except Exception as e:  # noqa: BLE001 - a run that left no readable log is a failed row
