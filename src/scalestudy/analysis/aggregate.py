@@ -35,15 +35,16 @@ The same raw logs give the same bytes: rows sorted, floats written '%.10g', no t
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from scalestudy.analysis import collectives_table, run_table
 from scalestudy.analysis.stats import summarize
-from scalestudy.measure.csv_format import read_table, split_list
-from scalestudy.measure.rawlog import STATUS_PRIORITY, STATUSES, RawLogError, find_runs, read_run
-
+from scalestudy.measure.csv_format import csv_text, read_table, split_list
+from scalestudy.measure.rawlog import STATUS_PRIORITY, STATUSES, RawLogError, disk_error, find_runs, read_run
 from scalestudy.measure.table_files import (  # noqa: F401 - the tables' names, shared with the performance model
     C3_TERMS_FILE,
     CLAIM_BASIS_FILE,
@@ -57,6 +58,7 @@ from scalestudy.measure.table_files import (  # noqa: F401 - the tables' names, 
     TABLE_FILES,
     UNPLANNED_FILE,
 )
+
 PREDICTION_METRICS = ("tokens_per_s", "tokens_per_s_per_device", "mfu", "power_w_per_gpu", "tokens_per_joule",
                       "exposed_comm_share", "step_time_s")
 PREDICTION_COLUMNS = ["config_id", "run_id", "metric", "value", "band_low", "band_high", "corners"]
@@ -442,10 +444,8 @@ def write_tables(tables: StudyTables, out_dir: Path | str) -> list[Path]:
     """Write the tables atomically, all or none: each to a temporary file in out_dir first, then
     every one os.replace'd into place; a failure (a full disk) removes the temporary files and
     leaves the tables as they were, and raises an OSError naming the file."""
-    import os
-
-    from scalestudy.measure.csv_format import csv_text
-    from scalestudy.measure.rawlog import atomic_write_bytes, disk_error
+    # looked up at each call, not at import: tests patch rawlog.atomic_write_bytes (a full disk)
+    from scalestudy.measure.rawlog import atomic_write_bytes
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -496,8 +496,6 @@ class LoadedTables:
 
 
 def load_tables(tables_dir: Path | str) -> LoadedTables:
-    import json
-
     d = Path(tables_dir)
 
     def optional(name):

@@ -22,10 +22,21 @@
 
 from __future__ import annotations
 
+import io
 import re
+import shutil
 import tempfile
+import zlib
 from pathlib import Path
 
+from scalestudy.analysis import aggregate as agg
+from scalestudy.analysis import claims as claims_mod
+from scalestudy.analysis import rank_shares
+from scalestudy.analysis.aggregate import C3_TERMS_FILE, CLAIM_BASIS_FILE, MODEL_BESIDE_FILE, SENSITIVITY_FILE
+from scalestudy.analysis.figures import FIGURES, LEDGER_FIGURES, render
+from scalestudy.analysis.provenance import calibration_provenance, measured_files_provenance
+from scalestudy.measure.code_version import ledger_figure_version, model_version
+from scalestudy.measure.csv_format import read_csv_rows, read_table
 from scalestudy.measure.rawlog import (
     STATUS_FILE,
     RawLogError,
@@ -36,6 +47,7 @@ from scalestudy.measure.rawlog import (
     seal_problem,
     sha256_file,
 )
+from scalestudy.spec.studies import RANK_FIGURES
 
 
 def _first_difference(a: bytes, b: bytes) -> str:
@@ -112,12 +124,6 @@ def _model_beside(study, t_dir: Path) -> list[str]:
     """The model's table beside a study of measurements (`model_beside`) is the model's output, not
     the raw logs': it is taken as it is into the rebuild, and reported when it is missing or was
     made by another version of the model."""
-    import shutil
-
-    from scalestudy.analysis.aggregate import MODEL_BESIDE_FILE
-    from scalestudy.measure.code_version import model_version
-    from scalestudy.measure.csv_format import read_table
-
     if not getattr(study, "model_beside", None):
         return []
     src = Path(study.tables_dir) / MODEL_BESIDE_FILE
@@ -136,10 +142,6 @@ def _model_sensitivity(study, t_dir: Path) -> None:
     """A predicted study's claim sensitivity (claim_sensitivity.csv, c3_terms.csv, claim_basis.json)
     is the model's output, like model_beside: taken as it is into the rebuild where it exists. Claims
     or a figure drawn from tables that are missing or other come out different, and are reported."""
-    import shutil
-
-    from scalestudy.analysis.aggregate import C3_TERMS_FILE, CLAIM_BASIS_FILE, SENSITIVITY_FILE
-
     if not getattr(study, "prediction", None):
         return
     for name in (SENSITIVITY_FILE, C3_TERMS_FILE, CLAIM_BASIS_FILE):
@@ -148,8 +150,6 @@ def _model_sensitivity(study, t_dir: Path) -> None:
 
 
 def _calibration_problems(run_dir: Path) -> list[str]:
-    from scalestudy.analysis.provenance import calibration_provenance, measured_files_provenance
-
     try:
         run = read_json_file(run_dir / "run.json", run_dir)
     except (OSError, RawLogError):
@@ -171,11 +171,10 @@ def made_by_other_code(figures_dir: Path, root: Path | str = ".") -> list[str]:
     A ledger figure (model_validation) and its ledger CSV must also name this performance model
     (code_version.model_version, its sources and the checkout files under `root` it reads)."""
 
-    from PIL import Image
+    from PIL import Image  # heavy: only to read the PNGs' metadata
 
-    from scalestudy.measure.code_version import code_version, ledger_figure_version, model_version
-    from scalestudy.measure.csv_format import read_csv_rows
-    from scalestudy.analysis.figures import LEDGER_FIGURES
+    # looked up at each call, not at import: tests patch code_version.code_version
+    from scalestudy.measure.code_version import code_version
 
     figures_dir = Path(figures_dir)
     current = code_version()
@@ -212,8 +211,6 @@ PDF_TOLERANCE_PT = 1e-3  # 1/72000 inch: far below anything drawn
 def _pdf_tokens(data: bytes) -> list[bytes]:
     """A PDF's content, streams decompressed, without what only encodes it (stream lengths, the xref
     table and its offsets), split at numbers: [text, number, text, number, ...]."""
-    import zlib
-
     body = data[: data.rfind(b"\nxref")] if b"\nxref" in data else data
 
     def inflate(m):
@@ -255,10 +252,8 @@ def same_png(a: bytes, b: bytes) -> bool:
     within PNG_TOLERANCE_PIXELS and PNG_TOLERANCE_LEVELS."""
     if a == b:
         return True
-    import io
-
-    import numpy as np
-    from PIL import Image
+    import numpy as np  # heavy: only for PNGs that differ in bytes
+    from PIL import Image  # heavy: only for PNGs that differ in bytes
 
     try:
         x, y = (Image.open(io.BytesIO(d)) for d in (a, b))
@@ -279,7 +274,7 @@ def compare_image(expected: Path, actual: Path) -> str | None:
     a, e = actual.read_bytes(), expected.read_bytes()
     if a == e or (actual.suffix == ".pdf" and same_pdf(a, e)) or (actual.suffix == ".png" and same_png(a, e)):
         return None
-    import matplotlib
+    import matplotlib  # heavy: only to name its version in a problem
 
     return (f"{actual}: differs from the image this code draws from {actual.with_suffix('.csv').name} (stale, "
             f"swapped or edited; redraw it with `scalestudy figure {actual.stem}`; drawn here with matplotlib "
@@ -289,10 +284,6 @@ def compare_image(expected: Path, actual: Path) -> str | None:
 def audit(study, *, figures: bool = True, claims: bool = True, manifest: dict | None = None) -> list[str]:
     """Every problem of `study` (see the module docstring); `manifest`, where given, is filled with
     the sha256 of every output found as the raw logs give it (tables, claims, figure CSVs, PDFs and PNGs)."""
-    from scalestudy.analysis import aggregate as agg
-    from scalestudy.analysis import claims as claims_mod
-    from scalestudy.analysis.figures import FIGURES, render
-
     raw = Path(study.raw_dir)
     problems = verify_checksums(raw) + _import_sources(study)
     for u in agg.unplanned_runs(study):
@@ -318,16 +309,12 @@ def audit(study, *, figures: bool = True, claims: bool = True, manifest: dict | 
             elif manifest is not None:
                 manifest[str(Path(study.tables_dir) / p.name)] = sha256_file(p)
         if any(getattr(r.spec, "comm", "default") == "fake" for r in study.runs):  # rank shares
-            from scalestudy.analysis import rank_shares
-
             for p in rank_shares.write_tables(study, t_dir):
                 problem = compare(p, Path(study.tables_dir) / p.name)
                 if problem:
                     problems.append(problem)
                 elif manifest is not None:
                     manifest[str(Path(study.tables_dir) / p.name)] = sha256_file(p)
-        from scalestudy.spec.studies import RANK_FIGURES
-
         if claims and not set(getattr(study, "figures", ()) or ()) <= set(RANK_FIGURES):  # no claims on rank shares
             for p in claims_mod.write_claims(loaded, study, f_dir):
                 problem = compare(p, Path(study.figures_dir) / p.name)

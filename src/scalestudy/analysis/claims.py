@@ -42,10 +42,14 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from scalestudy.measure.csv_format import split_list, write_csv
+from scalestudy.analysis import scale_claims
+from scalestudy.analysis.aggregate import load_tables
+from scalestudy.analysis.figures.prepare import records
 from scalestudy.analysis.markdown_html import to_html
 from scalestudy.analysis.run_table import CAVEAT_PREFIX
 from scalestudy.analysis.stats import Comparison, Summary, difference, from_columns, relative_change
+from scalestudy.measure.code_version import code_version
+from scalestudy.measure.csv_format import format_value, split_list, write_csv
 from scalestudy.spec.rank_share import measured_base
 
 CLAIMS_CSV = "claims.csv"
@@ -120,14 +124,10 @@ def inputs_view(cfgs: list[dict], inputs: str = MODEL_ALONE) -> list[dict]:
 
 
 def has_measured_inputs(tables) -> bool:
-    from scalestudy.analysis.figures.prepare import records
-
     return any(measured_base(str(c["config_id"])) for c in records(tables.summary))
 
 
 def _configs(tables, inputs: str = MODEL_ALONE) -> list[dict]:
-    from scalestudy.analysis.figures.prepare import records
-
     cfgs = inputs_view(records(tables.summary), inputs)
     pred = getattr(tables, "predictions", None)
     if pred is not None:
@@ -505,8 +505,6 @@ def c5(cfgs: list[dict]) -> dict:
 
 
 def c6(tables) -> dict:
-    from scalestudy.analysis.figures.prepare import records
-
     row = _base("C6", "AllReduce bandwidth holds up with node count better than AllGather/ReduceScatter", "§2.2",
                 "qualitative", None, "", "qualitative")
     rows = records(tables.collectives_summary)
@@ -631,13 +629,9 @@ def evaluate(tables, inputs: str = MODEL_ALONE) -> list[dict]:
     cfgs = _configs(tables, inputs)
     own = own_cluster(cfgs)
     rows = c1_c2(own) + [c3(own), c4(cfgs), c5(own), c6(tables), c7(own)] + hsdp(own)
-    from scalestudy.analysis import scale_claims
-
     rows += scale_claims.evaluate(tables, cfgs)
     predicted = {c["config_id"] for c in cfgs if _predicted(c)}
     predicted_runs = {rid for c in cfgs if _predicted(c) for rid in split_list(c.get("run_ids"))}
-    from scalestudy.analysis.figures.prepare import records
-
     for c in records(tables.collectives_summary):
         if "PREDICTED" in str(c.get("note") or ""):
             predicted_runs.update(split_list(c.get("run_ids")))
@@ -701,8 +695,6 @@ def c3_section(tables) -> list[str]:
     """C3 taken apart (a prediction study's c3_terms.csv and claim_basis.json): the step of FSDP and of
     the best TP layout at 2048 GPUs term by term, which single input brings C3 to the paper's value
     and C1 there, and whether any corner of the inputs meets C1 and C3 together."""
-    from scalestudy.analysis.figures.prepare import records
-
     terms = getattr(tables, "c3_terms", None)
     basis = getattr(tables, "claim_basis", None) or {}
     if terms is None or not len(terms):
@@ -748,13 +740,9 @@ def c3_section(tables) -> list[str]:
 
 def markdown(rows: list[dict], study, measured: list[dict] | None = None, tables=None) -> str:
     def cell(v):
-        from scalestudy.measure.csv_format import format_value
-
         return format_value(v).replace("|", "\\|").replace("\n", " ")
 
     predicted = any(r.get("n_seeds") == PREDICTED or PREDICTED_REASON in (r.get("reason") or "") for r in rows)
-    from scalestudy.measure.code_version import code_version
-
     lines = [f"# Claims of arXiv 2411.13055 against study `{study.name}`", "",
              f"Hardware: {study.hardware}. Recomputed from the study's tables by `scalestudy claims` "
              f"(`{code_version()}`); ours: " + ("the model's prediction with its band." if predicted else
@@ -828,7 +816,5 @@ def write_claims(tables, study, out_dir: Path | str | None = None) -> list[Path]
 def claims(study, tables=None, out_dir: Path | str | None = None) -> list[Path]:
     """Write claims.csv and claims.md (default: in study.figures_dir, next to the figures, from the
     tables in study.tables_dir)."""
-    from scalestudy.analysis.aggregate import load_tables
-
     tables = tables if tables is not None else load_tables(study.tables_dir)
     return write_claims(tables, study, out_dir)

@@ -28,6 +28,7 @@ from scalestudy.measure.rawlog import (
     RUN_FILE,
     STATUS_FILE,
     RawLogError,
+    find_runs,
     member_path,
     member_sha256,
     read_json_file,
@@ -223,8 +224,6 @@ def provenance(file, raw_dir=None) -> dict:
         raise ProvenanceError(table, "has no run_ids or run_id column: its rows cannot be traced to runs")
     dirs: dict[str, Path] = {}
     if raw.is_dir():
-        from scalestudy.measure.rawlog import find_runs
-
         for d in find_runs(raw):
             dirs.setdefault(d.name, d)
     out_rows, runs = [], {}

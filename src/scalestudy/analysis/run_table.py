@@ -43,10 +43,11 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
+from scalestudy.measure import exposed_comm, metrics
 from scalestudy.measure.rawlog import CorruptLogError, RunLog
 from scalestudy.measure.table_files import CAVEAT_PREFIX  # noqa: F401 - the predicted rows' caveats
 from scalestudy.spec import catalog
-from scalestudy.spec.rank_share import measured_input_names
+from scalestudy.spec.rank_share import LABEL, measured_input_names
 from scalestudy.spec.run import RunSpec, SpecError
 
 SPEC_PREFIX = "spec."
@@ -149,8 +150,6 @@ def run_row(log: RunLog, planned=None, raw_dir: str | None = None, *, traces: bo
         row.update(_null_metrics(f"run status {status}"))
         return row
     if spec.comm == "fake":  # never a throughput of the configuration: see analysis/rank_shares.py
-        from scalestudy.spec.rank_share import LABEL
-
         row.update(_null_metrics(f"{LABEL}: no throughput of the configuration (tables rank_*.csv)"))
         row.update(_memory(log))
         return row
@@ -212,8 +211,6 @@ def _predicted(log: RunLog, spec: RunSpec, row: dict) -> dict:
 
 # ---- throughput ------------------------------------------------------------------------
 def _throughput(log: RunLog, spec: RunSpec) -> dict:
-    from scalestudy.measure import metrics
-
     out = {c: None for c in THROUGHPUT_COLUMNS}
     measured = list(log.iterations("measured"))
     if not measured:
@@ -237,8 +234,6 @@ def _records(log: RunLog, key: str) -> list[dict]:
 
 
 def _mfu(log: RunLog, row: dict) -> dict:
-    from scalestudy.measure import metrics
-
     out = {c: None for c in MFU_COLUMNS}
     flops = _records(log, "flops")
     if flops:
@@ -359,8 +354,6 @@ def _exposed_comm(log: RunLog, row: dict) -> dict:
         out["exposed_comm_reason"] = "no profiler trace (profile_iters = 0)" \
             if not log.spec.get("profile_iters") else "the run logged no profile record"
         return out
-    from scalestudy.measure import exposed_comm
-
     per_rank = []
     for rec in sorted(profiles, key=lambda r: (r["metadata"].get("rank", 0), r["value"].get("trace_file", ""))):
         rel = rec["value"].get("trace_file")

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import statistics
 
-from scalestudy.measure.csv_format import split_list
 from scalestudy.analysis.figures import step_time_microbatches as stm
-from scalestudy.analysis.figures.prepare import as_int, config_spec, shown_names, specs_by_config
+from scalestudy.analysis.figures.prepare import _truthy, as_int, config_spec, records, shown_names, specs_by_config
+from scalestudy.analysis.linear_fit import fit_line
 from scalestudy.analysis.stats import from_columns, relative_change
+from scalestudy.measure.csv_format import split_list
 
 REPORT_RULE = ("reported, not judged: no paper number of this configuration (read it beside C1); ours with its 95% "
                "interval over the repeated runs (relative change: delta method on the log ratio of seed means, "
@@ -72,15 +73,11 @@ def family_ids(names: dict[str, str], specs: dict[str, dict]) -> dict[str, str]:
 
 
 def _beside(tables) -> dict[str, dict]:
-    from scalestudy.analysis.figures.prepare import records
-
     beside = getattr(tables, "model_beside", None)
     return {r["config_id"]: r for r in records(beside)} if beside is not None and len(beside) else {}
 
 
 def _predicted(b: dict | None) -> float | None:
-    from scalestudy.analysis.figures.prepare import _truthy
-
     if not b or not _truthy(b.get("expressible")) or b.get("tokens_per_s_per_device") in (None, ""):
         return None
     return float(b["tokens_per_s_per_device"])
@@ -171,8 +168,6 @@ FIXED_TERMS = (("bubble_s", "pipeline fill and drain"), ("tail_s", "optimizer an
 def model_fixed_cost(mine: list[dict], specs: dict[str, dict], beside: dict[str, dict]) -> str | None:
     """The model's own line through the family's predicted steps, its intercept taken apart by term
     (each term's own line; the rest is what the per-micro-batch terms leave at zero micro-batches)."""
-    from scalestudy.analysis.linear_fit import fit_line
-
     pts = [(stm.microbatches(specs[c["config_id"]]), beside[c["config_id"]]) for c in mine
            if _predicted(beside.get(c["config_id"])) is not None]
     if len({x for x, _ in pts}) < 2:

@@ -1,6 +1,11 @@
 """The `scalestudy` command: one module a command group (train and plan; measure; collectives;
 analysis; launch, study and status; model; import), each adding its subcommands with register(); the
-domain modules they call live in the wings below."""
+domain modules they call live in the wings below.
+
+Every command group's module imports the wings inside its command functions, not at the top: the
+parser is built for every call (and by each local worker), so `scalestudy --help` and a command
+pay only for the wings that command uses (torch for train, matplotlib for figures, the model for
+predictions), never for all of them."""
 
 from __future__ import annotations
 

@@ -14,11 +14,15 @@ instead, which no budget limits. Pure Python (no torch).
 
 from __future__ import annotations
 
+import json
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scalestudy.launch.launcher import job_resources
 from scalestudy.launch.slurm_queue import QueuedRuns
+from scalestudy.measure import rawlog
 
 # [assumed] start-up of one job before its first step: torchrun rendezvous, NCCL init, model build
 EXPECTED_STARTUP_S = 120.0
@@ -67,8 +71,6 @@ class StudyCost:
 
 
 def _job_hours(spec, time_limit_s: float | None, site) -> tuple[int, float]:
-    from scalestudy.launch.launcher import job_resources
-
     res = job_resources(spec, time_limit_s, site)
     return spec.processes, spec.processes * res["runtime"] / 60.0
 
@@ -76,8 +78,6 @@ def _job_hours(spec, time_limit_s: float | None, site) -> tuple[int, float]:
 def study_cost(study, site=None, *, expected: bool = True, root: Path | str | None = None) -> StudyCost:
     """The cost table of `study` (scalestudy.spec.studies.Study) with the site's time limits; a run
     whose directory under the study's raw/ holds status.json counts as done."""
-    from scalestudy.measure import rawlog
-
     root = Path(root if root is not None else study.root)
     cuda = any(r.spec.device == "cuda" for r in study.runs) or any(c.device == "cuda" for c in study.collectives)
     jobs = [(r.run_id, r.spec) for r in study.runs] + [(c.run_id, c) for c in study.collectives]
@@ -108,6 +108,7 @@ def _expected_hours(study, root: Path) -> tuple[dict[str, float], str, list[str]
     cluster_name = getattr(study, "expected_cost_cluster", None) or (study.prediction or {}).get("cluster")
     if not cluster_name:
         return {}, "no expected column: the study names no expected_cost_cluster for the performance model", []
+    # the model (numpy, its calibration) only here: `scalestudy status` and the workflow's start need none of it
     from scalestudy.perfmodel.cluster import load_cluster
     from scalestudy.perfmodel.collectives import CollectiveModel
     from scalestudy.perfmodel.predict import cached_calibration, predict
@@ -192,11 +193,6 @@ class StudyStatus:
 
 def study_status(study, site=None, now: float | None = None) -> StudyStatus:
     """Where a study in flight stands, from its directories (no scheduler query)."""
-    import json
-    import time
-
-    from scalestudy.measure import rawlog
-
     now = time.time() if now is None else now
     data = study.raw_dir.parent
     cuda = any(r.spec.device == "cuda" for r in study.runs) or any(c.device == "cuda" for c in study.collectives)
@@ -225,10 +221,6 @@ def study_status(study, site=None, now: float | None = None) -> StudyStatus:
 
 
 def _duration_s(run_dir: Path, now: float) -> float:
-    import json
-
-    from scalestudy.measure import rawlog
-
     try:
         run = json.loads((run_dir / rawlog.RUN_FILE).read_text())
     except (OSError, ValueError):

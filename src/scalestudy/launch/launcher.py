@@ -66,8 +66,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Union
 
-from scalestudy.launch import local_workers, run_guard, slurm
+from scalestudy.launch import local_workers, run_guard, slurm, warm_workers
 from scalestudy.measure import rawlog
+from scalestudy.spec.catalog.models import parameter_counts
 from scalestudy.spec.collectives import CollectivesSpec
 from scalestudy.spec.run import RunSpec
 from scalestudy.spec.site import Site
@@ -137,8 +138,6 @@ def default_time_limit_s(spec: Spec) -> float:
     steps = spec.warmup_iters + spec.measured_iters
     if spec.device == "cpu":
         return 120.0 + 10.0 * steps * max(1, spec.world_size // 2)
-    from scalestudy.spec.catalog.models import parameter_counts
-
     cfg = spec.model_config()
     flops = 6 * parameter_counts(cfg)["n_params"] * spec.tokens_per_step
     step_s = flops / (spec.world_size * _PLANNING_PEAK_FLOPS * _PLANNING_MFU) + 1.0
@@ -192,8 +191,6 @@ def launch_command(spec: Spec, spec_file: Path, run_dir: Path, python: str = sys
         choice = local_workers.launcher_choice(spec.device, spec.launch_nodes, os.environ) if allocation is None \
             else "torchrun"
         if choice == "warm":
-            from scalestudy.launch import warm_workers
-
             return warm_workers.command(spec.launch_procs_per_node, _module_args(spec, spec_file, run_dir), python)
         if choice == "local":
             return local_workers.command(spec.launch_procs_per_node, _module_args(spec, spec_file, run_dir), python)

@@ -338,7 +338,7 @@ def loadavg() -> float | None:
 def _nvml() -> Any:
     """pynvml, initialised; None where it is missing or finds no driver."""
     try:
-        import pynvml
+        import pynvml  # local: optional (nvidia-ml-py), loaded only when a GPU view is asked for
 
         pynvml.nvmlInit()
         return pynvml

@@ -6,6 +6,7 @@ this module). Pure Python; runs only `squeue`.
 
 from __future__ import annotations
 
+import getpass
 import shlex
 import shutil
 import subprocess
@@ -41,8 +42,6 @@ def queued_runs(study_name: str, run_ids: Sequence[str], *, user: str | None = N
     """The jobs of the study's runs in SLURM's queue, asked of `squeue` (this user's jobs by
     default); None where squeue is not on PATH. Finished jobs have left the queue: the raw logs
     say how they ended."""
-    import getpass
-
     exe = which("squeue")
     if exe is None:
         return None

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import fcntl
 import hashlib
 import json
 import os
@@ -307,8 +308,6 @@ def _connect(path: Path) -> socket.socket | None:
 def _start_server(path: Path, env: dict) -> socket.socket:
     """Start a server for this environment (one at a time: a lock file beside the socket) and
     connect to it."""
-    import fcntl
-
     with open(path.with_suffix(".start"), "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         conn = _connect(path)

@@ -19,6 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import scalestudy
+from scalestudy.spec.checkout import checkout_path
 
 PACKAGE_DIR = Path(scalestudy.__file__).resolve().parent
 ROOTS = ("analysis",)
@@ -90,8 +91,6 @@ def code_version() -> str:
 def model_version(root: Path | str = ".") -> str:
     """e.g. 'model.9c1d0e2f3a4b': the performance model's sources, the catalogs and the checkout
     files the external ledger is predicted from (MODEL_INPUTS, found as scalestudy.spec.checkout finds them)."""
-    from scalestudy.spec.checkout import checkout_path
-
     h = hashlib.sha256(source_hash(MODEL_ROOTS).encode())
     _hash_files(h, sorted(f for d in MODEL_DATA for f in (PACKAGE_DIR / d).rglob("*")
                           if f.is_file() and f.suffix != ".pyc"), PACKAGE_DIR)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import numbers
 import os
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -37,15 +38,11 @@ def format_value(v: Any) -> str:
         return FLOAT_FORMAT % v
     if isinstance(v, (list, tuple)):
         return LIST_SEPARATOR.join(format_value(x) for x in v)
-    try:  # numpy scalars, without importing numpy here
-        import numbers
-
-        if isinstance(v, numbers.Integral):
-            return str(int(v))
-        if isinstance(v, numbers.Real):
-            return format_value(float(v))
-    except ImportError:  # pragma: no cover
-        pass
+    # numpy scalars, without importing numpy here
+    if isinstance(v, numbers.Integral):
+        return str(int(v))
+    if isinstance(v, numbers.Real):
+        return format_value(float(v))
     return str(v)
 
 
@@ -87,7 +84,7 @@ def read_csv_rows(path: os.PathLike | str) -> list[dict[str, str]]:
 
 def read_table(path: os.PathLike | str):
     """A CSV written here as a pandas DataFrame: empty fields are NaN, nothing else is."""
-    import pandas as pd
+    import pandas as pd  # heavy: only when a table is read
 
     path = Path(path)
     if not path.exists():

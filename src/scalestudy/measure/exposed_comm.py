@@ -332,7 +332,7 @@ def hta_overlap(trace_dir: os.PathLike | str) -> dict[int, float]:
     """HolisticTraceAnalysis's communication/computation overlap per rank, as a fraction of
     communication time (comparable with `overlap_fraction` of GPU traces)."""
     try:
-        from hta.trace_analysis import TraceAnalysis
+        from hta.trace_analysis import TraceAnalysis  # optional (scalestudy[hta]) and heavy: only for this cross-check
     except ImportError as e:
         raise ImportError("hta_overlap needs HolisticTraceAnalysis: pip install 'scalestudy[hta]'") from e
     if not Path(trace_dir).is_dir():

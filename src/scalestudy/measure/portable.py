@@ -10,6 +10,7 @@ other absolute path as `<host>/` and its last two parts (portable_value).
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import traceback
@@ -50,8 +51,6 @@ def portable_value(text: str, cwd: str | None = None) -> str:
     """`text` (an argument, a setting, a PATH-like list) with every absolute path in it made portable:
     relative to `cwd` (default: the working directory) where under it, a source file from its import
     root, any other as `<host>/` plus its last two parts."""
-    import os
-
     cwd = os.path.realpath(cwd or os.getcwd())
     return _ABSOLUTE.sub(lambda m: _portable_absolute(m.group(1), cwd), text)
 

@@ -37,8 +37,12 @@ class, and each class carries to another GPU by its own rate:
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
+
+import yaml
 
 from scalestudy.perfmodel.compute import LOW_PRECISION
 from scalestudy.spec import catalog
@@ -156,10 +160,7 @@ ATTENTION_FILE = "attention.yaml"
 def attention_table_problems(data) -> list[str]:
     """What is wrong with an attention table (attention.schema.json, every kernel a rate names
     declared, the calibration's kernel too, every GPU in the GPU catalog); [] when nothing."""
-    import json
-    from pathlib import Path
-
-    import jsonschema
+    import jsonschema  # local: ~90 ms to import, needed only to check the table (as spec.catalog does)
 
     schema = json.loads((Path(catalog.__file__).parent / "attention.schema.json").read_text())
     errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(data), key=lambda e: list(e.path))
@@ -179,10 +180,6 @@ def attention_table_problems(data) -> list[str]:
 @lru_cache(maxsize=1)
 def _attention_table() -> dict:
     """spec/catalog/attention.yaml, refused (naming the file and each problem) when it does not check."""
-    from pathlib import Path
-
-    import yaml
-
     path = Path(catalog.__file__).parent / ATTENTION_FILE
     data = yaml.safe_load(path.read_text())
     if problems := attention_table_problems(data):

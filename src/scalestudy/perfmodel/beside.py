@@ -6,12 +6,17 @@ calibration, never fitted to the study's runs; one it cannot express gets the re
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 
-from scalestudy.spec.run import RunSpec
-
-
+from scalestudy.measure.code_version import model_version
+from scalestudy.measure.csv_format import write_csv
 from scalestudy.measure.table_files import MODEL_BESIDE_FILE as BESIDE_FILE
+from scalestudy.perfmodel.cluster import ClusterError, load_cluster
+from scalestudy.perfmodel.collectives import CollectiveModel
+from scalestudy.perfmodel.options import ModelOptions
+from scalestudy.perfmodel.predict import cached_calibration, predict
+from scalestudy.spec.run import RunSpec
 
 # a predicted step's parts (seconds; they overlap: the step is not their sum): the computation, the
 # pipeline's fill and drain, the optimizer and copies after the last pass, the waits on data-parallel
@@ -38,8 +43,6 @@ def not_expressible(spec: RunSpec) -> str | None:
 def beside_options(spec: RunSpec, conf: dict) -> tuple[dict, str | None]:
     """The model options of a configuration: the study's model_beside `options`, updated by the first
     `software` entry whose `match` the spec meets (every field equal), and that entry's source."""
-    from dataclasses import asdict
-
     fields = asdict(spec)
     for entry in conf.get("software") or ():
         unknown = sorted(set(entry["match"]) - set(fields))
@@ -58,12 +61,6 @@ def beside_cluster(spec: RunSpec, conf: dict) -> str:
 
 def beside_rows(study, root: Path | str = ".") -> list[dict]:
     """One row a configuration of `study` (its first seed stands for it)."""
-    from scalestudy.measure.code_version import model_version
-    from scalestudy.perfmodel.cluster import ClusterError, load_cluster
-    from scalestudy.perfmodel.collectives import CollectiveModel
-    from scalestudy.perfmodel.options import ModelOptions
-    from scalestudy.perfmodel.predict import cached_calibration, predict
-
     conf = study.model_beside or {}
     calibration = list(conf.get("calibration") or [])
     version = model_version(root)
@@ -102,6 +99,4 @@ def beside_rows(study, root: Path | str = ".") -> list[dict]:
 
 
 def write_beside(study, out: Path | str, root: Path | str = ".") -> Path:
-    from scalestudy.measure.csv_format import write_csv
-
     return write_csv(Path(out), BESIDE_COLUMNS, beside_rows(study, root))

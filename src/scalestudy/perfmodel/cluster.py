@@ -48,6 +48,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from scalestudy.perfmodel.achievable import attention_kernels
+from scalestudy.spec import catalog
+from scalestudy.spec.catalog.gpus import UnknownDeviceError
 from scalestudy.spec.checkout import checkout_path
 
 CLUSTERS_DIR = Path("workflow") / "clusters"
@@ -196,8 +201,6 @@ def cluster_from_dict(data: dict, source_file: str | None = None) -> Cluster:
 
 
 def _attention_kernel(raw: Any, where: str) -> tuple[str | None, str]:
-    from scalestudy.perfmodel.achievable import attention_kernels
-
     if raw is None:
         return None, ""
     if not isinstance(raw, dict) or "value" not in raw or "source" not in raw:
@@ -214,9 +217,6 @@ def _attention_kernel(raw: Any, where: str) -> tuple[str | None, str]:
 
 def catalog_gpu_values(gpu: str) -> dict[str, dict]:
     """The GPU-kind values of a cluster from the catalog entry of `gpu` (bf16 dense peak)."""
-    from scalestudy.spec import catalog
-    from scalestudy.spec.catalog.gpus import UnknownDeviceError
-
     try:
         g = catalog.gpu(gpu)
     except UnknownDeviceError as e:
@@ -236,8 +236,6 @@ def catalog_gpu_values(gpu: str) -> dict[str, dict]:
 def _with_base(data: dict, path: Path, root: Path | str, seen: tuple[str, ...] = ()) -> dict:
     """A cluster file's contents with its `base` cluster's values under it and, where its GPU is
     not the base's, the GPU-kind values from the catalog under its own."""
-    import yaml
-
     data = dict(data)
     base_name = data.pop("base", None)
     merged: dict = {}
@@ -282,8 +280,6 @@ def cluster_names(root: Path | str = ".") -> list[str]:
 
 def load_cluster(name: str, root: Path | str = ".") -> Cluster:
     """workflow/clusters/<name>.yaml (or a path to a YAML file)."""
-    import yaml
-
     p = Path(name)
     if p.suffix not in (".yaml", ".yml"):
         p = clusters_dir(root) / f"{name}.yaml"

@@ -57,6 +57,7 @@ from typing import Iterable
 import numpy as np
 
 from scalestudy.measure.bandwidth import busbw_factor
+from scalestudy.measure.rawlog import RawLogError, find_runs, read_run
 
 MIB, GIB = 1 << 20, 1 << 30
 # (size_bytes, nodes, all-reduce bus bandwidth GB/s), 8 GPUs a node: nccl-tests all_reduce read off
@@ -192,8 +193,6 @@ def panel_fit() -> Fit:
 
 def collective_records(raw_dirs: Iterable[Path | str]) -> list[dict]:
     """The `collective` records (value plus run_id) of every complete ok run under raw_dirs."""
-    from scalestudy.measure.rawlog import RawLogError, find_runs, read_run
-
     out = []
     for raw in raw_dirs:
         for d in find_runs(raw):

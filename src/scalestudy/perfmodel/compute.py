@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
+from scalestudy.spec import catalog
 from scalestudy.spec.catalog.models import ModelConfig, parameter_counts
 from scalestudy.spec.run import RunSpec
 
@@ -336,8 +337,6 @@ def step_totals(spec: RunSpec, passes: ElementwisePasses = FUSED) -> dict:
 def calibrate(runs, gpu_hbm: dict[str, float] | None = None) -> ComputeCalibration:
     """Efficiencies from measured runs (perfmodel.measured.MeasuredRun) on one GPU each: the
     traced ones by kernel category (time-weighted over runs); without any trace, the hardware MFU."""
-    from scalestudy.spec import catalog
-
     ok = [r for r in runs if r.ok and r.spec.world_size == 1 and r.peak_flops]
     if not ok:
         raise ValueError("no complete one-GPU training run to calibrate the computation from")

@@ -14,12 +14,14 @@ X x 1e12 / (F / (B s)).
 from __future__ import annotations
 
 import copy
+import csv
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
 
+from scalestudy.measure.code_version import model_version
 from scalestudy.perfmodel.cluster import load_cluster
 from scalestudy.perfmodel.collectives import CollectiveModel
 from scalestudy.perfmodel.options import ModelOptions
@@ -196,10 +198,6 @@ def csv_rows(rows: list[LedgerRow]) -> list[dict]:
 def write_csv(rows: list[LedgerRow], path: Path | str, root: Path | str = ".") -> None:
     """The ledger with its predictions; every row names the model version that predicted it
     (scalestudy.measure.code_version.model_version: `scalestudy audit` compares it)."""
-    import csv
-
-    from scalestudy.measure.code_version import model_version
-
     version = model_version(root)
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS)

@@ -21,6 +21,8 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from scalestudy.measure.rawlog import find_runs, read_run
+from scalestudy.spec import catalog
 from scalestudy.spec.gemm import HEAD, layer_gemms, parse_layout
 
 LAYER = "layer"
@@ -62,8 +64,6 @@ class GemmRates:
 
 def read_gemm_rates(raw_dirs, root: Path | str = ".") -> GemmRates | None:
     """Every finished ok `gemm` run under raw_dirs (one GPU kind), or None where there is none."""
-    from scalestudy.measure.rawlog import find_runs, read_run
-
     samples: dict[tuple, list[float]] = {}
     gpus, ids, files = set(), [], {}
     for d in raw_dirs:
@@ -110,8 +110,6 @@ class ShapeFactor:
 def shape_factor(rates: GemmRates | None, layout: str, dtype: str, calibration_layouts) -> ShapeFactor | None:
     """S of `layout` in `dtype` against the calibration layouts (the products of all their layers and
     of the output layer, bf16, FLOP-weighted as a step runs them); None where anything was not measured."""
-    from scalestudy.spec import catalog
-
     if rates is None:
         return None
     cal_flops = cal_time = 0.0

@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from scalestudy.measure import metrics
+from scalestudy.measure.exposed_comm import load_trace
+from scalestudy.measure.intervals import union
+from scalestudy.measure.rawlog import find_runs, read_run
 from scalestudy.spec.run import RunSpec
 
 CATEGORIES = ("gemm", "attention", "optimizer", "fsdp_copy", "comm", "elementwise")
@@ -100,8 +104,6 @@ class _Spans:
         for e in events:
             if e.get("cat") == "user_annotation" and pred(e.get("name", "")):
                 by.setdefault(e.get("tid"), []).append((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))))
-        from scalestudy.measure.intervals import union
-
         self.by = {t: union(v) for t, v in by.items()}
         self.starts = {t: [s for s, _ in v] for t, v in self.by.items()}
 
@@ -115,9 +117,6 @@ class _Spans:
 
 @lru_cache(maxsize=16)
 def kernel_breakdown(trace_path: str) -> KernelBreakdown:
-    from scalestudy.measure.exposed_comm import load_trace
-    from scalestudy.measure.intervals import union
-
     events = load_trace(trace_path)["traceEvents"]
     steps = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
                    for e in events if e.get("cat") == "user_annotation" and _STEP.match(e.get("name", "")))
@@ -161,9 +160,6 @@ def _rel(path: Path, root: Path | None) -> str:
 
 def read_measured(run_dir: Path | str, root: Path | str | None = None) -> MeasuredRun | None:
     """One training run's MeasuredRun (None for a collectives benchmark)."""
-    from scalestudy.measure import metrics
-    from scalestudy.measure.rawlog import read_run
-
     run_dir = Path(run_dir)
     log = read_run(run_dir)
     if log.run.get("kind", "train") != "train":
@@ -213,8 +209,6 @@ def _alloc_retries(iteration: dict) -> int:
 
 def read_measured_dir(raw_dir: Path | str, root: Path | str | None = None) -> list[MeasuredRun]:
     """Every complete training run under raw_dir, sorted by run id."""
-    from scalestudy.measure.rawlog import find_runs
-
     out = []
     for d in find_runs(raw_dir):
         if not (d / "status.json").exists():

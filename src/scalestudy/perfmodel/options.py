@@ -84,6 +84,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
+from scalestudy.perfmodel.compute import ELEMENTWISE, RECOMPUTE, recompute_fractions
+
 TP_LOSSES = ("vocab_parallel", "gather_logits")
 GRAD_REDUCE_DTYPES = ("fp32", "bf16")
 PARAM_GATHER_DTYPES = ("bf16", "fp8")
@@ -107,8 +109,6 @@ class ModelOptions:
     param_gather_dtype: str = "bf16"
 
     def __post_init__(self):
-        from scalestudy.perfmodel.compute import ELEMENTWISE, RECOMPUTE
-
         if self.elementwise not in ELEMENTWISE:
             raise ValueError(f"elementwise {self.elementwise!r} is not one of {', '.join(ELEMENTWISE)}")
 
@@ -128,13 +128,9 @@ class ModelOptions:
 
     def recompute_fractions(self, cfg) -> tuple[float, float, float] | None:
         """The recomputed fractions of the forward for model shape `cfg` (a ModelConfig); None: the spec's."""
-        from scalestudy.perfmodel.compute import recompute_fractions
-
         return recompute_fractions(self.recompute, cfg) if self.recompute else None
 
     def passes(self):
-        from scalestudy.perfmodel.compute import ELEMENTWISE
-
         return ELEMENTWISE[self.elementwise]
 
     def as_dict(self) -> dict:
@@ -187,8 +183,6 @@ MEANING = {  # one line each, for the command line (the module docstring has the
 
 def choices() -> dict[str, tuple[str, ...] | type | None]:
     """Each option's allowed values (None: a yes/no option; float: a number), for the command line."""
-    from scalestudy.perfmodel.compute import ELEMENTWISE, RECOMPUTE
-
     allowed = {"tp_loss": TP_LOSSES, "recompute": tuple(RECOMPUTE), "elementwise": tuple(ELEMENTWISE),
                "gpu_spread_cv": float, "attention_carry": float, "grad_reduce_dtype": GRAD_REDUCE_DTYPES,
                "param_gather_dtype": PARAM_GATHER_DTYPES,

@@ -69,10 +69,12 @@ import functools
 import gzip
 import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
+
+from scalestudy.spec.checkout import checkout_path
 
 DUTY_FILE = Path("data") / "power-duty" / "h200-power-duty.jsonl.gz"
 COMM_FILE = Path("data") / "comm-power" / "h200-comm-power.jsonl.gz"
@@ -312,10 +314,6 @@ def _fit_file(path: str, _mtime_ns: int, _size: int, limiter: bool) -> PowerMode
 
 def load(root: Path | str = ".") -> PowerModel:
     """The duty-cycle fit, with the measured communication phase where its file is present."""
-    from dataclasses import replace
-
-    from scalestudy.spec.checkout import checkout_path
-
     pm = fit_file(checkout_path(str(DUTY_FILE), root))
     comm = checkout_path(str(COMM_FILE), root)
     return replace(pm, comm=fit_comm(comm)) if Path(comm).is_file() else pm

@@ -29,12 +29,21 @@ from scalestudy.measure.metrics import flops_per_token
 from scalestudy.perfmodel import MODEL_VERSION, achievable, gemm_rates
 from scalestudy.perfmodel import compute as compute_mod
 from scalestudy.perfmodel import power as power_mod
+from scalestudy.perfmodel import rank_shares
 from scalestudy.perfmodel import straggler as straggler_mod
+from scalestudy.perfmodel.cluster import cluster_names, load_cluster
 from scalestudy.perfmodel.collectives import CollectiveModel, Scales
 from scalestudy.perfmodel.layout_comm import layout_collectives
+from scalestudy.perfmodel.measured import digest, read_measured_dir
 from scalestudy.perfmodel.options import ModelOptions
 from scalestudy.perfmodel.overlap import StepInputs, chunked_exposure, pipeline_time, simulate
+from scalestudy.perfmodel.rank_shares import gpu_kind
+from scalestudy.spec import catalog
+from scalestudy.spec.catalog.gpus import UnknownDeviceError
+from scalestudy.spec.gemm import run_layout
+from scalestudy.spec.memory_estimate import GIB, estimate_memory
 from scalestudy.spec.run import RunSpec
+from scalestudy.spec.studies import strategy_label
 
 MIN_COMPUTE_ERROR = 0.03
 DEFAULT_COMPUTE_ERROR = 0.10  # [assumed] when no run is held out
@@ -63,8 +72,6 @@ class Calibration:
     @property
     def fit_layouts(self) -> tuple[str, ...]:
         """The MODEL/TOKENS/TP layouts of the runs the compute model was fitted on."""
-        from scalestudy.spec.gemm import run_layout
-
         return tuple(sorted({run_layout(r.spec) for r in self.runs if r.run_id in self.fit_run_ids}))
 
     def straggler(self, options) -> "straggler_mod.Straggler | None":
@@ -82,8 +89,6 @@ class Calibration:
 
 
 def _tdp_of(gpu: str | None, root: Path | str) -> float:
-    from scalestudy.perfmodel.cluster import cluster_names, load_cluster
-
     for name in cluster_names(root):
         c = load_cluster(name, root)
         if c.gpu == gpu:
@@ -96,8 +101,6 @@ def calibrate(raw_dirs, root: Path | str = ".", fit_run_ids: tuple[str, ...] | N
     """Calibrate from the training runs under raw_dirs. Fit set: `fit_run_ids`, or by default the
     traced runs (the compute model needs kernel categories); every other complete run is held
     out, predicted, and its error sets the compute box."""
-    from scalestudy.perfmodel.measured import digest, read_measured_dir
-
     if isinstance(raw_dirs, (str, Path)):
         raw_dirs = [raw_dirs]
     runs = [r for d in raw_dirs for r in read_measured_dir(Path(root) / d, root)]
@@ -218,9 +221,6 @@ def design_power_w(cluster) -> float:
     (a part shipped with a lower limit than its silicon's), else the GPU kind's catalog power cap;
     never below the cluster's limit (tdp_w). A what-if on tdp_w alone thus lowers the limit of the
     same silicon."""
-    from scalestudy.spec import catalog
-    from scalestudy.spec.catalog.gpus import UnknownDeviceError
-
     cap = cluster.v("tdp_w")
     if "design_power_w" in cluster.values:
         design = cluster.v("design_power_w")
@@ -272,8 +272,6 @@ def shape_factor_of(spec: RunSpec, cluster, cal: Calibration) -> "gemm_rates.Sha
     """The measured shape factor of `spec`'s products (perfmodel/gemm_rates.py), where the calibration
     timed its layout and the cluster's GPU has achievable rates in the spec's precision and in bf16 to
     carry it with; None otherwise (the best-shape carry applies)."""
-    from scalestudy.spec.gemm import run_layout
-
     dtype = spec.precision if spec.precision in compute_mod.LOW_PRECISION else "bf16"
     sf = gemm_rates.shape_factor(cal.gemm, run_layout(spec), dtype, cal.fit_layouts)
     if sf is None or achievable.tensor_carry(cluster.gpu, cal.compute.gpu, dtype).missing \
@@ -557,9 +555,6 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
             band: bool = True, options: ModelOptions = ModelOptions(), shares: dict | None = None) -> Prediction:
     """`shares`: measured rank shares by perfmodel.rank_shares.share_key (their compute and memory
     replace the model's where one matches this spec on this cluster's GPU kind)."""
-    from scalestudy.perfmodel import rank_shares
-    from scalestudy.spec.memory_estimate import GIB
-
     if spec.world_size > cluster.max_gpus:
         raise ValueError(f"{spec.run_id} needs {spec.world_size} GPUs; cluster {cluster.name} has {cluster.max_gpus}")
     if spec.procs_per_node != cluster.gpus_per_node and spec.nodes > 1:
@@ -620,8 +615,6 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
     if shapes is not None:
         notes.append(f"matrix products at measured shapes ({cal.gemm.describe()}): {shapes.describe()}")
     elif cal.gemm is not None:
-        from scalestudy.spec.gemm import run_layout
-
         notes.append(f"the products of {run_layout(spec)} were not timed in {spec.precision} with the calibration's "
                      "(or the GPU lacks an achievable rate to carry them): the best-shape carry applies")
     if carried.missing:
@@ -630,8 +623,6 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
     if (cfg.dim, cfg.ffn_dim) not in measured_shapes:
         notes.append(f"{spec.model}'s layer shape was not measured: its efficiencies are extrapolated from "
                      + ", ".join(sorted({r.spec.model for r in cal.runs if r.ok})))
-    from scalestudy.spec.studies import strategy_label
-
     return Prediction(run_id=spec.run_id, config_id=spec.config_id, cluster=cluster.name, layout=spec.layout,
                       world_size=spec.world_size, label=strategy_label(spec), spec=spec.to_dict(), values=vals,
                       band=bands, corners=corners, collectives=timed,
@@ -650,9 +641,6 @@ def share_carry(spec: RunSpec, cluster, cal: Calibration, share, options: ModelO
     model's kernel time of `spec` on the cluster's GPU over that on the share's (calibrated
     efficiencies at each one's dense peak, HBM bandwidth, achievable-rate carry and power-limit clock); 1 without a share
     or where the share ran on the cluster's GPU kind."""
-    from scalestudy.spec import catalog
-    from scalestudy.spec.catalog.gpus import UnknownDeviceError
-
     if share is None or not share.measured_on or share.measured_on == rank_shares_gpu(cluster.gpu):
         return 1.0
     try:
@@ -673,8 +661,6 @@ def share_carry(spec: RunSpec, cluster, cal: Calibration, share, options: ModelO
 
 
 def rank_shares_gpu(name: str) -> str:
-    from scalestudy.perfmodel.rank_shares import gpu_kind
-
     return gpu_kind(name)
 
 
@@ -686,8 +672,6 @@ def memory_bytes(spec: RunSpec, options: ModelOptions = ModelOptions()) -> int:
     sharded over the data-parallel group, bf16 parameters and fp32 gradients kept whole
     [Megatron-LM docs/distrib_optimizer.md: 6 + 12/d bytes a parameter with bf16 parameters and fp32
     gradients]; the activations the option `recompute` keeps, where it is set."""
-    from scalestudy.spec.memory_estimate import estimate_memory
-
     est = estimate_memory(spec, checkpointing=options.recompute)
     total = est.total_bytes
     if options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1:

@@ -35,14 +35,16 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from scalestudy.measure.csv_format import read_csv_rows, split_list
 from scalestudy.measure.table_files import CAVEAT_PREFIX
+from scalestudy.spec import catalog
+from scalestudy.spec.rank_share import CONFIGS_TABLE as CONFIGS_FILE
 from scalestudy.spec.rank_share import GPU_BUSY, share_group, work_key
 from scalestudy.spec.run import RunSpec
+from scalestudy.spec.studies import load_study
 
 def gpu_kind(name: str) -> str:
     """The catalog's name for a GPU kind (aliases resolved); an unknown name stays as given."""
-    from scalestudy.spec import catalog
-
     return catalog.gpu_name(name) or name
 
 
@@ -110,10 +112,6 @@ def _num(v: str) -> float | None:
 def load_shares(study_name: str, root: Path | str = ".") -> dict[tuple, MeasuredShare]:
     """The measured configurations of a rank-share study, by share_key with the GPU kind the study
     stands in for (from its committed rank_configs.csv; none where the table is missing)."""
-    from scalestudy.measure.csv_format import read_csv_rows, split_list
-    from scalestudy.spec.rank_share import CONFIGS_TABLE as CONFIGS_FILE
-    from scalestudy.spec.studies import load_study
-
     study = load_study(study_name, root)
     path = Path(root) / "data" / study.name / "tables" / CONFIGS_FILE
     if not path.exists():

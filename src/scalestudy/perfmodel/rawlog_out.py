@@ -26,10 +26,17 @@ from functools import lru_cache
 from pathlib import Path
 
 from scalestudy import __version__
+from scalestudy.measure.bandwidth import busbw_factor, message
 from scalestudy.measure.metrics import flops_per_token
 from scalestudy.measure.rawlog import (METRICS_FILE, RUN_FILE, SCHEMA, STATUS_FILE, atomic_write_text, sha256_file,
                                        write_status)
 from scalestudy.perfmodel import MODEL_VERSION
+from scalestudy.perfmodel.collectives import Group
+from scalestudy.perfmodel.power import COMM_FILE, DUTY_FILE
+from scalestudy.perfmodel.predict import AXES, design_power_w
+from scalestudy.spec import catalog
+from scalestudy.spec.catalog.gpus import UnknownDeviceError
+from scalestudy.spec.memory_estimate import GIB
 
 KIND = "predicted"
 
@@ -64,10 +71,6 @@ def measured_files(cal, gpus: tuple[str, ...], root: Path | str) -> list[dict]:
     """The measurement files a prediction reads besides the calibration runs, with their sha256:
     the power duty-cycle and communication-power logs and the achievable-matmul sweeps of the GPUs involved (the catalog's
     `matmul_achievable_data`), those present under the project root."""
-    from scalestudy.perfmodel.power import COMM_FILE, DUTY_FILE
-    from scalestudy.spec import catalog
-    from scalestudy.spec.catalog.gpus import UnknownDeviceError
-
     paths = {str(DUTY_FILE): "GPU power duty cycles (perfmodel/power.py)",
              str(COMM_FILE): "GPU power while communication kernels run (perfmodel/power.py)"}
     for name in dict.fromkeys((cal.compute.gpu, *gpus)):
@@ -118,8 +121,6 @@ def finish_run_dir(run_dir: Path, run: dict, lines: list[str], status: str, erro
 def write_predicted_run(run_dir: Path | str, run_id: str, config_id: str, spec, pred, cluster, cal,
                         root: Path | str = ".", command: str = "scalestudy model") -> Path:
     """One predicted training run (see the module doc)."""
-    from scalestudy.spec.memory_estimate import GIB
-
     run_dir, root = Path(run_dir), Path(root)
     v = pred.values
     status, error = "ok", None
@@ -143,8 +144,6 @@ def write_predicted_run(run_dir: Path | str, run_id: str, config_id: str, spec, 
             "step": 0, "phase": "measured", "step_time_s": v["step_time_s"], "tokens": spec.tokens_per_step,
             "loss": None, "memory": {"kind": "memory_estimate",
                                      "peak_allocated_bytes": int(v["memory_estimate_gib"] * GIB)}}, run_id))
-        from scalestudy.perfmodel.predict import design_power_w
-
         idle = cal.power.idle_w * design_power_w(cluster) / cal.power.cap_w if cal.power else None
         lines.append(_record("prediction", {
             "model": MODEL_VERSION, "cluster": cluster.name, "values": {**v, "idle_power_w_per_gpu": idle},
@@ -157,8 +156,6 @@ def write_predicted_run(run_dir: Path | str, run_id: str, config_id: str, spec, 
 
 
 def _axes():
-    from scalestudy.perfmodel.predict import AXES
-
     return AXES
 
 
@@ -166,9 +163,6 @@ def write_predicted_collectives(run_dir: Path | str, cs, cluster, cm, cal, root:
                                 command: str = "scalestudy model") -> Path:
     """One predicted collectives benchmark (CollectivesSpec cs) on `cluster`: a `collective`
     record per op and size, as the benchmark writes them, from the alpha-beta model."""
-    from scalestudy.measure.bandwidth import busbw_factor, message
-    from scalestudy.perfmodel.collectives import Group
-
     run_dir, root = Path(run_dir), Path(root)
     run = {"kind": KIND, "run_id": cs.run_id, "config_id": cs.config_id, "spec": cs.to_dict(),
            "provenance": {**predicted_provenance(cluster, cal, cs.world_size, root, command), "collectives": cm.sources()},

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from scalestudy.measure.csv_format import write_csv
 from scalestudy.measure.table_files import C3_TERMS_FILE, CLAIM_BASIS_FILE, SENSITIVITY_FILE
 from scalestudy.perfmodel.cluster import Cluster, load_cluster, with_overrides
 from scalestudy.perfmodel.collectives import CollectiveModel
@@ -273,10 +275,6 @@ def rests_on(root: Path | str = ".", study=None) -> dict[str, str]:
 
 def write_tables(cal: Calibration, out_dir: Path | str, root: Path | str = ".",
                  options: ModelOptions | None = None, study=None) -> list[Path]:
-    import json
-
-    from scalestudy.measure.csv_format import write_csv
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [write_csv(out_dir / SENSITIVITY_FILE, SENSITIVITY_COLUMNS, sensitivity(cal, root, options)),

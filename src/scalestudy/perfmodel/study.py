@@ -30,6 +30,7 @@ from scalestudy.perfmodel.cluster import load_cluster
 from scalestudy.perfmodel.collectives import CollectiveModel
 from scalestudy.perfmodel.options import ModelOptions
 from scalestudy.perfmodel.predict import calibrate, predict
+from scalestudy.perfmodel.rank_shares import load_shares
 from scalestudy.perfmodel.rawlog_out import KIND, finish_run_dir, predicted_provenance, write_predicted_collectives, \
     write_predicted_run
 from scalestudy.spec.rank_share import MEASURED_INPUTS, measured_input_names
@@ -51,8 +52,6 @@ class StudyPredictor:
         self.options = ModelOptions.from_dict(self.cfg.get("options"))
         self.shares = {}
         if self.cfg.get("rank_shares"):
-            from scalestudy.perfmodel.rank_shares import load_shares
-
             self.shares = load_shares(self.cfg["rank_shares"], self.root)
         self._clusters: dict = {}
 

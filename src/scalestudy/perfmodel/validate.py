@@ -19,6 +19,7 @@ from pathlib import Path
 
 from scalestudy.perfmodel.cluster import load_cluster, with_overrides
 from scalestudy.perfmodel.collectives import CollectiveModel
+from scalestudy.perfmodel.measured import read_measured_dir
 from scalestudy.perfmodel.predict import Calibration, calibrate, joint_band, predict
 from scalestudy.spec.run import RunSpec, SpecError
 
@@ -62,8 +63,6 @@ def _dirs(raw_dir) -> list[str]:
 
 
 def held_out(raw_dir=DEFAULT_CALIBRATION, root: Path | str = ".") -> dict:
-    from scalestudy.perfmodel.measured import read_measured_dir
-
     raw_dir = _dirs(raw_dir)
     folds = {}
     cal = calibrate(raw_dir, root)

@@ -18,7 +18,9 @@ import re
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from scalestudy.spec import catalog
+import yaml
+
+from scalestudy.spec import catalog, strict_yaml
 from scalestudy.spec.catalog.models import ModelConfig
 
 DEVICES = ("cpu", "cuda")
@@ -440,10 +442,6 @@ def load_mapping(path: str, what: str) -> dict:
     """The mapping of fields in a JSON or YAML spec file."""
     with open(path) as f:
         text = f.read()
-    import yaml
-
-    from scalestudy.spec import strict_yaml
-
     try:
         data = strict_yaml.load_text(text, path) if path.endswith((".yaml", ".yml")) else strict_yaml.json_loads(text, path)
     except (yaml.YAMLError, ValueError) as e:  # a duplicate key, or not YAML/JSON: one sentence naming the file

@@ -9,6 +9,10 @@ import os
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+import yaml
+
+from scalestudy.spec import strict_yaml
+
 SITE_ENV = "SCALESTUDY_SLURM_SITE"
 SITE_FILE = Path("slurm") / "site.yaml"
 DEFAULT_RDZV_PORT = 29500
@@ -56,13 +60,9 @@ def site_path(root: os.PathLike | str = ".") -> Path:
 def load_site(path: os.PathLike | str | None = None, root: os.PathLike | str = ".") -> Site:
     """The site settings from `path` (default: $SCALESTUDY_SLURM_SITE or slurm/site.yaml under
     root). A missing file gives the defaults; an unknown key or a wrong type is refused."""
-    import yaml
-
     p = Path(path) if path is not None else site_path(root)
     if not p.exists():
         return Site()
-    from scalestudy.spec import strict_yaml
-
     try:
         data = strict_yaml.load_file(p) or {}
     except yaml.YAMLError as e:  # a duplicate key, or not YAML

@@ -33,15 +33,28 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
 
+import yaml
+
+from scalestudy.spec import catalog, strict_yaml
 from scalestudy.spec.checkout import checkout_path
-from scalestudy.spec import strict_yaml
-from scalestudy.spec.collectives import CollectivesSpec
+from scalestudy.spec.collectives import CollectivesSpec, parse_size
+from scalestudy.spec.memory_estimate import GIB, estimate_memory
+from scalestudy.spec.rank_share import (
+    MEASURED_INPUTS,
+    MEASURED_SERIES,
+    distinct_stages,
+    measured_work,
+    rank_of,
+    work_key,
+)
 from scalestudy.spec.run import RunSpec, SpecError
+from scalestudy.spec.site import SiteError, load_site
 
 FIGURES = ("collectives_bandwidth", "weak_scaling", "kernel_breakdown", "strong_scaling", "tp_pp_grid",
            "model_sizes", "hardware_generations", "power")
@@ -245,8 +258,6 @@ def study_names(root: Path | str = ".") -> list[str]:
 def study_headers(root: Path | str = ".") -> tuple[dict[str, dict], dict[str, str]]:
     """The top-level mapping of every workflow/studies/*.yaml by study name, and the files that
     cannot be read (name -> a sentence naming the file): a broken file leaves out only its study."""
-    import yaml
-
     headers, broken = {}, {}
     for p in sorted((Path(root) / STUDIES_DIR).glob("*.yaml")):
         try:
@@ -267,8 +278,6 @@ def schema_path(root: Path | str = ".") -> Path:
 
 def load_study(name: str, root: Path | str = ".") -> Study:
     """The study `name` (workflow/studies/<name>.yaml under root, or a path to a YAML file)."""
-    import yaml
-
     root = Path(root)
     path = study_path(name, root)
     study_name = path.stem
@@ -279,8 +288,6 @@ def load_study(name: str, root: Path | str = ".") -> Study:
         data = strict_yaml.load_file(path)
     except yaml.YAMLError as e:
         raise StudyError(study_name, [("yaml", f"{path} is not valid YAML: {e}")]) from None
-    from scalestudy.spec.site import SiteError, load_site
-
     try:
         site = load_site(root=root)
         use_catalog_files([f.strip() for f in (site.catalog or "").split(",") if f.strip()], root)
@@ -292,10 +299,6 @@ def load_study(name: str, root: Path | str = ".") -> Study:
 def use_catalog_files(paths: Iterable[str], root: Path | str = ".") -> list[Path]:
     """Add catalog files (relative to root) to this process's catalog, once each, and to
     SCALESTUDY_CATALOG so that the processes it starts (a run's workers) see them too."""
-    import os
-
-    from scalestudy.spec import catalog
-
     added = []
     for p in paths:
         path = Path(p) if Path(p).is_absolute() else Path(root) / p
@@ -311,7 +314,7 @@ def use_catalog_files(paths: Iterable[str], root: Path | str = ".") -> list[Path
 
 def validate_study_dict(name: str, data: Any, root: Path | str = ".") -> None:
     """Check a study mapping against the JSON schema; raise StudyError naming every bad field."""
-    import jsonschema
+    import jsonschema  # heavy: only when validating (spec loads at CLI and Snakemake start)
 
     schema = json.loads(schema_path(root).read_text())
     validator = jsonschema.Draft202012Validator(schema)
@@ -338,7 +341,7 @@ def _path_words(data: Any, path: Iterable) -> str:
 
 
 def _error_words(e) -> str:
-    import jsonschema
+    import jsonschema  # heavy: only when validating a study
 
     if e.context:  # oneOf/anyOf: say what the closest alternative wanted
         best = jsonschema.exceptions.best_match(e.context)
@@ -356,8 +359,6 @@ def _measured_input_variants(planned: tuple[PlannedRun, ...], prediction: dict, 
     """The runs of the study's own cluster that its rank-share study (`rank_shares: STUDY`)
     measured a share of, once more as variant MEASURED_INPUTS: predicted with that share's compute
     and memory (the run as planned is predicted from the model alone)."""
-    from scalestudy.spec.rank_share import MEASURED_INPUTS, MEASURED_SERIES, measured_work, work_key
-
     if not prediction.get("rank_shares"):
         return ()
     measured = measured_work(load_study(prediction["rank_shares"], root))
@@ -464,16 +465,12 @@ def _expand(study: str, exp: dict, defaults: dict, memory_gib: float | None,
                     continue
                 raise StudyError(study, e.problems, experiment=name, point=where) from None
             if skip and memory_gib:
-                from scalestudy.spec.memory_estimate import GIB, estimate_memory
-
                 need = estimate_memory(spec).total_bytes
                 if need > memory_gib * GIB:
                     dropped.append(DroppedPoint(name, where, f"memory estimate {need / GIB:.0f} GiB exceeds "
                                                              f"device_memory_gib {memory_gib:g}"))
                     continue
             if stages and spec.comm == "fake":
-                from scalestudy.spec.rank_share import distinct_stages, rank_of
-
                 for kind in distinct_stages(spec):
                     yield spec.replace(emulate_rank=rank_of(spec, pp_rank=kind.pp_rank))
             else:
@@ -521,8 +518,6 @@ def resolve_spec(fields: dict) -> RunSpec:
 def _collectives(study: str, c: dict | None) -> tuple[CollectivesSpec, ...]:
     if not c:
         return ()
-    from scalestudy.spec.collectives import parse_size
-
     c = dict(c)
     nodes, worlds = c.pop("nodes", None), c.pop("world_sizes", None)
     seeds = c.pop("seeds", [0])

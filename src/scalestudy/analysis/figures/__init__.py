@@ -44,6 +44,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
+from scalestudy.analysis.aggregate import load_tables
 from scalestudy.analysis.figures import (
     claim_sensitivity,
     collectives_bandwidth,
@@ -63,6 +64,7 @@ from scalestudy.analysis.figures import (
     weak_scaling,
 )
 from scalestudy.analysis.figures.description import Description, Quantity  # noqa: F401 (for figure modules)
+from scalestudy.spec.evidence import PREDICTED, study_evidence
 
 FIGURES = {m.NAME: m for m in (collectives_bandwidth, weak_scaling, kernel_breakdown, strong_scaling, tp_pp_grid,
                                model_sizes, hardware_generations, power, rank_grid, rank_memory,
@@ -104,8 +106,6 @@ def rebuild_command(name: str, study_name: str) -> str:
 
 def caption(name: str, study, runs: str = "") -> str:
     """The report's caption of figure `name` of `study` (reStructuredText)."""
-    from scalestudy.spec.evidence import study_evidence
-
     return description(name).caption(predicted=study_evidence(study), study=study.name,
                                      hardware=study.hardware, runs=runs, command=rebuild_command(name, study.name))
 
@@ -134,8 +134,6 @@ def figure_data(name: str, tables, study) -> prepare.FigureData:
     desc = fd.description or description(name)
     fd.description = desc
     fd.predicted = fd.predicted or prepare.is_predicted(tables, study)
-    from scalestudy.spec.evidence import PREDICTED, study_evidence
-
     kind = PREDICTED if fd.predicted else study_evidence(study)
     fd.title = desc.heading(kind)
     fd.subtitle = f"study {study.name} · hardware: {study.hardware}"
@@ -156,9 +154,7 @@ def render(name: str, study, tables=None, out_dir: Path | str | None = None,
            formats: Iterable[str] = FORMATS) -> list[Path]:
     """Write figure `name` of `study` (tables: LoadedTables, default read from study.tables_dir)
     to out_dir (default study.figures_dir); returns the paths written."""
-    import matplotlib
-
-    from scalestudy.analysis.aggregate import load_tables
+    import matplotlib  # heavy: imported only when drawing
 
     formats = tuple(formats)
     tables = tables if tables is not None else load_tables(study.tables_dir)
@@ -191,8 +187,6 @@ def draw(name: str, fd: prepare.FigureData, study):
 
 def render_all(study, tables=None, out_dir: Path | str | None = None, formats: Iterable[str] = FORMATS,
                names: Iterable[str] | None = None) -> list[Path]:
-    from scalestudy.analysis.aggregate import load_tables
-
     tables = tables if tables is not None else load_tables(study.tables_dir)
     paths = []
     for name in names or FIGURES:

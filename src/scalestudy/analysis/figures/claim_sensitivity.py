@@ -9,6 +9,8 @@ high setting, the central value as a line and the paper's value dashed. Reads th
 
 from __future__ import annotations
 
+import math
+
 from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 
@@ -34,8 +36,6 @@ DESCRIPTION = Description(
 
 
 def _f(v):
-    import math
-
     if v in (None, ""):
         return None
     v = float(v)

@@ -112,7 +112,7 @@ def draw(fd: prepare.FigureData, study):
     failed = [r for r in fd.rows if r["panel"] == FAILED_PANEL]
     drawing.draw_lines(fig, axes, fd, colors=colors, order=lambda s: (series_count(s), s), legend=False,
                        x_format=binary_size)
-    from matplotlib.ticker import FuncFormatter, LogLocator
+    from matplotlib.ticker import FuncFormatter, LogLocator  # heavy: imported only when drawing
 
     for ax in axes:  # a tick every 4x or more (at most 9), in binary units
         ax.xaxis.set_major_locator(LogLocator(base=4, numticks=9))

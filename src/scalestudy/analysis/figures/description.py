@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scalestudy.spec import evidence as ev
+
 MEASURED_BASIS = ("Measured: each point is the mean over the study's seeds with a Student-t 95% confidence "
                   "interval (none with one seed); an interval reaching past what the quantity can be (below "
                   "zero, above 100%) is drawn truncated there and the CSV's note says so.")
@@ -22,8 +24,6 @@ RANK_SHARE_BASIS = ("One rank's share: one rank of the configuration measured al
 
 def _kind(evidence) -> str:
     """True/False (predicted or not) or a kind of scalestudy.spec.evidence."""
-    from scalestudy.spec import evidence as ev
-
     if evidence is True:
         return ev.PREDICTED
     return evidence if evidence in ev.KINDS else ev.MEASURED
@@ -82,8 +82,6 @@ class Description:
     def basis(evidence) -> str:
         """What a number of the figure is (evidence: True/False for predicted or not, or a kind of
         scalestudy.spec.evidence), said in its first footnote."""
-        from scalestudy.spec import evidence as ev
-
         return {ev.PREDICTED: PREDICTED_BASIS, ev.IMPORTED: IMPORTED_BASIS,
                 ev.RANK_SHARE: RANK_SHARE_BASIS}.get(_kind(evidence), MEASURED_BASIS)
 

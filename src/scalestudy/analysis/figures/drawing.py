@@ -27,11 +27,14 @@ hand, and why:
 from __future__ import annotations
 
 import math
+import re
+import textwrap
 from typing import Callable, Iterable
 
-from scalestudy.analysis.figures.description import Description
 from scalestudy.analysis.figures import prepare
+from scalestudy.analysis.figures.description import Description
 from scalestudy.analysis.figures.prepare import FigureData
+from scalestudy.spec.rank_share import MEASURED_BUSY_SERIES, MEASURED_SERIES, MEASURED_SERIES_SUFFIXES
 
 CPU_WARNING = "CPU smoke data — not comparable to the paper"
 FAILED_NOTE = ("x at the foot of a panel: a configuration that failed or has no value (which, and why: the note "
@@ -46,7 +49,7 @@ CHAR_WIDTH_EM = 0.6  # a generous mean character width of DejaVu Sans, in ems
 
 
 def style() -> dict:
-    import seaborn as sns
+    import seaborn as sns  # heavy: imported only when drawing
 
     rc: dict = {}
     rc.update(sns.axes_style("whitegrid"))
@@ -61,21 +64,19 @@ def style() -> dict:
 def palette(n: int) -> list:
     """Categorical colours (strategies, backends): colour-blind safe up to its 10; past them evenly
     spaced hues (husl, as seaborn's own default past a palette's size), so no two series share a colour."""
-    import seaborn as sns
+    import seaborn as sns  # heavy: imported only when drawing
 
     return list(sns.color_palette("colorblind" if n <= 10 else "husl", max(n, 1)))
 
 
 def sequential(n: int) -> list:
     """Ordered colours (node counts, sizes): viridis from dark to light, in the values' order."""
-    import seaborn as sns
+    import seaborn as sns  # heavy: imported only when drawing
 
     return list(sns.color_palette("viridis", max(n, 1)))
 
 
 def wrap(text: str, width_in: float, fontsize: float) -> list[str]:
-    import textwrap
-
     chars = max(20, int(width_in * 72 / (fontsize * CHAR_WIDTH_EM)))
     return textwrap.wrap(text, chars, break_on_hyphens=False) or [""]
 
@@ -98,8 +99,6 @@ def series_colors(series: list[str], after: int = 0) -> dict[str, object]:
     series' colour, and their own marker and dashes (line_style); two measured-inputs series of one
     base (wall step, GPU busy time) share a colour where the base itself is not drawn. `after`: the
     first colours of the palette are taken by other series of the figure."""
-    from scalestudy.spec.rank_share import MEASURED_SERIES_SUFFIXES
-
     suffixes = (*MEASURED_SERIES_SUFFIXES, prepare.MODEL_SERIES, prepare.FIT_SERIES)
 
     def base(s: str) -> str:
@@ -123,8 +122,6 @@ COINCIDE_STYLES = (("s", DASHED), ("^", DOTTED), ("v", DASHDOT))
 
 
 def line_style(series: str) -> tuple[str, object]:
-    from scalestudy.spec.rank_share import MEASURED_BUSY_SERIES, MEASURED_SERIES
-
     if series.endswith(prepare.FIT_SERIES):
         return ".", DASHED
     if series.endswith(prepare.MODEL_SERIES):
@@ -155,8 +152,8 @@ def draw_line_figure(fd: FigureData, study=None, **kw):
 def new_figure(n_panels: int, *, ncols: int | None = None, panel_w: float = 4.2, panel_h: float = 3.2,
                title: str = "", subtitle: str = "", cpu: bool = False, notes: Iterable[str] = (),
                legend_rows: int = 0):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: imported only when drawing
+    from matplotlib.figure import Figure  # heavy: imported only when drawing
 
     ncols = ncols or min(max(n_panels, 1), 3)
     nrows = max(1, math.ceil(max(n_panels, 1) / ncols))
@@ -188,7 +185,7 @@ def body(fig):
 
 def _text_lines(sub, lines, top_in: float) -> None:
     """Lines of (text, font size, weight, colour) from `top_in` below the subfigure's top left corner."""
-    from matplotlib.transforms import offset_copy
+    from matplotlib.transforms import offset_copy  # heavy: imported only when drawing
 
     y = top_in * 72
     for line, fs, weight, color in lines:
@@ -217,8 +214,6 @@ def assumptions_note(study, limit: int = 400) -> str | None:
 
 
 def message_panel(ax, text: str, color: str = "#666666") -> None:
-    import textwrap
-
     ax.set_axis_off()
     ax.text(0.5, 0.5, "\n".join(textwrap.wrap(text, 60)), ha="center", va="center", fontsize=9, color=color,
             transform=ax.transAxes, bbox={"boxstyle": "round", "facecolor": "#f4f4f4", "edgecolor": "#999999"})
@@ -292,8 +287,6 @@ def short_status(row: dict) -> str:
 def natural(s: str) -> tuple:
     """A sort key that orders the numbers in names by value: llama2-7b before llama2-13b, 2 nodes
     before 16 nodes."""
-    import re
-
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", str(s)) if p)
 
 
@@ -345,7 +338,7 @@ def long_frame(points: list[dict], x_of: Callable[[dict], float]):
     its high end), so that seaborn's median (estimator="median") and 100% percentile interval
     (errorbar=("pi", 100)) give back exactly the value and interval the CSV holds (a Student-t CI
     over seeds, or the model's band): seaborn draws the error bars, it computes no statistic."""
-    import pandas as pd
+    import pandas as pd  # heavy: imported only when drawing
 
     def end(r, key, pick):
         return r["y"] if r.get(key) is None else pick(r["y"], r[key])
@@ -368,7 +361,7 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
     the series (colour, marker and dashes from series_colors and line_style, error bars its
     interval), muted series as grey dots (sns.scatterplot); an 'x' for each row without y; one
     legend below the panels."""
-    import seaborn as sns
+    import seaborn as sns  # heavy: imported only when drawing
 
     order = order or (lambda s: (s in muted_series, natural(s)))
     all_series = sorted({r["series"] for r in fd.rows}, key=order)
@@ -484,7 +477,7 @@ def zero_based_if_one_x(ax, rows: list[dict]) -> bool:
 
 def compact_ticks(ax, above: float = 1e4) -> None:
     """Engineering tick labels (800k, 1.2M) on each linear axis whose values exceed `above`."""
-    from matplotlib.ticker import EngFormatter
+    from matplotlib.ticker import EngFormatter  # heavy: imported only when drawing
 
     for axis, lim in ((ax.yaxis, ax.get_ylim()), (ax.xaxis, ax.get_xlim())):
         if axis.get_scale() == "linear" and max(abs(v) for v in lim) > above:

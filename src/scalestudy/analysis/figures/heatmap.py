@@ -44,11 +44,11 @@ def heatmap_panel(ax, cells: list[Cell], *, title: str, value_label: str, fmt: C
     layer of their own, their status as its annotation (red: failed), on a white box over their
     hatch; cells not in `cells` stay blank (grey). The hatches are matplotlib patches (seaborn
     draws none)."""
-    import numpy as np
-    import seaborn as sns
-    from matplotlib.colors import ListedColormap
-    from matplotlib.patches import Rectangle
-    from matplotlib.ticker import EngFormatter
+    import numpy as np  # heavy: imported only when drawing
+    import seaborn as sns  # heavy: imported only when drawing
+    from matplotlib.colors import ListedColormap  # heavy: imported only when drawing
+    from matplotlib.patches import Rectangle  # heavy: imported only when drawing
+    from matplotlib.ticker import EngFormatter  # heavy: imported only when drawing
 
     rows, cols = sorted({c.row for c in cells}), sorted({c.col for c in cells})
     grid = np.full((len(rows), len(cols)), np.nan)

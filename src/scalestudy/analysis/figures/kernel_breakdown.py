@@ -87,7 +87,7 @@ def _all_exposed(rows: list[dict], comm: str, exposed: str, tol: float = 0.01) -
 def draw(fd: prepare.FigureData, study):
     """A panel of grouped bars a strategy family (sns.barplot, hue the part, its interval as the error
     bar), one y scale for them all; the share panel's lines (drawing.draw_lines)."""
-    import seaborn as sns
+    import seaborn as sns  # heavy: imported only when drawing
 
     groups = [p for p in fd.panels if p != SHARE.label]
     parts = [p for p in PART_NAMES.values() if any(r["series"] == p for r in fd.rows)]

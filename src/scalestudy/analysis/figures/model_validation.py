@@ -17,6 +17,7 @@ from pathlib import Path
 
 from scalestudy.analysis.figures import drawing, prepare, save
 from scalestudy.analysis.figures.description import Description, Quantity
+from scalestudy.measure.code_version import ledger_figure_version
 
 NAME = "model_validation"
 LEDGER_FILE = "model_validation_ledger.csv"  # beside the figure: figures/STUDY/model_validation_ledger.csv
@@ -84,8 +85,8 @@ def data(ledger_csv: Path | str) -> prepare.FigureData:
 def draw(fd: prepare.FigureData):
     """Left: sns.scatterplot of predicted against published (hue the source), the model's band as
     vertical bars in the point's colour; right: sns.barplot of each row's error (hue the source)."""
-    import pandas as pd
-    import seaborn as sns
+    import pandas as pd  # heavy: imported only when drawing
+    import seaborn as sns  # heavy: imported only when drawing
 
     series = sorted({r["series"] for r in fd.rows})
     colors = dict(zip(series, drawing.palette(len(series))))
@@ -130,9 +131,7 @@ def render(ledger_csv: Path | str, out_base: Path | str) -> list[Path]:
     analysis code and the model version the ledger names (code_version.ledger_figure_version)."""
     out_base = Path(out_base)
     out_base.parent.mkdir(parents=True, exist_ok=True)
-    import matplotlib
-
-    from scalestudy.measure.code_version import ledger_figure_version
+    import matplotlib  # heavy: imported only when drawing
 
     fd = data(ledger_csv)
     version = ledger_figure_version(ledger_model_version(ledger_csv))

@@ -17,8 +17,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, Iterable
 
-from scalestudy.measure.csv_format import split_list
 from scalestudy.analysis.figures.description import Description, Quantity
+from scalestudy.analysis.run_table import CAVEAT_PREFIX
+from scalestudy.measure.csv_format import split_list
 from scalestudy.spec.rank_share import measured_series
 
 INVALID = "invalid"
@@ -379,8 +380,6 @@ def mark_caveats(fd: FigureData, tables) -> str | None:
     """Note CAVEAT_ROW_NOTE on the rows of configurations whose summary notes hold a caveat (a
     prediction that takes a measured input with a known artefact); returns the figure's short
     footnote saying how many, or None."""
-    from scalestudy.analysis.run_table import CAVEAT_PREFIX
-
     summary = getattr(tables, "summary", None)
     if summary is None or "notes" not in getattr(summary, "columns", []):
         return None

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from scalestudy.measure.csv_format import split_list
 from scalestudy.analysis.figures import drawing, heatmap, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
+from scalestudy.analysis.rank_shares import CONFIGS_FILE
+from scalestudy.measure.csv_format import read_table, split_list
 from scalestudy.spec.rank_share import LABEL, PIPELINE_RULE
 
 NAME = "rank_grid"
@@ -40,9 +41,6 @@ METRICS = [(STEP, "{:.3g}"), (BUSY, "{:.3g}"), (MEMORY, "{:.3g}")]
 
 
 def configs(study, experiments) -> list[dict]:
-    from scalestudy.measure.csv_format import read_table
-    from scalestudy.analysis.rank_shares import CONFIGS_FILE
-
     path = Path(study.tables_dir) / CONFIGS_FILE
     if not path.exists():
         return []

@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
+from scalestudy.measure.code_version import code_version
 from scalestudy.measure.csv_format import write_csv
 
 FIGURE_COLUMNS = ["panel", "series", "x_quantity", "x", "y_quantity", "y", "ci95_low", "ci95_high", "n_seeds",
@@ -27,16 +28,12 @@ PNG_METADATA = {"Software": "scalestudy"}
 
 def write_rows(path: Path, rows: list[dict], version: str | None = None) -> Path:
     """The figure's CSV; every row's code_version is `version` (default: this analysis code's)."""
-    from scalestudy.measure.code_version import code_version
-
     version = version or code_version()
     return write_csv(path, FIGURE_COLUMNS, [{**r, "code_version": version} for r in rows])
 
 
 def save(fig, out_base: Path, formats: Iterable[str], version: str | None = None) -> list[Path]:
     """The figure's PDF and PNG, recording `version` (default: this analysis code's) in their metadata."""
-    from scalestudy.measure.code_version import code_version
-
     version = version or code_version()
     paths = []
     for fmt in formats:

@@ -128,8 +128,8 @@ def draw(fd: prepare.FigureData, study=None):
     """Each point's mean step time with its interval (markers by sns.scatterplot, hue the series; the
     intervals as error bars in the series' colour: a family has several configurations at one x, so
     no estimator may merge them), each family's fit as a dashed line in its colour."""
-    import pandas as pd
-    import seaborn as sns
+    import pandas as pd  # heavy: imported only when drawing
+    import seaborn as sns  # heavy: imported only when drawing
 
     fig, axes = drawing.figure_for(fd, ncols=1, panel_w=7.0, panel_h=4.0, legend_rows=drawing.legend_rows_for(fd, 1))
     ax = axes[0]

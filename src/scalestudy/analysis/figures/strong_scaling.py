@@ -79,8 +79,8 @@ FAMILY_MARKERS = "sD^vPp*h<>"
 def draw(fd: prepare.FigureData, study):
     """The best strategy's line (drawing.draw_lines), then its points again through seaborn's style
     mapping, one marker shape a strategy family (named in the legend, not written over the data)."""
-    import pandas as pd
-    import seaborn as sns
+    import pandas as pd  # heavy: imported only when drawing
+    import seaborn as sns  # heavy: imported only when drawing
 
     best = pd.DataFrame([{"panel": r["panel"], "x": r["x"], "y": r["y"], "family": f"best here: {r['annotation']}"}
                          for r in fd.rows if r["series"] == BEST and r.get("y") is not None and r.get("annotation")],

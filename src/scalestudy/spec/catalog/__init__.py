@@ -51,7 +51,7 @@ _state: _Catalog | None = None
 
 @lru_cache(maxsize=1)
 def _validator():
-    import jsonschema
+    import jsonschema  # heavy: only when validating (spec loads at CLI and Snakemake start)
 
     return jsonschema.Draft202012Validator(json.loads(SCHEMA_FILE.read_text()))
 
