@@ -47,7 +47,7 @@ def torchrun(nproc: int, args: list[str], *, env: dict | None = None, timeout: f
 
 
 def local_workers(nproc: int, args: list[str], *, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
-    """`python -m scalestudy.launch.local_workers --nproc N -- ARGS` in a subprocess: the ranks are forked
+    """`python -m scalestudy workers --nproc N -- ARGS` in a subprocess: the ranks are forked
     from one parent that imported torch once (what `scalestudy launch` does for one-host CPU runs),
     instead of one torch import per rank under torchrun."""
     from scalestudy.launch.local_workers import command

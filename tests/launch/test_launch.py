@@ -61,7 +61,7 @@ def test_launch_a_planned_two_process_run(tmp_path):
     assert sorted(r["metadata"]["rank"] for r in peaks) == [0, 1] and peaks[0]["value"] == peaks[1]["value"]
     assert peaks[0]["value"]["detail"]["measured_by_rank"] == 0
     text = log.read_text()
-    assert "-m scalestudy.launch.local_workers --nproc=2 -- train" in text and "scalestudy.launch.local_workers ended with exit code 0" in text
+    assert "-m scalestudy workers --nproc=2 -- train" in text and "scalestudy workers ended with exit code 0" in text
     # the worker's progress reaches the log although the launcher runs it --quiet; a summary ends it
     steps = run.spec.warmup_iters + run.spec.measured_iters
     assert f"[progress] step {steps}/{steps} measured | loss " in text and " tok/s per device | MFU " in text
@@ -182,7 +182,7 @@ def test_cpu_runs_on_one_host_start_without_torchrun(monkeypatch, tmp_path):
     spec = RunSpec(**TINY)
     monkeypatch.delenv(LAUNCHER_ENV, raising=False)
     cmd = launch_command(spec, tmp_path / "s.json", tmp_path / "r")
-    assert cmd[1:5] == ["-m", "scalestudy.launch.local_workers", "--nproc=2", "--"] and cmd[5] == "train"
+    assert cmd[1:6] == ["-m", "scalestudy", "workers", "--nproc=2", "--"] and cmd[6] == "train"
     monkeypatch.setenv(LAUNCHER_ENV, "warm")  # the workflow's choice: forked by a warm server
     assert launch_command(spec, tmp_path / "s.json", tmp_path / "r")[1:4] == ["-m", "scalestudy.launch.warm_workers", "--nproc=2"]
     assert launch_command(spec.replace(device="cuda"), tmp_path / "s.json", tmp_path / "r")[2] == "torch.distributed.run"

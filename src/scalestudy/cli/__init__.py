@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "scalestudy.cli.launch",
     "scalestudy.cli.model",
     "scalestudy.cli.importing",
+    "scalestudy.cli.workers",
 )
 
 

@@ -114,8 +114,12 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GO
 
 
 def _launcher_name(cmd: list[str]) -> str:
-    """What starts the run's processes: torchrun, srun, or a module (`python -m scalestudy.launch.warm_workers`)."""
-    return cmd[cmd.index("-m") + 1] if "-m" in cmd else Path(cmd[0]).name
+    """What starts the run's processes: torchrun, srun, a module (`python -m scalestudy.launch.warm_workers`)
+    or a scalestudy command (`python -m scalestudy workers`)."""
+    if "-m" not in cmd:
+        return Path(cmd[0]).name
+    i = cmd.index("-m") + 1
+    return f"scalestudy {cmd[i + 1]}" if cmd[i] == "scalestudy" and len(cmd) > i + 1 else cmd[i]
 
 
 def share_threads(env: dict, procs_per_node: int) -> None:

@@ -2,7 +2,7 @@
 one worker a rank with the environment torchrun would give it (RANK, LOCAL_RANK, WORLD_SIZE,
 LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
 
-    python -m scalestudy.launch.local_workers --nproc 4 -- train --spec SPEC.json --run-dir DIR --quiet
+    python -m scalestudy workers --nproc 4 -- train --spec SPEC.json --run-dir DIR --quiet
 
 Most of a small CPU run is start-up: torchrun's agent imports torch, and each of its workers
 imports torch and the harness anew (about 2.5 and 4.5 CPU-seconds). Forked from a parent that
@@ -11,12 +11,14 @@ the process group, so the children inherit no threads or communicators. Like tor
 SIGTERM and SIGINT on to the workers and exits with the first non-zero exit code of a worker
 (128 + signal for a worker killed by one). The launcher (scalestudy.launch.launcher) uses it for CPU runs
 on one host; GPU runs, SLURM runs and SCALESTUDY_LOCAL_LAUNCHER=torchrun use torchrun.
+
+The process is the command line's (`scalestudy workers`, scalestudy.cli.workers): it preloads the
+command's modules and hands run_workers the command line's entry point, so that nothing here
+reaches up into the wing above.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
 import signal
 import socket
@@ -26,23 +28,7 @@ from collections.abc import Callable, Iterable
 from contextlib import closing
 
 LAUNCHER_ENV = "SCALESTUDY_LOCAL_LAUNCHER"
-# the command line the workers run: named, like the `-m scalestudy` torchrun's workers run, not
-# imported here (the command line is the wing above this one)
-COMMAND_LINE = "scalestudy.cli"
-# what each command's workers need, imported once in the parent. torch._dynamo: torch imports it
-# lazily on a run's first meta-device initialisation (about 0.5 CPU-s in every worker otherwise)
-_PRELOAD = {"train": ("scalestudy.harness.train", "torch._dynamo"),
-            "collectives": ("scalestudy.harness.collectives.bench",)}
-
-
-def preload(command: str) -> None:
-    """Import what the workers of `command` need, and the command line's modules (the parser
-    imports every command's module), so that forked workers start with them loaded."""
-    for module in _PRELOAD.get(command, ()):
-        importlib.import_module(module)
-    importlib.import_module(COMMAND_LINE).build_parser()
-
-
+Runner = Callable[[list[str]], int]  # a scalestudy command line, run in this process: its exit code
 def launcher_choice(device: str, nodes: int, env: dict) -> str:
     """How a run on this host starts its processes: `local` (this module), `warm` (forked by a
     warm server, scalestudy.launch.warm_workers; the workflow's choice) or `torchrun` (GPU and
@@ -62,7 +48,7 @@ def command(nproc: int, module_args: list[str], python: str = sys.executable) ->
     """The command line for `module_args` ("scalestudy", "train", ...) on nproc local workers."""
     if module_args[0] != "scalestudy":
         raise ValueError(f"local workers run scalestudy commands, not {module_args[0]!r}")
-    return [python, "-m", "scalestudy.launch.local_workers", f"--nproc={nproc}", "--", *module_args[1:]]
+    return [python, "-m", "scalestudy", "workers", f"--nproc={nproc}", "--", *module_args[1:]]
 
 
 def _free_port() -> int:
@@ -71,7 +57,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(argv: list[str], env: dict[str, str]) -> None:
+def _worker(argv: list[str], env: dict[str, str], runner: Runner) -> None:
     """In the forked child: run the command as one rank, then leave at once (no interpreter
     teardown: every record is written and closed by then)."""
     for s in (signal.SIGTERM, signal.SIGINT):
@@ -79,7 +65,7 @@ def _worker(argv: list[str], env: dict[str, str]) -> None:
     os.environ.update(env)
     code = 1
     try:
-        code = importlib.import_module(COMMAND_LINE).main(argv)
+        code = runner(argv)
     except SystemExit as e:
         code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except BaseException:  # noqa: BLE001 - the traceback goes to the run's log, like torchrun's workers
@@ -91,19 +77,6 @@ def _worker(argv: list[str], env: dict[str, str]) -> None:
             sys.stderr.flush()
         finally:
             os._exit(code if isinstance(code, int) else 1)
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m scalestudy.launch.local_workers", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--nproc", type=int, required=True, help="worker processes [unit: processes; allowed: >= 1]")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="the scalestudy command and its options, after --")
-    ns = p.parse_args(argv)
-    args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
-    if ns.nproc < 1 or not args:
-        p.error("needs --nproc >= 1 and a scalestudy command")
-    preload(args[0])
-    return run_workers(ns.nproc, args)
 
 
 def forward_signals(targets: Callable[[], Iterable[int]]) -> None:
@@ -120,9 +93,9 @@ def forward_signals(targets: Callable[[], Iterable[int]]) -> None:
     signal.signal(signal.SIGINT, forward)
 
 
-def run_workers(nproc: int, args: list[str]) -> int:
-    """Fork `nproc` workers running the scalestudy command `args` (its modules preloaded), wait for
-    them and return the first non-zero exit code (0 if none)."""
+def run_workers(nproc: int, args: list[str], runner: Runner) -> int:
+    """Fork `nproc` workers, each running `runner(args)` (the command line's entry point, its
+    modules preloaded), wait for them and return the first non-zero exit code (0 if none)."""
     base = {"WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1",
             "MASTER_PORT": str(_free_port()), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
     sys.stdout.flush()
@@ -131,7 +104,7 @@ def run_workers(nproc: int, args: list[str]) -> int:
     for rank in range(nproc):
         pid = os.fork()
         if pid == 0:
-            _worker(args, {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)})
+            _worker(args, {**base, "RANK": str(rank), "LOCAL_RANK": str(rank)}, runner)
         children[pid] = rank
 
     forward_signals(lambda: list(children))
@@ -148,12 +121,5 @@ def run_workers(nproc: int, args: list[str]) -> int:
         code = 128 - code if code < 0 else code
         if code and not first_failure:
             first_failure = code
-            print(f"[scalestudy local_workers] rank {rank} exited with code {code}", file=sys.stderr, flush=True)
+            print(f"[scalestudy workers] rank {rank} exited with code {code}", file=sys.stderr, flush=True)
     return first_failure
-
-
-if __name__ == "__main__":
-    exit_code = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(exit_code)  # no interpreter teardown with torch loaded (about a second on 2 busy cores)

@@ -4,7 +4,7 @@ has imported torch and the harness once, and forks the workers of each run on re
     python -m scalestudy.launch.warm_workers --nproc 4 -- train --spec SPEC.json --run-dir DIR --quiet
 
 The command above is the client, which the launcher (scalestudy.launch.launcher) starts instead of
-`python -m scalestudy.launch.local_workers` when SCALESTUDY_LOCAL_LAUNCHER=warm (the workflow sets it
+`python -m scalestudy workers` (local_workers) when SCALESTUDY_LOCAL_LAUNCHER=warm (the workflow sets it
 for its local jobs). It imports no torch: it connects to the server's socket in the lock
 directory (run_guard.lock_dir), starting the server first if there is none, hands it its log
 (stdout, stderr), environment, working directory and command, passes SIGTERM and SIGINT on,
@@ -22,7 +22,9 @@ never a run's. A server serves one environment: its key is the interpreter, the 
 files, the installed packages' directories and every environment variable except the run's
 identity, the shell's bookkeeping and the tests' fault switch (read when a run starts), so that
 the workers have imported what a fresh start would have. It ends after SCALESTUDY_WARM_IDLE_S seconds (default 120) without a run, or when
-stop_servers (the workflow's end) removes its socket.
+stop_servers (the workflow's end) removes its socket. The server process is the command line's
+(`scalestudy workers --serve`, scalestudy.cli.workers), which hands serve() its entry point and
+what to preload; the client here needs none of it.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ import subprocess
 import sys
 import sysconfig
 import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -149,10 +152,13 @@ def stamp_run(env: dict) -> None:
 
 
 # ---- the server -----------------------------------------------------------------------
-def serve(path: Path, idle_s: float) -> int:
+def serve(path: Path, idle_s: float, runner: local_workers.Runner, preload: Callable[[str], None]) -> int:
+    """Serve runs on the socket at `path` until idle for `idle_s` or retired: each run's parent
+    forks its workers, which run `runner` (the command line's entry point; `preload(command)` has
+    imported what a command's workers need). Started as `scalestudy workers --serve` (cli.workers)."""
     stamp_run(placeholders())  # the block can be written: else exit before serving
     for command in ("train", "collectives"):
-        local_workers.preload(command)
+        preload(command)
     os.umask(0o077)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -191,7 +197,7 @@ def serve(path: Path, idle_s: float) -> int:
                 continue
             conn, _ = listener.accept()
             try:
-                pid = _fork_run(conn, listener)
+                pid = _fork_run(conn, listener, runner)
                 if pid:
                     runs.add(pid)
                     served += 1
@@ -235,7 +241,7 @@ def _peer_uid(conn: socket.socket) -> int:
     return uid
 
 
-def _fork_run(conn: socket.socket, listener: socket.socket) -> int | None:
+def _fork_run(conn: socket.socket, listener: socket.socket, runner: local_workers.Runner) -> int | None:
     """Read one request and fork the run's parent; returns its pid (None: request refused)."""
     if _peer_uid(conn) != os.getuid():
         return None
@@ -255,13 +261,13 @@ def _fork_run(conn: socket.socket, listener: socket.socket) -> int | None:
     pid = os.fork()
     if pid == 0:
         listener.close()
-        _run_parent(conn, fds, request)
+        _run_parent(conn, fds, request, runner)
     for fd in fds:
         os.close(fd)
     return pid
 
 
-def _run_parent(conn: socket.socket, fds: list[int], request: dict) -> None:
+def _run_parent(conn: socket.socket, fds: list[int], request: dict, runner: local_workers.Runner) -> None:
     """In the forked child: become the run's parent (what local_workers' process is), then leave."""
     code = 1
     try:
@@ -279,7 +285,7 @@ def _run_parent(conn: socket.socket, fds: list[int], request: dict) -> None:
             signal.signal(s, signal.SIG_DFL)
         run_guard.guard_worker()  # ends with the launcher, like a worker
         conn.sendall(f"pid {os.getpid()}\n".encode())
-        code = local_workers.run_workers(int(request["nproc"]), list(request["args"]))
+        code = local_workers.run_workers(int(request["nproc"]), list(request["args"]), runner)
     except BaseException as e:  # noqa: BLE001 - said in the run's log, exit code 1
         print(f"[scalestudy warm_workers] the run's parent failed: {type(e).__name__}: {e}", file=sys.stderr)
         code = 1
@@ -316,7 +322,7 @@ def _start_server(path: Path, env: dict) -> socket.socket:
         server_env = {**{k: v for k, v in env.items() if k not in _PER_RUN + _READ_AT_RUN}, **placeholders()}
         idle = env.get(IDLE_ENV, str(DEFAULT_IDLE_S))
         with open(path.with_suffix(".log"), "a") as log:
-            server = subprocess.Popen([sys.executable, "-m", "scalestudy.launch.warm_workers", "--serve", str(path),
+            server = subprocess.Popen([sys.executable, "-m", "scalestudy", "workers", "--serve", str(path),
                                        "--idle-s", idle], env=server_env, stdin=subprocess.DEVNULL, stdout=log,
                                       stderr=subprocess.STDOUT, start_new_session=True, cwd="/")
         deadline = time.monotonic() + START_TIMEOUT_S
@@ -380,13 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m scalestudy.launch.warm_workers", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--nproc", type=int, help="worker processes [unit: processes; allowed: >= 1]")
-    p.add_argument("--serve", metavar="SOCKET", help="run the server on this unix socket (the client starts it)")
-    p.add_argument("--idle-s", type=float, default=DEFAULT_IDLE_S,
-                   help=f"the server ends after this long without a run [unit: s; allowed: > 0; default: {DEFAULT_IDLE_S:.0f}]")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the scalestudy command and its options, after --")
     ns = p.parse_args(argv)
-    if ns.serve:
-        return serve(Path(ns.serve), ns.idle_s)
     args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
     if not ns.nproc or ns.nproc < 1 or not args:
         p.error("needs --nproc >= 1 and a scalestudy command")
@@ -394,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         return run_client(ns.nproc, args)
     except WarmUnavailable as e:
         print(f"[scalestudy warm_workers] {e}; starting the workers here instead", file=sys.stderr, flush=True)
-        os.execv(sys.executable, [sys.executable, "-m", "scalestudy.launch.local_workers", f"--nproc={ns.nproc}", "--", *args])
+        os.execv(sys.executable, local_workers.command(ns.nproc, ["scalestudy", *args], sys.executable))
     return 1  # not reached
 
 
