@@ -30,3 +30,30 @@ def test_a_prediction_reads_its_study_the_clusters_the_calibration_and_the_rank_
     beside = model_inputs(load_study("mlperf", REPO), "model_beside", root=REPO)
     assert "data/paper-rank/tables/rank_configs.csv" not in beside
     assert any(f.startswith("data/h200-reference/raw/") for f in beside)
+
+
+def test_raw_dirs_one_a_planned_run_the_committed_ones_of_a_partial_study_and_a_predicted_study_whole():
+    import pytest
+
+    from scalestudy.spec.workflow_plan import NoRawLogs, raw_dirs
+
+    smoke = load_study("smoke", REPO)
+    assert raw_dirs(smoke, REPO) == [f"data/smoke/raw/{r}" for r in smoke.run_ids + smoke.collectives_ids]
+    rank = load_study("paper-rank", REPO)
+    committed = raw_dirs(rank, REPO)
+    assert 0 < len(committed) < len(rank.run_ids) and all((REPO / d).is_dir() for d in committed)
+    assert raw_dirs(load_study("paper-model", REPO), REPO) == ["data/paper-model/raw"]
+    with pytest.raises(NoRawLogs, match="commit its raw logs first"):
+        raw_dirs(load_study("mlperf", REPO), REPO / "no-such-root")
+
+
+def test_tables_and_the_runs_a_caption_names():
+    from scalestudy.spec.workflow_plan import runs_in_words, table_files
+
+    assert table_files(load_study("smoke", REPO))[0] == "data/smoke/tables/runs.csv"
+    assert "data/mlperf/tables/model_beside.csv" in table_files(load_study("mlperf", REPO))
+    assert "data/paper-model/tables/c3_terms.csv" in table_files(load_study("paper-model", REPO))
+    smoke = load_study("smoke", REPO)
+    assert runs_in_words(smoke, "weak_scaling", REPO).endswith("configurations x 3 seeds")
+    assert "PREDICTED" in runs_in_words(load_study("paper-model", REPO), "weak_scaling", REPO)
+    assert "rank shares planned in study paper-rank" in runs_in_words(load_study("paper-rank", REPO), "rank_memory", REPO)

@@ -13,7 +13,7 @@ from scalestudy.launch.launcher import job_resources
 from scalestudy.launch.slurm import submit_problem
 from scalestudy.spec.site import SiteError, load_site
 from scalestudy.spec.studies import ALL_FIGURES, FIGURES, RANK_FIGURES, StudyError, load_study, study_headers, study_path
-from scalestudy.spec.workflow_plan import model_inputs, studies_with
+from scalestudy.spec.workflow_plan import NoRawLogs, model_inputs, raw_dirs, runs_in_words, studies_with, table_files
 
 
 @lru_cache(maxsize=None)
@@ -185,20 +185,11 @@ def attempt_number(wildcards, attempt):
 
 
 def raw_inputs(wildcards):
-    """Every raw-log directory of the study: made by the run and collectives jobs, or for a
-    study that is never launched, committed under data/NAME/raw."""
-    study = get_study(wildcards.study)
-    if study.prediction:
-        return [f"data/{study.name}/raw"]  # rule predict writes every run of it at once
-    dirs = [f"data/{study.name}/raw/{run_id}" for run_id in study.run_ids + study.collectives_ids]
-    if study.partial:  # the committed raw logs hold some of the planned runs; the rest stay planned
-        dirs = [d for d in dirs if Path(d).is_dir()]
-    if not study.launch and not any(Path(d).is_dir() for d in dirs):
-        raise WorkflowError(
-            f"study {study.name!r} is not launched by the workflow (launch: false) and "
-            f"data/{study.name}/raw holds none of its runs: commit its raw logs first"
-        )
-    return dirs
+    """Every raw-log directory of the study: made by the run and collectives jobs, or committed."""
+    try:
+        return raw_dirs(get_study(wildcards.study))
+    except NoRawLogs as e:
+        raise WorkflowError(str(e)) from None
 
 
 def study_hardware(wildcards):
@@ -247,50 +238,11 @@ def figure_caption(figure):
 
 def figure_runs(figure):
     """In words, the runs a figure of the study draws on (for its caption)."""
-
-    def runs(wildcards):
-        study = get_study(wildcards.study)
-        if figure == "model_validation":
-            return ("the published runs of the external validation ledger (workflow/validation/external.yaml), "
-                    f"predicted with the calibration of study {study.name}; none of them is fitted to")
-        if figure == "collectives_bandwidth":
-            worlds = ", ".join(str(c.world_size) for c in study.collectives)
-            return f"{len(study.collectives)} collectives benchmarks of study {study.name} (world sizes {worlds})"
-        if figure in RANK_FIGURES:
-            shares = [r for r in study.runs if r.spec.comm == "fake"]
-            measured = sum((Path(study.raw_dir) / r.run_id).is_dir() for r in shares)
-            return (f"{len(shares)} rank shares planned in study {study.name}, {measured} measured "
-                    "(one rank's share, communication not executed)")
-        planned = study.runs_of(figure)
-        seeds = {}
-        for r in planned:
-            seeds[r.spec.config_id] = seeds.get(r.spec.config_id, 0) + 1
-        if study.prediction:  # a prediction has the model's band, never seeds
-            return (f"{len(planned)} predicted runs of study {study.name}, experiment {figure}: {len(seeds)} "
-                    "configurations, PREDICTED by the performance model (one prediction a run, with the model's band)")
-        counts = sorted(set(seeds.values())) or [0]
-        each = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
-        return (
-            f"{len(planned)} runs of study {study.name}, experiment {figure}: "
-            f"{len(seeds)} configurations x {each} seeds"
-        )
-
-    return runs
+    return lambda wildcards: runs_in_words(get_study(wildcards.study), figure)
 
 
 def tables(wildcards):
-    study = get_study(wildcards.study)
-    names = ("runs", "summary", "collectives", "collectives_summary")
-    if study.model_beside:
-        names += ("model_beside",)
-    files = expand("data/{study}/tables/{table}.csv", study=wildcards.study, table=names)
-    if study.prediction:  # the claims' sensitivity and C3 taken apart (rule claim_sensitivity)
-        files += sensitivity_tables(wildcards.study)
-    return files
-
-
-def sensitivity_tables(study):
-    return [f"data/{study}/tables/{name}" for name in ("claim_sensitivity.csv", "c3_terms.csv", "claim_basis.json")]
+    return table_files(get_study(wildcards.study))
 
 
 def study_figures(name):
