@@ -34,9 +34,9 @@ CONFIGS = {  # harness spec fields, plain-loop options
     "ac32-compile": ({"activation_checkpointing": "full", "compile": True}, ["--ac", "--compile"]),
     "l16-compile": ({"n_layers": 16, "compile": True}, ["--n-layers", "16", "--compile"]),
 }
-SHAPE = ["--model", "llama2-7b", "--seq-len", "4096", "--micro-batch", "2"]
 SPEC = {"model": "llama2-7b", "seq_len": 4096, "micro_batch": 2, "device": "cuda", "precision": "bf16",
         "procs_per_node": 1}
+SHAPE = ["--model", SPEC["model"], "--seq-len", str(SPEC["seq_len"]), "--micro-batch", str(SPEC["micro_batch"])]
 GIB = 2**30
 
 

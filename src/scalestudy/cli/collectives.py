@@ -7,8 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 from scalestudy.launch import run_guard
 from scalestudy.spec.collectives import OPS, CollectivesSpec, format_size, parse_size
@@ -45,17 +43,10 @@ def collectives_spec_from_args(args: argparse.Namespace) -> CollectivesSpec:
 
 def cmd_collectives(args: argparse.Namespace) -> int:
     run_guard.guard_worker()  # a worker of a launched run: no process of it outlives its launcher or torchrun
+    from scalestudy.cli.train import run_into_dir
     from scalestudy.harness.collectives.bench import run_collectives
-    from scalestudy.harness.faults import InvalidConfig
 
-    spec = collectives_spec_from_args(args)
-    run_dir = Path(args.run_dir) if args.run_dir else Path(args.out_root) / spec.run_id
-    try:
-        run_collectives(spec, run_dir, quiet=args.quiet)
-    except InvalidConfig as e:  # raised before a raw log exists (e.g. started without torchrun)
-        print(f"scalestudy: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return run_into_dir(run_collectives, collectives_spec_from_args(args), args)
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

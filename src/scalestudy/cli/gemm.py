@@ -7,8 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
 from scalestudy.launch import run_guard
 from scalestudy.spec.gemm import GemmSpec, run_layout
@@ -41,19 +39,12 @@ def study_layouts(study_name: str, with_calibration: bool) -> tuple[str, ...]:
 
 def cmd_gemm(args: argparse.Namespace) -> int:
     run_guard.guard_worker()
-    from scalestudy.harness.faults import InvalidConfig
+    from scalestudy.cli.train import run_into_dir
     from scalestudy.harness.gemm_bench import run_gemm
 
     if args.layouts_of:
         args.layouts = study_layouts(args.layouts_of, args.with_calibration) + tuple(args.layouts or ())
-    spec = spec_with_overrides(GemmSpec, args.spec, args)
-    run_dir = Path(args.run_dir) if args.run_dir else Path(args.out_root) / spec.run_id
-    try:
-        run_gemm(spec, run_dir, quiet=args.quiet)
-    except InvalidConfig as e:
-        print(f"scalestudy: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return run_into_dir(run_gemm, spec_with_overrides(GemmSpec, args.spec, args), args)
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -260,8 +260,10 @@ def cmd_gemm_factors(args: argparse.Namespace) -> int:
     print(f"{rates.describe()}; S against {args.calibration_layout} in bf16 (layer products, TFLOP/s)")
     print(f"{'layout':<24} {'bf16':>7} {'S':>6} {'fp8':>7} {'S':>6}")
     for r in factor_table(rates, [args.calibration_layout]):
-        cells = [f"{r[k]:>7.0f}" if r[k] is not None and k.endswith("tflops") else
-                 f"{r[k]:>6.3f}" if r[k] is not None else f"{'-':>6}" for k in ("bf16_tflops", "bf16_S", "fp8_tflops", "fp8_S")]
+        cells = []
+        for dtype in ("bf16", "fp8"):
+            rate, s = r[f"{dtype}_tflops"], r[f"{dtype}_S"]
+            cells += [f"{rate:>7.0f}" if rate is not None else f"{'-':>7}", f"{s:>6.3f}" if s is not None else f"{'-':>6}"]
         print(f"{r['layout']:<24} " + " ".join(cells))
     return 0
 

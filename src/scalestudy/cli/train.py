@@ -25,10 +25,25 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     return spec_with_overrides(RunSpec, args.spec, args)
 
 
-def cmd_train(args: argparse.Namespace) -> int:
-    run_guard.guard_worker()  # a worker of a launched run: no process of it outlives its launcher or torchrun
+def run_into_dir(run, spec, args: argparse.Namespace, who: str = "scalestudy", **options) -> int:
+    """A worker command's measurement: `run(spec, run_dir, quiet=..., **options)` into --run-dir
+    (default OUT_ROOT/RUN_ID); exit 2 with one sentence when the harness refuses before a raw log
+    exists (e.g. started without torchrun), else 0 (the run's status is in its raw log)."""
     from pathlib import Path
 
+    from scalestudy.harness.faults import InvalidConfig
+
+    run_dir = Path(args.run_dir) if args.run_dir else Path(args.out_root) / spec.run_id
+    try:
+        run(spec, run_dir, quiet=args.quiet, **options)
+    except InvalidConfig as e:
+        print(f"{who}: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    run_guard.guard_worker()  # a worker of a launched run: no process of it outlives its launcher or torchrun
     from scalestudy.harness import metrics_sink
 
     try:
@@ -36,20 +51,12 @@ def cmd_train(args: argparse.Namespace) -> int:
     except metrics_sink.SinkUnavailable as e:
         print(f"scalestudy train: {e}", file=sys.stderr)
         return 2
-    from scalestudy.harness.faults import InvalidConfig
     from scalestudy.harness.train import train
 
-    spec = spec_from_args(args)
-    run_dir = Path(args.run_dir) if args.run_dir else Path(args.out_root) / spec.run_id
     peak = args.peak_tflops if args.peak_tflops is not None else float(os.environ.get(PEAK_TFLOPS_ENV) or 0) or None
-    try:
-        train(spec, run_dir, time_limit_s=args.time_limit_s, quiet=args.quiet, peak_tflops=peak,
-              power=args.power, power_period_s=args.power_period_s, progress_every=args.progress_every,
-              metrics_sink=args.metrics_sink)
-    except InvalidConfig as e:  # raised before a raw log exists (e.g. started without torchrun)
-        print(f"scalestudy train: {e}", file=sys.stderr)
-        return 2
-    return 0
+    return run_into_dir(train, spec_from_args(args), args, "scalestudy train", time_limit_s=args.time_limit_s,
+                        peak_tflops=peak, power=args.power, power_period_s=args.power_period_s,
+                        progress_every=args.progress_every, metrics_sink=args.metrics_sink)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:

@@ -16,6 +16,14 @@ from scalestudy.harness.parallelize import parallelize
 from scalestudy.spec.run import RunSpec
 
 
+def loss_over_ranks(local: torch.Tensor, holder: bool, dp: int) -> float:
+    """The step's loss over the run: the sum of the holders' (the last pipeline stage's first tensor-
+    parallel rank in each data-parallel replica) local losses, over the dp replicas. Every rank calls it."""
+    t = (local if holder else torch.zeros_like(local)).float().clone()
+    dist.all_reduce(t)
+    return t.item() / dp
+
+
 class Trainer:
     def __init__(self, spec: RunSpec, dims: ParallelDims, device: torch.device):
         self.spec, self.dims, self.device = spec, dims, device
@@ -89,7 +97,4 @@ class Trainer:
         return total
 
     def global_loss(self, local: torch.Tensor) -> float:
-        holder = self.has_last and self.dims.tp_rank() == 0
-        t = (local if holder else torch.zeros_like(local)).float().clone()
-        dist.all_reduce(t)
-        return t.item() / self.spec.dp
+        return loss_over_ranks(local, self.has_last and self.dims.tp_rank() == 0, self.spec.dp)

@@ -59,10 +59,9 @@ def plan_budget(study, budget_s: float, site=None, *, time_limit_s: float | None
     if budget_s <= 0:
         raise BudgetTooSmall(f"a budget must be positive, not {budget_s:g} s")
     limit = time_limit_s or study.time_limit_s
-    jobs = [(r.run_id, r.spec) for r in study.runs] + [(c.run_id, c) for c in study.collectives]
-    cuda = any(spec.device == "cuda" for _, spec in jobs)
+    cuda = any(spec.device == "cuda" for _, spec in study.jobs)
     done, missing = [], []
-    for run_id, spec in jobs:
+    for run_id, spec in study.jobs:
         if (study.raw_dir / run_id / rawlog.STATUS_FILE).exists():
             done.append(run_id)
             continue

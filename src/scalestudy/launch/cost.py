@@ -80,7 +80,7 @@ def study_cost(study, site=None, *, expected: bool = True, root: Path | str | No
     whose directory under the study's raw/ holds status.json counts as done."""
     root = Path(root if root is not None else study.root)
     cuda = any(r.spec.device == "cuda" for r in study.runs) or any(c.device == "cuda" for c in study.collectives)
-    jobs = [(r.run_id, r.spec) for r in study.runs] + [(c.run_id, c) for c in study.collectives]
+    jobs = study.jobs
     predicted, expected_from, notes = ({}, "", [])
     if expected:
         predicted, expected_from, notes = _expected_hours(study, root)
@@ -201,7 +201,7 @@ def study_status(study, site=None, now: float | None = None) -> StudyStatus:
     done: dict[str, int] = defaultdict(int)
     running, failed, left = [], [], 0
     spent = to_come = 0.0
-    for run_id, spec in [(r.run_id, r.spec) for r in study.runs] + [(c.run_id, c) for c in study.collectives]:
+    for run_id, spec in study.jobs:
         run_dir = study.raw_dir / run_id
         devices, requested = _job_hours(spec, study.time_limit_s, site)
         if (run_dir / rawlog.STATUS_FILE).exists():

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-from scalestudy.spec.run import DEVICES, SpecError, doc
+from scalestudy.spec.run import DEVICES, SpecError, config_digest, doc, refuse_unknown_fields
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}
@@ -92,8 +90,7 @@ class CollectivesSpec:
     def config_id(self) -> str:
         d = self.to_dict()
         d.pop("seed")
-        digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
-        return f"collectives-n{self.nodes}x{self.procs_per_node}-{self.device}-{digest}"
+        return f"collectives-n{self.nodes}x{self.procs_per_node}-{self.device}-{config_digest(d)}"
 
     @property
     def run_id(self) -> str:
@@ -106,10 +103,7 @@ class CollectivesSpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "CollectivesSpec":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise SpecError([(k, "unknown field") for k in unknown])
+        refuse_unknown_fields(cls, d)
         d = dict(d)
         if "ops" in d:
             d["ops"] = tuple(d["ops"])

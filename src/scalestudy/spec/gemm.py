@@ -12,13 +12,11 @@ their FLOPs (perfmodel/gemm_rates.py); `layer_gemms` is the one list both sides 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from scalestudy.spec import catalog
-from scalestudy.spec.run import DEVICES, SpecError, doc
+from scalestudy.spec.run import DEVICES, SpecError, config_digest, doc, refuse_unknown_fields
 
 GEMM_DTYPES = ("bf16", "fp8")
 PASSES = ("fprop", "dgrad", "wgrad")
@@ -151,8 +149,7 @@ class GemmSpec:
     def config_id(self) -> str:
         d = self.to_dict()
         d.pop("seed")
-        digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
-        return f"gemm-{self.device}-{digest}"
+        return f"gemm-{self.device}-{config_digest(d)}"
 
     @property
     def run_id(self) -> str:
@@ -165,10 +162,7 @@ class GemmSpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "GemmSpec":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise SpecError([(k, "unknown field") for k in unknown])
+        refuse_unknown_fields(cls, d)
         d = dict(d)
         for k in ("layouts", "dtypes"):
             if k in d:

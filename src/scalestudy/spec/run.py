@@ -51,6 +51,18 @@ IMPORTED_PRECISIONS = ("fp8", "nvfp4")
 SYSTEM_NAME = re.compile(r"[a-z0-9-]+")
 
 
+def config_digest(fields_: dict[str, Any]) -> str:
+    """The 10 hex digits that name a configuration in its id: sha256 of its fields as sorted JSON."""
+    return hashlib.sha256(json.dumps(fields_, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def refuse_unknown_fields(cls, d: dict[str, Any]) -> None:
+    """SpecError naming every key of `d` that is no field of the spec dataclass `cls`."""
+    unknown = sorted(set(d) - {f.name for f in fields(cls)})
+    if unknown:
+        raise SpecError([(k, "unknown field") for k in unknown])
+
+
 class SpecError(ValueError):
     """A RunSpec that cannot work. `problems` lists (field, reason) pairs."""
 
@@ -289,9 +301,8 @@ class RunSpec:
         for name, default in ID_EXEMPT_AT_DEFAULT.items():
             if d[name] == default:
                 d.pop(name)
-        digest = hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:10]
         degrees = f"r{self.dp_replicate}s{self.dp_shard}t{self.tp}p{self.pp}"
-        return f"{self.model}-n{self.nodes}x{self.procs_per_node}-{degrees}-gb{self.global_batch}-{digest}"
+        return f"{self.model}-n{self.nodes}x{self.procs_per_node}-{degrees}-gb{self.global_batch}-{config_digest(d)}"
 
     @property
     def run_id(self) -> str:
@@ -303,10 +314,7 @@ class RunSpec:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "RunSpec":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise SpecError([(k, "unknown field") for k in unknown])
+        refuse_unknown_fields(cls, d)
         problems = []
         for f in fields(cls):
             if f.name in d:

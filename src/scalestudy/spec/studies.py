@@ -183,6 +183,11 @@ class Study:
         return tuple(self._collectives_by_id)
 
     @property
+    def jobs(self) -> tuple[tuple[str, RunSpec | CollectivesSpec], ...]:
+        """(run id, spec) of every job the study plans: its runs, then its collectives benchmarks."""
+        return tuple((r.run_id, r.spec) for r in self.runs) + tuple((c.run_id, c) for c in self.collectives)
+
+    @property
     def experiments(self) -> tuple[str, ...]:
         seen: dict[str, None] = {}
         for r in self.runs:

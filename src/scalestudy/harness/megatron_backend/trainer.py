@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 
 from scalestudy.harness.data import local_batch
+from scalestudy.harness.trainer import loss_over_ranks
 from scalestudy.spec.run import RunSpec
 
 from . import mapping, require_megatron_core
@@ -155,10 +156,7 @@ class MegatronTrainer:
         return total
 
     def global_loss(self, local: torch.Tensor) -> float:
-        holder = self.is_last and self.ps.get_tensor_model_parallel_rank() == 0
-        t = (local if holder else torch.zeros_like(local)).float().clone()
-        dist.all_reduce(t)
-        return t.item() / self.spec.dp
+        return loss_over_ranks(local, self.is_last and self.ps.get_tensor_model_parallel_rank() == 0, self.spec.dp)
 
     def close(self) -> None:
         self.ps.destroy_model_parallel()
