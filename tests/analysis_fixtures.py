@@ -18,10 +18,10 @@ CPU_NAME = "Test CPU"
 GIT_COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
-def provenance(world_size: int, device_name: str, nodes: int = 1) -> dict:
+def provenance(world_size: int, device_name: str, nodes: int = 1, dirty: bool = False) -> dict:
     return {
         "package": {"name": "scalestudy", "version": "0.1.0",
-                    "git": {"commit": GIT_COMMIT, "dirty": False, "reason": None}},
+                    "git": {"commit": GIT_COMMIT, "dirty": dirty, "reason": None}},
         "python": "3.11.9", "platform": "Linux-test", "torch": "2.7.0", "cuda": "12.6", "nccl": "2.26.2",
         "libraries": {"torch": "2.7.0", "numpy": "2.0.0"}, "command": ["scalestudy", "train"], "environment": {},
         "slurm": {"job_id": "4242", "nodelist": "node[01-02]", "nnodes": str(nodes)},
@@ -52,7 +52,8 @@ def write_train_run(raw_dir: Path, spec: RunSpec, *, status: str = "ok", step_ti
                     peak_source: str = "table", flops_record: bool = True, peak_record: bool = True,
                     power_w: float | None = None, idle_w: float = 70.0, energy_reason: str = "no NVML: CPU run",
                     trace: tuple[float, float, float] | None = None, memory_bytes: int = 1 << 30,
-                    fail_at_step: int = 1, device_busy_s: float | None = None) -> Path:
+                    fail_at_step: int = 1, device_busy_s: float | None = None, overrides: dict | None = None,
+                    dirty: bool = False) -> Path:
     """One training run's directory, as the harness would write it (device_busy_s: the GPU's busy
     time per step, a `device_busy` record as harness/device_busy.py writes it)."""
     from scalestudy.measure import metrics
@@ -63,7 +64,8 @@ def write_train_run(raw_dir: Path, spec: RunSpec, *, status: str = "ok", step_ti
     rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
         "schema": rawlog.SCHEMA, "kind": "train", "run_id": spec.run_id, "config_id": spec.config_id,
         "spec": spec.to_dict(), "layout": spec.layout, "launch": {"world_size": world},
-        "provenance": provenance(world, device_name, spec.nodes), "start_time_unix": 1.0,
+        "provenance": provenance(world, device_name, spec.nodes, dirty), "start_time_unix": 1.0,
+        **({"overrides": overrides} if overrides is not None else {}),
     })
     times = step_time_s if isinstance(step_time_s, list) else [step_time_s] * spec.measured_iters
     fpt = metrics.flops_per_token(spec.model_config(), spec.seq_len)

@@ -161,3 +161,16 @@ def test_unplanned_run_directory_is_reported(rich, tmp_path):
     by_dir = {u["raw_dir"]: u for u in t.unplanned}
     assert "not a run of study" in by_dir["stray-run"]["reason"]
     assert "moved aside" in by_dir[aside.name]["reason"] and by_dir[aside.name]["complete"] is False
+
+
+def test_a_finished_run_the_launcher_found_and_moved_aside_is_no_problem_of_the_audit(rich, tmp_path):
+    from scalestudy.analysis.audit import audit
+
+    study = _copy(rich[0], tmp_path)
+    run_id = study.runs[0].spec.run_id
+    found = study.raw_dir / f"{run_id}.found-20250101T000000~2"
+    shutil.copytree(study.raw_dir / run_id, found)
+    by_dir = {u["raw_dir"]: u for u in agg.build_tables(study).unplanned}
+    assert by_dir[found.name]["reason"] == (f"a finished copy of planned run {run_id} that the launcher found in its "
+                                            "place and moved aside (never read)")
+    assert not any(found.name in p for p in audit(study, figures=False, claims=False))

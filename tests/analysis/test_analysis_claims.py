@@ -263,3 +263,17 @@ def test_a_claim_with_measured_inputs_never_mixes_input_kinds():
     mixed_inputs(mixed)
     assert mixed["verdict"] == NOT_COMPARABLE and "mixes input kinds" in mixed["reason"]
     assert "`a--measured-inputs` take a measured rank share, `b` the model alone" in mixed["reason"]
+
+
+def test_claims_md_says_predicted_once_above_the_table_not_in_every_row(tmp_path):
+    from scalestudy.spec.studies import Study
+
+    study = Study(name="s", description="", hardware="H100", assumptions=(), runs=(), collectives=(), figures=(),
+                  root=tmp_path)
+    rows = [{"id": f"C{i}", "claim": "c", "where": "w", "paper": "-1%", "ours_text": "-2%", "verdict": "consistent",
+             "reason": claims.PREDICTED_REASON + "; same sign", "n_seeds": claims.PREDICTED, "rule": "r"}
+            for i in range(5)]
+    text = claims.markdown(rows, study)
+    assert "**PREDICTED by scalestudy.perfmodel, not measured**" in text
+    assert claims.PREDICTED_REASON not in text
+    assert text.count("| PREDICTED (see above); same sign |") == 5

@@ -16,7 +16,7 @@ from scalestudy.launch import run_guard
 from scalestudy.measure import rawlog
 
 TINY1 = {"model": "tiny", "device": "cpu", "precision": "fp32", "procs_per_node": 1, "seq_len": 32,
-         "warmup_iters": 1, "measured_iters": 1000000}
+         "warmup_iters": 1, "measured_iters": 100000}  # runs until the test stops it
 
 
 def _env_of(pid: int) -> dict:

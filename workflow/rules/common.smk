@@ -142,6 +142,17 @@ if workflow.is_main_process and STUDY.launch:
         raise WorkflowError(str(e)) from None
 
 
+# A launched study's runs that this host cannot run as planned (launch.launcher.host_problem): refused
+# before anything runs, on a local run of the workflow (a cluster's nodes are not this host).
+if workflow.is_main_process and STUDY.launch and workflow.local_exec:
+    from scalestudy.launch.launcher import host_problem
+
+    _host = [p for p in (host_problem(spec) for _, spec in STUDY.jobs) if p]
+    if _host:
+        raise WorkflowError(_host[0] + (f" (and {len(_host) - 1} more run(s) of study {STUDY.name!r})"
+                                        if len(_host) > 1 else ""))
+
+
 # --config budget_gpu_s=N: the missing runs that fit it (scalestudy.launch.budget), and the figures
 # only once none is missing.
 BUDGET_PLAN = None

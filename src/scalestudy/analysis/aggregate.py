@@ -57,6 +57,7 @@ from scalestudy.measure.table_files import (  # noqa: F401 - the tables' names, 
     SUMMARY_FILE,
     TABLE_FILES,
     UNPLANNED_FILE,
+    WEAKENED_NOTE,
 )
 
 PREDICTION_METRICS = ("tokens_per_s", "tokens_per_s_per_device", "mfu", "power_w_per_gpu", "tokens_per_joule",
@@ -124,7 +125,9 @@ def _planned_ids(study) -> dict[str, tuple[str, object]]:
     return ids
 
 
-_ASIDE = re.compile(r"^(?P<run_id>.+)\.incomplete-[0-9T]+$")
+# what the launcher moves aside beside raw/RUN_ID: an unfinished attempt, and a finished run found
+# where it was to measure (launch.launcher.FOUND_SUFFIX: another workflow's, a copy), never read
+_ASIDE = re.compile(r"^(?P<run_id>.+)\.(?P<kind>incomplete|found)-[0-9T]+(~[0-9]+)?$")
 
 
 def unplanned_runs(study, dirs: dict[str, list[Path]] | None = None) -> list[dict]:
@@ -141,7 +144,10 @@ def unplanned_runs(study, dirs: dict[str, list[Path]] | None = None) -> list[dic
                 reason = (f"a copy of planned run {name} outside {raw.name}/{name} (a backup or a duplicate): "
                           "never read")
             elif m and m.group("run_id") in planned:
-                reason = f"an unfinished attempt of planned run {m.group('run_id')}, moved aside"
+                reason = (f"an unfinished attempt of planned run {m.group('run_id')}, moved aside (never read)"
+                          if m.group("kind") == "incomplete" else
+                          f"a finished copy of planned run {m.group('run_id')} that the launcher found in its place "
+                          "and moved aside (never read)")
             else:
                 reason = f"not a run of study {study.name!r}"
             rows.append({"raw_dir": _rel(d, raw), "run_id": name, "complete": (d / "status.json").exists(),
@@ -433,6 +439,8 @@ def summarize_configs(runs: list[dict], bands: dict[str, dict] | None = None,
                 if r.get(c):
                     notes.add(f"{c.removesuffix('_reason')}: {r[c]}")
             notes.update(split_list(r.get("caveats")))  # a predicted run's input with a known artefact: once a config
+            for why in split_list(r.get("weakened")):
+                notes.add(f"{WEAKENED_NOTE}: seed {r['seed']}: {why}")
         row["notes"] = sorted(notes)
         out.append(row)
     out.sort(key=lambda r: (r["model"], r["world_size"], r["layout"], r["tp"], r["pp"], r["global_batch"],

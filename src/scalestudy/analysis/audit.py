@@ -18,6 +18,8 @@
    `manifest` (scalestudy audit --manifest FILE) receives the sha256 of every output that matched.
 5. a damaged raw-log file (a truncated or corrupt gzip, a FIFO, a symbolic link out of its run
    directory) is a problem naming it; nothing hangs on it and nothing is read through it.
+6. with `strict` (what CI runs on the committed studies), a run made with a check weakened
+   (measure.rawlog.weakened_checks: an override switch, the run guard off, an uncommitted checkout).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from scalestudy.analysis.aggregate import C3_TERMS_FILE, CLAIM_BASIS_FILE, MODEL
 from scalestudy.analysis.figures import FIGURES, LEDGER_FIGURES, render
 from scalestudy.analysis.provenance import calibration_provenance, measured_files_provenance
 from scalestudy.measure.code_version import ledger_figure_version, model_version
-from scalestudy.measure.csv_format import read_csv_rows, read_table
+from scalestudy.measure.csv_format import read_csv_rows, read_table, split_list
 from scalestudy.measure.rawlog import (
     STATUS_FILE,
     RawLogError,
@@ -281,9 +283,11 @@ def compare_image(expected: Path, actual: Path) -> str | None:
             f"{matplotlib.__version__})")
 
 
-def audit(study, *, figures: bool = True, claims: bool = True, manifest: dict | None = None) -> list[str]:
+def audit(study, *, figures: bool = True, claims: bool = True, manifest: dict | None = None,
+          strict: bool = False) -> list[str]:
     """Every problem of `study` (see the module docstring); `manifest`, where given, is filled with
-    the sha256 of every output found as the raw logs give it (tables, claims, figure CSVs, PDFs and PNGs)."""
+    the sha256 of every output found as the raw logs give it (tables, claims, figure CSVs, PDFs and PNGs).
+    `strict`: a run made with a check weakened (runs.csv `weakened`) is a problem too."""
     raw = Path(study.raw_dir)
     problems = verify_checksums(raw) + _import_sources(study)
     for u in agg.unplanned_runs(study):
@@ -296,6 +300,9 @@ def audit(study, *, figures: bool = True, claims: bool = True, manifest: dict | 
         return problems + [str(x) for x in e.errors]
     except RawLogError as e:
         return problems + [str(e)]
+    if strict:
+        problems += [f"{raw / str(r['raw_dir'])}: {agg.WEAKENED_NOTE}: {why} (refused by --strict)"
+                     for r in tables.runs for why in split_list(r.get("weakened"))]
     with tempfile.TemporaryDirectory(prefix="scalestudy-audit-") as tmp:
         t_dir, f_dir = Path(tmp) / "tables", Path(tmp) / "figures"
         produced = agg.write_tables(tables, t_dir)

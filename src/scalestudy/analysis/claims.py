@@ -47,9 +47,11 @@ from scalestudy.analysis.aggregate import load_tables
 from scalestudy.analysis.figures.prepare import records
 from scalestudy.analysis.markdown_html import to_html
 from scalestudy.analysis.run_table import CAVEAT_PREFIX
+from scalestudy.measure.table_files import WEAKENED_NOTE
 from scalestudy.analysis.stats import Comparison, Summary, difference, from_columns, relative_change
 from scalestudy.measure.code_version import code_version
 from scalestudy.measure.csv_format import format_value, split_list, write_csv
+from scalestudy.measure.rawlog import atomic_write_text
 from scalestudy.spec.rank_share import measured_base
 
 CLAIMS_CSV = "claims.csv"
@@ -661,6 +663,15 @@ def evaluate(tables, inputs: str = MODEL_ALONE) -> list[dict]:
         if said:
             r["reason"] = "; ".join([x for x in [r.get("reason")] if x]
                                     + [CAVEAT_REASON + n.removeprefix(CAVEAT_PREFIX) for n in said])
+    weakened = {c["config_id"]: [n for n in split_list(c.get("notes")) if n.startswith(WEAKENED_NOTE)] for c in cfgs}
+    for r in rows:
+        cids = list(r.get("config_ids") or []) + [config_of[x] for x in r.get("run_ids") or [] if x in config_of]
+        said = list(dict.fromkeys(n for cid in dict.fromkeys(cids) for n in weakened.get(cid, [])))
+        if said:
+            kinds = sorted({n.rsplit(": ", 1)[-1].split(" (")[0] for n in said})
+            r["reason"] = "; ".join([x for x in [r.get("reason")] if x]
+                                    + [f"{len(said)} seed{'s' if len(said) > 1 else ''} {WEAKENED_NOTE} "
+                                       f"({', '.join(kinds)}): scalestudy audit --strict refuses them"])
     if inputs == WITH_MEASURED:
         for r in rows:
             mixed_inputs(r)
@@ -742,6 +753,9 @@ def markdown(rows: list[dict], study, measured: list[dict] | None = None, tables
     def cell(v):
         return format_value(v).replace("|", "\\|").replace("\n", " ")
 
+    def reason(v):  # what the note above the table says once, a word in each row
+        return cell(str(v or "").replace(PREDICTED_REASON, "PREDICTED (see above)"))
+
     predicted = any(r.get("n_seeds") == PREDICTED or PREDICTED_REASON in (r.get("reason") or "") for r in rows)
     lines = [f"# Claims of arXiv 2411.13055 against study `{study.name}`", "",
              f"Hardware: {study.hardware}. Recomputed from the study's tables by `scalestudy claims` "
@@ -773,17 +787,17 @@ def markdown(rows: list[dict], study, measured: list[dict] | None = None, tables
             lines.append(f"| {r['id']} | {cell(r['claim'])} ({cell(r['where'])}) | {cell(r['paper'])} | "
                          f"{cell(r['ours_text'] or 'n/a')} | **{r['verdict']}** | "
                          f"{'the same: no measured input' if same else cell(m.get('ours_text') or 'n/a')} | "
-                         f"{'' if same else '**' + str(m.get('verdict')) + '**'} | {cell(r['reason'])} |")
+                         f"{'' if same else '**' + str(m.get('verdict')) + '**'} | {reason(r['reason'])} |")
     else:
         lines += ["| id | claim | paper | ours | verdict | reason |", "|---|---|---|---|---|---|"]
         for r in rows:
             lines.append(f"| {r['id']} | {cell(r['claim'])} ({cell(r['where'])}) | {cell(r['paper'])} | "
-                         f"{cell(r['ours_text'] or 'n/a')} | **{r['verdict']}** | {cell(r['reason'])} |")
+                         f"{cell(r['ours_text'] or 'n/a')} | **{r['verdict']}** | {reason(r['reason'])} |")
     if measured:
         lines += ["", f"## Reasons, {WITH_MEASURED}", ""]
         for r, m in zip(rows, measured):
             if m.get("config_ids") != r.get("config_ids"):
-                lines.append(f"- **{m['id']}**: {cell(m['reason'])} (configurations: "
+                lines.append(f"- **{m['id']}**: {reason(m['reason'])} (configurations: "
                              f"{', '.join(f'`{c}`' for c in m.get('config_ids') or [])})")
     lines += c3_section(tables)
     if any(r.get("rests_on") for r in rows):
@@ -807,9 +821,9 @@ def write_claims(tables, study, out_dir: Path | str | None = None) -> list[Path]
     csv_path = write_csv(out / CLAIMS_CSV, CLAIM_COLUMNS, rows + (measured or []))
     md_path = out / CLAIMS_MD
     text = markdown(rows, study, measured, tables)
-    md_path.write_text(text, encoding="utf-8")
+    atomic_write_text(md_path, text)
     html_path = out / CLAIMS_HTML
-    html_path.write_text(to_html(text, title=f"Claims against study {study.name}"), encoding="utf-8")
+    atomic_write_text(html_path, to_html(text, title=f"Claims against study {study.name}"))
     return [csv_path, md_path, html_path]
 
 

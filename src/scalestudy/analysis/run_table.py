@@ -14,6 +14,8 @@ identity      run_id, config_id, seed, label, experiments (';'-joined), kind, st
               contaminated (status.json's load record: another run of the package ran on its host
               while it measured; empty where the run recorded no load), outlier (why its throughput
               is an outlier against the other seeds, aggregate.seed_outliers; empty if it is not),
+              weakened (why the run was measured with a check weakened: an override switch, the run
+              guard off, an uncommitted checkout; measure.rawlog.weakened_checks; empty: none),
               caveats (a predicted run's notes starting "caveat: ": a measured input it takes has a
               known artefact, perfmodel.rank_shares; empty otherwise), measured_inputs (a predicted
               run's inputs taken from a measurement, e.g. "compute, memory" from a rank share; empty:
@@ -44,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from scalestudy.measure import exposed_comm, metrics
-from scalestudy.measure.rawlog import CorruptLogError, RunLog
+from scalestudy.measure.rawlog import CorruptLogError, RunLog, weakened_checks
 from scalestudy.measure.table_files import CAVEAT_PREFIX  # noqa: F401 - the predicted rows' caveats
 from scalestudy.spec import catalog
 from scalestudy.spec.rank_share import LABEL, measured_input_names
@@ -53,7 +55,7 @@ from scalestudy.spec.run import RunSpec, SpecError
 SPEC_PREFIX = "spec."
 
 IDENTITY_COLUMNS = ["run_id", "config_id", "seed", "label", "experiments", "kind", "status", "error",
-                    "culprit_ranks", "raw_dir", "contaminated", "outlier", "caveats", "measured_inputs"]
+                    "culprit_ranks", "raw_dir", "contaminated", "weakened", "outlier", "caveats", "measured_inputs"]
 LAYOUT_COLUMNS = ["layout", "model", "world_size", "nodes", "procs_per_node", "dp_replicate", "dp_shard", "tp",
                   "pp", "global_batch", "local_batch", "seq_len", "tokens_per_step", "device", "device_names",
                   "n_hosts"]
@@ -123,8 +125,8 @@ def unread_row(planned, status: str, error: str, raw_dir: str | None) -> dict:
     row = {"run_id": planned.run_id, "config_id": getattr(planned, "config_id", spec.config_id), "seed": spec.seed,
            "kind": "train",
            "status": status, "error": error, "culprit_ranks": None, "raw_dir": raw_dir, "contaminated": None,
-           "outlier": None, "caveats": [], "measured_inputs": None, **planned_columns(planned), **layout_columns(spec),
-           "device_names": None, "n_hosts": None,
+           "weakened": [], "outlier": None, "caveats": [], "measured_inputs": None, **planned_columns(planned),
+           **layout_columns(spec), "device_names": None, "n_hosts": None,
            **_null_metrics(f"run {status}"), **spec_columns(spec)}
     return row
 
@@ -140,7 +142,8 @@ def run_row(log: RunLog, planned=None, raw_dir: str | None = None, *, traces: bo
         "run_id": log.run_id, "config_id": log.run.get("config_id", spec.config_id), "seed": spec.seed,
         **planned_columns(planned), "kind": log.run.get("kind", "train"), "status": status,
         "error": log.status.get("error"), "culprit_ranks": log.status.get("culprit_ranks") or [],
-        "raw_dir": raw_dir, "contaminated": (log.status.get("load") or {}).get("contaminated"), "outlier": None,
+        "raw_dir": raw_dir, "contaminated": (log.status.get("load") or {}).get("contaminated"),
+        "weakened": weakened_checks(log.run, log.status), "outlier": None,
         "caveats": [], "measured_inputs": None,
         **layout_columns(spec), "device_names": sorted(devices),
         "n_hosts": len(prov.get("hosts") or []) or None,

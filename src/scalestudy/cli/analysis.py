@@ -145,7 +145,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
     study = _study(args)
     manifest: dict[str, str] = {}
-    problems = audit(study, figures=not args.no_figures, manifest=manifest)
+    problems = audit(study, figures=not args.no_figures, manifest=manifest, strict=args.strict)
     for p in problems:
         print(f"audit: {p}")
     if args.manifest:
@@ -238,6 +238,9 @@ def register(subparsers) -> None:
                                             "raw logs, and every raw-log checksum; exit 1 on a problem")
     _study_options(p)
     p.add_argument("--no-figures", action="store_true", help="skip the figures (CSV, PDF and PNG)")
+    p.add_argument("--strict", action="store_true",
+                   help="also refuse runs made with a check weakened (an override switch, the run guard off, an "
+                        "uncommitted checkout): what CI runs on the committed studies")
     p.add_argument("--manifest", metavar="FILE",
                    help="write the sha256 of every table, claims file and figure (CSV, PDF, PNG) that follows from "
                         "the raw logs to FILE ('SHA256  PATH' lines)")

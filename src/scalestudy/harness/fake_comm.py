@@ -42,6 +42,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from scalestudy.harness import faults
 from scalestudy.spec.rank_share import LABEL
 from scalestudy.spec.run import RunSpec
 
@@ -215,8 +216,9 @@ def cap_device_memory(spec: RunSpec, device: torch.device) -> dict | None:
     total = torch.cuda.get_device_properties(device).total_memory
     cap = int(spec.device_memory_cap_gib * 2**30)
     if cap > total:
-        raise ValueError(f"device_memory_cap_gib {spec.device_memory_cap_gib} exceeds this device's "
-                         f"{total / 2**30:.1f} GiB")
+        raise faults.InvalidConfig(f"device_memory_cap_gib {spec.device_memory_cap_gib} exceeds this device's "
+                                   f"{total / 2**30:.1f} GiB ({torch.cuda.get_device_name(device)}): a GPU of that "
+                                   "size cannot be emulated on it")
     torch.cuda.set_per_process_memory_fraction(cap / total, device)
     return {"cap_gib": spec.device_memory_cap_gib, "cap_bytes": cap, "device_total_bytes": total,
             "fraction": cap / total, "how": "torch.cuda.set_per_process_memory_fraction"}

@@ -96,7 +96,7 @@ def run_gemm(spec: GemmSpec, run_dir: Path, *, quiet: bool = False) -> str:
                    "power_limit_w": nvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000}
     rawlog.atomic_write_json(run.run_dir / rawlog.RUN_FILE, {
         "schema": rawlog.SCHEMA, "kind": "gemm", "run_id": spec.run_id, "config_id": spec.config_id,
-        **rawlog.identity_from_env(), "spec": spec.to_dict(),
+        **rawlog.identity_from_env(), "overrides": rawlog.overrides_from_env(), "spec": spec.to_dict(),
         "measurement": {"timer": TIMER, "warmup_iters": spec.warmup_iters, "iters": spec.iters,
                         "operands": "random normal; fp8: e4m3 with one scale a tensor, bf16 output", **machine},
         "provenance": provenance.collect(run.facts), "start_time_unix": round(time.time(), 3),

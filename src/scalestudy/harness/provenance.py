@@ -7,7 +7,6 @@ import importlib.metadata
 import os
 import platform
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import torch
 
 import scalestudy
 from scalestudy.measure.portable import portable_value
+from scalestudy.spec import checkout
 
 ENV_PREFIXES = ("NCCL_", "TORCH_", "GLOO_", "CUDA_", "OMP_", "SLURM_", "PYTORCH_", "MASTER_", "NVIDIA_",
                 "SCALESTUDY_HARNESS_")
@@ -22,18 +22,8 @@ LIBRARIES = ("torch", "numpy", "megatron-core", "nvidia-ml-py", "pandas", "seabo
 
 
 def git_state(path: Path | None = None) -> dict:
-    """Commit and dirty flag of the checkout holding the package, or why there is none."""
-    path = path or Path(scalestudy.__file__).resolve().parent
-    try:
-        commit = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True,
-                                text=True, timeout=10)
-        if commit.returncode != 0:
-            return {"commit": None, "dirty": None, "reason": commit.stderr.strip() or "not a git checkout"}
-        dirty = subprocess.run(["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
-        return {"commit": commit.stdout.strip(), "dirty": bool(dirty.stdout.strip()), "reason": None}
-    except (OSError, subprocess.SubprocessError) as e:
-        return {"commit": None, "dirty": None, "reason": f"git unavailable: {e}"}
+    """Commit and dirty flag of the checkout holding the package (spec.checkout.git_state)."""
+    return checkout.git_state(path or Path(scalestudy.__file__).resolve().parent)
 
 
 def source_digest() -> str:

@@ -95,7 +95,7 @@ def run_record(spec: RunSpec, run, *, time_limit_s, peak_tflops, power: bool, po
     estimate, the machine (provenance), and for a rank share what it stands in for."""
     return {
         "schema": rawlog.SCHEMA, "kind": "train", "run_id": spec.run_id, "config_id": spec.config_id,
-        **rawlog.identity_from_env(), "spec": spec.to_dict(),
+        **rawlog.identity_from_env(), "overrides": rawlog.overrides_from_env(), "spec": spec.to_dict(),
         "layout": spec.layout, "memory_estimate": estimate_memory(spec).as_dict(),
         "launch": {"time_limit_s": time_limit_s, "world_size": run.world, "comm_backend": spec.comm_backend,
                    "peak_tflops": peak_tflops, "power": power, "power_period_s": power_period_s,
@@ -123,11 +123,14 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
     optimisations.apply_allocator_setting()
     run = begin_run(spec, run_dir)
     rank, world, device, log, injector, run_dir = run.rank, run.world, run.device, run.log, run.injector, run.run_dir
-    fake_comm = memory_cap = None
+    fake_comm = memory_cap = refused = None
     if spec.device == "cuda":
         from scalestudy.harness.fake_comm import cap_device_memory
 
-        memory_cap = cap_device_memory(spec, device)
+        try:  # a cap above this GPU's memory: the run is invalid_config, with its run.json written
+            memory_cap = cap_device_memory(spec, device)
+        except faults.InvalidConfig as e:
+            refused = e
     if spec.comm == "fake":
         from scalestudy.harness.fake_comm import start_record
 
@@ -138,6 +141,8 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
             power_period_s=power_period_s, sink=sink, fake_comm=fake_comm, memory_cap=memory_cap))
     hooks = MeasurementHooks(spec, run_dir, rank, device, log, power=power, power_period_s=power_period_s)
     try:
+        if refused is not None:
+            raise refused
         run.check_world()
         torch.manual_seed(spec.seed)
         dims = ParallelDims.from_spec(spec, dist.get_world_size())  # the emulated world under fake comm

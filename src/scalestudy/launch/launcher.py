@@ -149,6 +149,21 @@ def default_time_limit_s(spec: Spec) -> float:
     return 300.0 + 5 * spec.nodes + 2 * steps * step_s + trace_s
 
 
+# A CPU run's processes on one host beyond this many a CPU measure the scheduler, not training: the
+# smoke study runs 4 on a 2-core host (2 a CPU); 64 on 2 cores would be refused.
+CPU_PROCS_PER_CPU_MAX = 4
+
+
+def host_problem(spec: Spec, cpus: int | None = None) -> str | None:
+    """Why this host cannot run `spec` as planned (None: it can): a CPU run with more processes on
+    one host than CPU_PROCS_PER_CPU_MAX a CPU of this host."""
+    cpus = cpus or os.cpu_count() or 1
+    if spec.device == "cpu" and spec.launch_procs_per_node > CPU_PROCS_PER_CPU_MAX * cpus:
+        return (f"run {spec.run_id}: procs_per_node {spec.launch_procs_per_node} is more than {CPU_PROCS_PER_CPU_MAX} "
+                f"processes a CPU of this host ({cpus} CPUs): its step times would measure the scheduler")
+    return None
+
+
 def job_resources(spec: Spec, time_limit_s: float | None = None, site: Site | None = None) -> dict:
     """Scheduler resources of one run: Snakemake's local scheduler reads threads, gpus and
     mem_mb; the SLURM executor plugin reads nodes, tasks, cpus_per_task, mpi, runtime (minutes),
@@ -224,6 +239,9 @@ def launch(spec: Spec, run_dir: Path | str, *, time_limit_s: float | None = None
     study that planned the run and its hardware line) goes into run.json (rawlog.IDENTITY_ENV)."""
     run_dir = Path(run_dir)
     env = dict(os.environ if env is None else env)
+    problem = host_problem(spec)
+    if problem:
+        raise LaunchError(problem)
     if site is not None and site.lock_dir and not env.get(run_guard.LOCK_DIR_ENV):
         env[run_guard.LOCK_DIR_ENV] = site.lock_dir  # the locks, and the warm servers' sockets, live there
     try:
@@ -647,7 +665,7 @@ def _write_launcher_run_json(spec: Spec, run_dir: Path, limit: float,
                                "nnodes": str(len(allocation.hosts))}
     rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
         "schema": rawlog.SCHEMA, "kind": kind, "run_id": spec.run_id, "config_id": spec.config_id,
-        **(identity or rawlog.identity_from_env({})),
+        **(identity or rawlog.identity_from_env({})), "overrides": rawlog.overrides_from_env(),
         "spec": spec.to_dict(), "launch": {"time_limit_s": limit, "world_size": spec.world_size},
         "provenance": provenance, "start_time_unix": round(time.time(), 3),
     })

@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from scalestudy.measure import rawlog
+
 TOKEN_ENV = "SCALESTUDY_RUN_TOKEN"
 # the token of a process of no run: a warm-workers server (scalestudy.launch.warm_workers), which writes
 # each run's token over it in the run's processes; as long as a token (uuid4 hex never is zeros)
@@ -354,7 +356,7 @@ def _nvml() -> Any:
 # launcher's own sampling (about 0.03 s a sample, once a second, on a host of about 100 processes)
 # is the run's, not counted. On a host shared with other work every CPU run is contaminated: that is
 # the point (SCALESTUDY_FOREIGN_CPU_MAX below sets another share).
-FOREIGN_CPU_SHARE_MAX = 0.10
+FOREIGN_CPU_SHARE_MAX = rawlog.FOREIGN_CPU_SHARE_DEFAULT
 # another threshold for the runs a launcher starts (a fraction of the host's CPU time; "off": the
 # share is recorded, never flagged - the test suite's, whose pytest workers run side by side)
 FOREIGN_CPU_ENV = "SCALESTUDY_FOREIGN_CPU_MAX"

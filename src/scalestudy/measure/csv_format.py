@@ -17,6 +17,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from scalestudy.measure.rawlog import atomic_write_text
+
 FLOAT_FORMAT = "%.10g"
 LIST_SEPARATOR = ";"
 
@@ -58,7 +60,7 @@ def csv_text(columns: Sequence[str], rows: Iterable[dict]) -> str:
 def write_csv(path: os.PathLike | str, columns: Sequence[str], rows: Iterable[dict]) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(csv_text(columns, rows), encoding="utf-8")
+    atomic_write_text(path, csv_text(columns, rows))
     return path
 
 

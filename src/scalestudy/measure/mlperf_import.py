@@ -36,7 +36,7 @@ from scalestudy.spec import catalog
 from scalestudy.spec.run import RunSpec
 
 IMPORTER = "scalestudy.measure.mlperf_import"
-BEYOND_WINDOW = "beyond_window"
+BEYOND_WINDOW = rawlog.PHASES[2]
 # v3.x NeMo, v4.1 NeMo (GPT-3), v5.x mlperf_common
 STEP_TIME_KEYS = ("train_step_timing", "train_step_timing in s", "train_step_time")
 BLOCK_SUMMARY_KEY = "throughput"  # a tracked_stats event that sums up a block, not a step

@@ -24,6 +24,7 @@ import stat
 import tempfile
 import time
 import zlib
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
@@ -64,6 +65,40 @@ def identity_from_env(env: dict | None = None) -> dict:
         data = {}
     data = data if isinstance(data, dict) else {}
     return {k: (None if data.get(k) is None else str(data[k])) for k in IDENTITY_KEYS}
+
+
+# Switches that weaken a check or change what a run measures. A run records those set in its
+# environment (run.json `overrides`); the analysis names them wherever the run's numbers appear, and
+# `scalestudy audit --strict` refuses such a run, as it does one made from an uncommitted checkout.
+OVERRIDE_ENVS = {
+    "SCALESTUDY_FOREIGN_CPU_MAX": "the run guard's foreign-CPU threshold",
+    "SCALESTUDY_HARNESS_OFF": "harness optimisations switched off",
+    "SCALESTUDY_INJECT_FAULT": "a fault injected by a test",
+}
+FOREIGN_CPU_SHARE_DEFAULT = 0.10  # launch.run_guard.FOREIGN_CPU_SHARE_MAX: why a tenth is said there
+
+
+def overrides_from_env(env: dict | None = None) -> dict:
+    """The OVERRIDE_ENVS set (non-empty) in the environment: run.json's `overrides`."""
+    env = os.environ if env is None else env
+    return {k: str(env[k]) for k in OVERRIDE_ENVS if str(env.get(k, "")).strip()}
+
+
+def weakened_checks(run: dict, status: dict) -> list[str]:
+    """Why a run's numbers were measured with a check weakened, one sentence each (empty: none): a
+    switch of OVERRIDE_ENVS, the CPU run guard's threshold off or above the default (status.json's
+    `load`, for runs that predate `overrides`), an uncommitted checkout."""
+    out = [f"{k}={v} ({OVERRIDE_ENVS.get(k, 'an override')})" for k, v in sorted((run.get("overrides") or {}).items())]
+    cpu = ((status.get("load") or {}).get("foreign_cpu") or {})
+    if "SCALESTUDY_FOREIGN_CPU_MAX" not in (run.get("overrides") or {}) and (run.get("spec") or {}).get("device") == "cpu":
+        if "threshold" in cpu and cpu["threshold"] is None:
+            out.append("the run guard's foreign-CPU check was off")
+        elif isinstance(cpu.get("threshold"), (int, float)) and cpu["threshold"] > FOREIGN_CPU_SHARE_DEFAULT:
+            out.append(f"the run guard's foreign-CPU threshold was raised to {cpu['threshold']:.0%}")
+    git = (((run.get("provenance") or {}).get("package") or {}).get("git") or {})
+    if git.get("dirty"):
+        out.append(f"made from a checkout with uncommitted changes (commit {str(git.get('commit'))[:12]})")
+    return out
 
 
 class RawLogError(Exception):
@@ -128,6 +163,22 @@ def atomic_write_bytes(path: os.PathLike | str, data: bytes) -> None:
         raise
 
 
+@contextmanager
+def atomic_output(path: os.PathLike | str) -> Iterator[Path]:
+    """A temporary name beside `path` for a writer that takes a file name (a figure's savefig):
+    renamed to `path` when the block ends, removed if it raises, so that `path` is never seen half
+    written (an interrupted figure rule leaves the old file or none)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def atomic_write_text(path: os.PathLike | str, text: str) -> None:
     atomic_write_bytes(path, text.encode())
 
@@ -177,21 +228,70 @@ def step_problem(step, loss: float | None, step_time_s, band: tuple[float, float
     return None
 
 
+# An iteration record's phases, in the order a run goes through them; `beyond_window`: steps an
+# imported log holds after its measured window (measure.mlperf_import), never counted.
+PHASES = ("warmup", "measured", "beyond_window")
+
+
+def step_problems(spec: dict, records: list[dict]) -> list[str]:
+    """Where a finished run's iteration records are not the steps its spec plans: on every rank
+    exactly `warmup_iters` warm-up and `measured_iters` measured steps, each step number once and
+    in increasing order, phases in order, and the same steps on every rank that logs steps."""
+    planned = {"warmup": spec.get("warmup_iters"), "measured": spec.get("measured_iters")}
+    by_rank: dict[Any, list[tuple[str, Any]]] = {}
+    for r in records:
+        v = r.get("value")
+        if r.get("key") == "iteration" and isinstance(v, dict):
+            rank = (r.get("metadata") or {}).get("rank", 0)
+            by_rank.setdefault(rank, []).append((v.get("phase"), v.get("step")))
+    if not by_rank and isinstance(planned["measured"], int) and planned["measured"] > 0:
+        return [f"the metrics hold 0 of {planned['measured']} measured steps"]
+    first: tuple[Any, tuple] | None = None
+    for rank, seq in sorted(by_rank.items(), key=lambda kv: str(kv[0])):
+        unknown = sorted({str(p) for p, _ in seq if p not in PHASES})
+        if unknown:
+            return [f"rank {rank} logs steps of unknown phase {unknown[0]!r}"]
+        seen: set = set()
+        for (p0, s0), (p1, s1) in zip(seq, seq[1:]):
+            if PHASES.index(p1) < PHASES.index(p0):
+                return [f"rank {rank} logs {p1} step {s1} after {p0} step {s0}"]
+        for _, step in seq:
+            if step in seen:
+                return [f"rank {rank} logs step {step} more than once"]
+            seen.add(step)
+        steps = [s for _, s in seq]
+        if not all(isinstance(s, int) for s in steps) or steps != sorted(steps):
+            return [f"rank {rank} logs its steps out of order ({', '.join(map(str, steps[:8]))}"
+                    f"{', ...' if len(steps) > 8 else ''})"]
+        for phase, want in planned.items():
+            n = sum(1 for p, _ in seq if p == phase)
+            if isinstance(want, int) and n != want:
+                return [f"rank {rank} holds {n} of {want} {phase} steps"
+                        + (" (more than the spec plans)" if n > want else "")]
+        if first is None:
+            first = (rank, tuple(seq))
+        elif tuple(seq) != first[1]:
+            return [f"ranks {first[0]} and {rank} disagree on the steps they logged"]
+    return []
+
+
 def status_contradictions(run: dict, status: dict, records: list[dict]) -> list[str]:
-    """Where a training run's status contradicts its metrics: `ok` with fewer measured steps
-    than the spec plans, or `oom` / `invalid_config` with every measured step and no error."""
+    """Where a training run's status contradicts its metrics: `ok` with other steps than the spec
+    plans (step_problems), or `oom` / `invalid_config` with every measured step and no error."""
     if run.get("kind", "train") != "train":
         return []
-    planned = (run.get("spec") or {}).get("measured_iters")
+    spec = run.get("spec") or {}
+    planned = spec.get("measured_iters")
     if not isinstance(planned, int):
         return []
     steps = {r["value"].get("step") for r in records
              if r.get("key") == "iteration" and isinstance(r.get("value"), dict) and r["value"].get("phase") == "measured"}
     errors = [r for r in records if r.get("key") == "error"]
     s = status.get("status")
-    if s == "ok" and len(steps) < planned:
-        return [f"status ok, but the metrics hold {len(steps)} of {planned} measured steps"]
-    if s == "ok":  # a run that proves it trained (harness.faults.check_step): what it checks, checked again
+    if s == "ok":
+        problems = step_problems(spec, records)
+        if problems:
+            return [f"status ok, but {problems[0]}"]  # a run that proves it trained (harness.faults.check_step): what it checks, checked again
         fake = (run.get("spec") or {}).get("comm") == "fake"  # no data moves: its loss is no training loss
         for r in records:
             v = r.get("value")

@@ -16,4 +16,7 @@ MODEL_BESIDE_FILE = "model_beside.csv"
 SENSITIVITY_FILE, C3_TERMS_FILE, CLAIM_BASIS_FILE = "claim_sensitivity.csv", "c3_terms.csv", "claim_basis.json"
 TABLE_FILES = (RUNS_FILE, SUMMARY_FILE, COLLECTIVES_FILE, COLLECTIVES_SUMMARY_FILE, UNPLANNED_FILE)
 
+# a kept seed made with a check weakened (runs.csv `weakened`, measure.rawlog.weakened_checks): the
+# configuration's summary note starts with it; figures, claims and `scalestudy audit --strict` say so
+WEAKENED_NOTE = "made with a check weakened"
 CAVEAT_PREFIX = "caveat: "  # a prediction's note on a measured input with a known artefact (perfmodel.rank_shares)

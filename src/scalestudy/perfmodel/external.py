@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import csv
+import io
 import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from scalestudy.measure.code_version import model_version
+from scalestudy.measure.rawlog import atomic_write_text
 from scalestudy.perfmodel.cluster import load_cluster
 from scalestudy.perfmodel.collectives import CollectiveModel
 from scalestudy.perfmodel.options import ModelOptions
@@ -199,12 +201,13 @@ def write_csv(rows: list[LedgerRow], path: Path | str, root: Path | str = ".") -
     """The ledger with its predictions; every row names the model version that predicted it
     (scalestudy.measure.code_version.model_version: `scalestudy audit` compares it)."""
     version = model_version(root)
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        w.writeheader()
-        for r in csv_rows(rows):
-            w.writerow({**{k: ("" if v is None else (f"{v:.6g}" if isinstance(v, float) else v)) for k, v in r.items()},
-                        "model_version": version})
+    f = io.StringIO(newline="")
+    w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+    w.writeheader()
+    for r in csv_rows(rows):
+        w.writerow({**{k: ("" if v is None else (f"{v:.6g}" if isinstance(v, float) else v)) for k, v in r.items()},
+                    "model_version": version})
+    atomic_write_text(path, f.getvalue())
 
 
 def format_ledger(data: dict, rows: list[LedgerRow]) -> str:

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from scalestudy.measure.csv_format import write_csv
+from scalestudy.measure.rawlog import atomic_write_json
 from scalestudy.measure.table_files import C3_TERMS_FILE, CLAIM_BASIS_FILE, SENSITIVITY_FILE
 from scalestudy.perfmodel.cluster import Cluster, load_cluster, with_overrides
 from scalestudy.perfmodel.collectives import CollectiveModel
@@ -280,6 +280,6 @@ def write_tables(cal: Calibration, out_dir: Path | str, root: Path | str = ".",
     paths = [write_csv(out_dir / SENSITIVITY_FILE, SENSITIVITY_COLUMNS, sensitivity(cal, root, options)),
              write_csv(out_dir / C3_TERMS_FILE, C3_COLUMNS, c3_terms(cal, root, options))]
     basis = out_dir / CLAIM_BASIS_FILE
-    basis.write_text(json.dumps({"rests_on": rests_on(root, study), "c3_search": c3_search(cal, root, options),
-                                 "paper": {"C1": PAPER["C1"], "C3": PAPER["C3"]}}, indent=1, sort_keys=True) + "\n")
+    atomic_write_json(basis, {"rests_on": rests_on(root, study), "c3_search": c3_search(cal, root, options),
+                              "paper": {"C1": PAPER["C1"], "C3": PAPER["C3"]}})
     return paths + [basis]

@@ -7,10 +7,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from scalestudy.spec.run import DEVICES, SpecError, config_digest, doc, refuse_unknown_fields
+from scalestudy.spec.run import DEVICES, MAXIMA, SpecError, config_digest, doc, maxima_problems, refuse_unknown_fields
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+COLLECTIVE_MAXIMA = {**{k: MAXIMA[k] for k in ("seed", "warmup_iters", "nodes", "procs_per_node")},
+                     "iters": (100_000, "timed calls per op and size"), "step_factor": (1 << 10, "a size's factor"),
+                     "min_bytes": (1 << 36, "64 GiB buffers"), "max_bytes": (1 << 36, "64 GiB buffers")}
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,9 @@ class CollectivesSpec:
             p.append(("dtype", f"{self.dtype!r} is not one of {', '.join(DTYPES)}"))
         if self.device not in DEVICES:
             p.append(("device", f"{self.device!r} is not one of {', '.join(DEVICES)}"))
+        p += maxima_problems(self, COLLECTIVE_MAXIMA)
+        if p:
+            raise SpecError(p)
         for name in ("min_bytes", "max_bytes", "iters", "nodes", "procs_per_node"):
             if getattr(self, name) < 1:
                 p.append((name, f"must be at least 1, got {getattr(self, name)}"))

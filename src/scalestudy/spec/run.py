@@ -110,6 +110,34 @@ def describe_field(f: dataclasses.Field, default: Any = None) -> str:
 _POSITIVE = ">= 1"
 _COUNT = ">= 0"
 
+# The largest value of each integer field that a run can have, checked when a spec (a study's run)
+# is made, so that a typo is one sentence at planning time, not an overflow or an hours-long run.
+SEED_MAX = 2**32 - 1  # numpy's and torch's seed range
+MAXIMA = {
+    "seed": (SEED_MAX, "the seed range of numpy and torch"),
+    "warmup_iters": (100_000, "a day of steps of a second"), "measured_iters": (100_000, "a day of steps of a second"),
+    "profile_iters": (1_000, "traces of more steps do not fit a disk"), "profile_start": (100_000, "the most measured steps"),
+    "seq_len": (1 << 20, "a million tokens a sequence"), "micro_batch": (1 << 16, "65,536 sequences"),
+    "global_batch": (1 << 24, "16.8 million sequences"), "n_layers": (1_024, "layers of any catalog model"),
+    "nodes": (1 << 17, "131,072 hosts"), "procs_per_node": (1_024, "processes (GPUs) of one host"),
+    "dp_replicate": (1 << 20, "ranks"), "dp_shard": (1 << 20, "ranks"), "tp": (1_024, "ranks"),
+    "cp": (1_024, "ranks"), "pp": (1_024, "ranks"), "pp_microbatches": (1 << 16, "microbatches"),
+    "pp_stages_per_rank": (64, "stages"), "fsdp_forward_prefetch": (64, "blocks"),
+    "fsdp_backward_prefetch": (64, "blocks"),
+}
+
+
+def maxima_problems(obj, maxima: dict) -> list[tuple[str, str]]:
+    """(field, sentence) for each field of `obj` above its maximum or not an integer."""
+    p = []
+    for name, (most, what) in maxima.items():
+        v = getattr(obj, name)
+        if isinstance(v, bool) or not isinstance(v, int):
+            p.append((name, f"must be a whole number, got {v!r}"))
+        elif v > most:
+            p.append((name, f"{v:,} is above {most:,}, the most a run plans ({what})"))
+    return p
+
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -351,6 +379,9 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
     if s.model not in catalog.models():
         p.append(("model", f"unknown model {s.model!r}; known: {', '.join(sorted(catalog.models()))} "
                            f"(add yours with a catalog file: {catalog.ENV_VAR})"))
+    p += maxima_problems(s, MAXIMA)
+    if p:
+        return p
     for name in ("seq_len", "micro_batch", "nodes", "procs_per_node", "dp_replicate", "tp", "cp", "pp",
                  "pp_stages_per_rank", "measured_iters"):
         if getattr(s, name) < 1:

@@ -387,7 +387,10 @@ def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Pat
         names = [exp_name, *[a for a in exp.get("also", []) if a != exp_name]]
         for spec in _expand(name, exp, defaults, memory_gib, dropped):
             for seed in exp.get("seeds", seeds):
-                s = spec.replace(seed=seed)
+                try:
+                    s = spec.replace(seed=seed)
+                except SpecError as e:
+                    raise StudyError(name, e.problems, experiment=exp_name) from None
                 if len(s.run_id) > MAX_RUN_ID:  # a run directory's name; with a variant's suffix under NAME_MAX
                     raise StudyError(name, [(f"experiments/{exp_name}", f"run id {s.run_id!r} has {len(s.run_id)} "
                                              f"characters, more than {MAX_RUN_ID} (a run directory is named by it; "

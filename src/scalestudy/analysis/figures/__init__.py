@@ -130,6 +130,7 @@ def figure_data(name: str, tables, study) -> prepare.FigureData:
     fd = module(name).data(tables, study)
     prepare.mark_predicted(fd, tables)
     caveat = prepare.mark_caveats(fd, tables)
+    weakened = prepare.mark_weakened(fd, tables)
     fd.rows = prepare.sort_rows(fd.rows, fd.panels)
     desc = fd.description or description(name)
     fd.description = desc
@@ -138,7 +139,7 @@ def figure_data(name: str, tables, study) -> prepare.FigureData:
     fd.title = desc.heading(kind)
     fd.subtitle = f"study {study.name} · hardware: {study.hardware}"
     failed = None if getattr(module(name), "FAILURES_IN_CELLS", False) else drawing.failed_note(fd.rows)
-    notes = desc.footnotes(kind) + fd.notes + [failed, caveat, drawing.assumptions_note(study)]
+    notes = desc.footnotes(kind) + fd.notes + [failed, caveat, weakened, drawing.assumptions_note(study)]
     if failed is None:  # nothing drawn as an 'x': no note explaining it
         notes = [n for n in notes if n != drawing.FAILED_NOTE]
     if any(r.get("status") == prepare.INVALID for r in fd.rows):

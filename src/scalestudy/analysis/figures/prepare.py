@@ -18,7 +18,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Hashable, Iterable
 
 from scalestudy.analysis.figures.description import Description, Quantity
+from scalestudy.analysis import run_table
 from scalestudy.analysis.run_table import CAVEAT_PREFIX
+from scalestudy.measure.table_files import WEAKENED_NOTE
 from scalestudy.measure.csv_format import split_list
 from scalestudy.spec.rank_share import measured_series
 
@@ -272,9 +274,20 @@ def stat(cfg: dict, metric: str, scale: float = 1.0, quantity: Quantity | None =
     n = cfg.get(f"{metric}_n")
     out = {"y": sc(cfg.get(f"{metric}_mean")), "ci95_low": sc(cfg.get(f"{metric}_ci95_low")),
            "ci95_high": sc(cfg.get(f"{metric}_ci95_high")), "n_seeds": int(n) if n is not None else 0}
+    kept = len(split_list(cfg.get("run_ids")))
+    if out["y"] is not None and 0 < out["n_seeds"] < kept:
+        family = next((f for f, cols in _REASON_FAMILIES.items() if metric in cols), None)
+        why = [x.split(": ", 1)[1] for x in split_list(cfg.get("notes")) if family and x.startswith(f"{family}: ")]
+        out["fewer_seeds"] = (f"{out['n_seeds']} of the {kept} seeds in run_ids give a value"
+                              + (f" (the others: {'; '.join(why)})" if why else ""))
     if quantity is not None:
         check_range(out, quantity)
     return out
+
+
+# a metric's family: the reason column (run_table.REASON_COLUMNS) whose note says why a seed has no value
+_REASON_FAMILIES = {"exposed_comm": run_table.EXPOSED_COLUMNS, "energy": run_table.ENERGY_COLUMNS,
+                    "mfu": run_table.MFU_COLUMNS, "throughput": run_table.THROUGHPUT_COLUMNS}
 
 
 def check_range(row: dict, q: Quantity) -> dict:
@@ -308,12 +321,15 @@ def config_row(cfg: dict, **kw) -> dict:
     if left_out:
         row["note"] = "; ".join([*([row["note"]] if row.get("note") else []), "left out: " + "; ".join(left_out)])
     invalid, truncated = kw.pop("invalid", None), kw.pop("truncated", None)
+    fewer = kw.pop("fewer_seeds", None)
     row.update(kw)
     if invalid:
         row.update(status=INVALID, note=invalid + (f"; measured {row['y']:.4g}" if row.get("y") is not None else ""),
                    y=None, ci95_low=None, ci95_high=None)
     elif truncated:
         row["note"] = f"{row['note']}; {truncated}" if row.get("note") else truncated
+    if fewer and not invalid:
+        row["note"] = f"{row['note']}; {fewer}" if row.get("note") else fewer
     return row
 
 
@@ -397,6 +413,31 @@ def mark_caveats(fd: FigureData, tables) -> str | None:
     return (f"caveat: {n} configuration{'s' if n > 1 else ''} drawn take{'' if n > 1 else 's'} a measured input with a "
             "known artefact (the CSV's note marks which; claims.md says why).")
 
+
+def mark_weakened(fd: FigureData, tables) -> str | None:
+    """Note on each row of a configuration with a seed made with a check weakened (its summary
+    notes starting WEAKENED_NOTE) which check; returns the figure's footnote, or None."""
+    summary = getattr(tables, "summary", None)
+    if summary is None or "notes" not in getattr(summary, "columns", []):
+        return None
+    weakened = {r["config_id"]: [n for n in split_list(r.get("notes")) if n.startswith(WEAKENED_NOTE)]
+                for r in records(summary)}
+    drawn: set[str] = set()
+    kinds: set[str] = set()
+    for row in fd.rows:
+        said = [n for c in row.get("config_ids") or [] for n in weakened.get(c, [])]
+        if not said:
+            continue
+        drawn |= {c for c in row.get("config_ids") or [] if weakened.get(c)}
+        kinds |= {n.rsplit(": ", 1)[-1].split(" (")[0] for n in said}
+        text = "; ".join(dict.fromkeys(said))
+        if text not in str(row.get("note") or ""):
+            row["note"] = f"{row['note']}; {text}" if row.get("note") else text
+    if not drawn:
+        return None
+    n = len(drawn)
+    return (f"{WEAKENED_NOTE}: {n} configuration{'s' if n > 1 else ''} drawn ({'; '.join(sorted(kinds))}); the CSV's "
+            "note says which seed; scalestudy audit --strict refuses them.")
 
 
 # ---- the performance model beside measurements (a study's model_beside) ----------------------

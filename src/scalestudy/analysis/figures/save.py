@@ -18,6 +18,7 @@ from typing import Iterable
 
 from scalestudy.measure.code_version import code_version
 from scalestudy.measure.csv_format import write_csv
+from scalestudy.measure.rawlog import atomic_output
 
 FIGURE_COLUMNS = ["panel", "series", "x_quantity", "x", "y_quantity", "y", "ci95_low", "ci95_high", "n_seeds",
                   "status", "note", "label", "measured_inputs", "model_error", "config_ids", "run_ids", "code_version"]
@@ -40,12 +41,13 @@ def save(fig, out_base: Path, formats: Iterable[str], version: str | None = None
         if fmt == "csv":
             continue
         p = out_base.with_name(f"{out_base.name}.{fmt}")
-        if fmt == "pdf":
-            fig.savefig(p, format="pdf", metadata={**PDF_METADATA, "Creator": version})
-        elif fmt == "png":
-            fig.savefig(p, format="png", metadata={**PNG_METADATA, "Software": version})
-        else:
+        if fmt not in ("pdf", "png"):
             raise ValueError(f"unknown figure format {fmt!r}")
+        with atomic_output(p) as tmp:
+            if fmt == "pdf":
+                fig.savefig(tmp, format="pdf", metadata={**PDF_METADATA, "Creator": version})
+            else:
+                fig.savefig(tmp, format="png", metadata={**PNG_METADATA, "Software": version})
         paths.append(p)
     return paths
 

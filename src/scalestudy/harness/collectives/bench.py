@@ -145,7 +145,7 @@ def run_collectives(spec: CollectivesSpec, run_dir: Path, *, quiet: bool = False
     if rank == 0:
         rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
             "schema": rawlog.SCHEMA, "kind": "collectives", "run_id": spec.run_id, "config_id": spec.config_id,
-            **rawlog.identity_from_env(), "spec": spec.to_dict(),
+            **rawlog.identity_from_env(), "overrides": rawlog.overrides_from_env(), "spec": spec.to_dict(),
             "launch": {"world_size": world, "comm_backend": spec.comm_backend},
             "measurement": {
                 "size_convention": "nccl-tests", "time_over_ranks": TIME_OVER_RANKS,
