@@ -25,7 +25,7 @@ def main(path: str) -> int:
     header, phases = power.read_duty(path)
     cap = float(header["power_limit_w"])
     with_limiter, without = power.fit(phases, cap), power.fit(phases, cap, limiter=False)
-    print(f"{path}: {len(phases)} phases, board limit {cap:.0f} W ({header.get('device', '?')})")
+    print(f"{path}: {len(phases)} phases, board limit {cap:.0f} W ({header.get('device_name', '?')})")
     print(f"without the limiter's window: {describe(without)}")
     print(f"with it (the model's fit):    {describe(with_limiter)}")
     print(f"{'phase':28s} {'burst s':>8s} {'measured W':>10s} {'without':>8s} {'with':>8s}")

@@ -5,9 +5,10 @@ import re
 
 from conftest import REPO
 
-# starting the harness itself (`scalestudy train`/`collectives`/`gemm` as a command), or writing,
-# sealing or compressing a raw log through measure.rawlog
-FORBIDDEN = re.compile(r"""["']scalestudy["'],\s*["'](train|collectives|gemm)["']|scalestudy (train|collectives|gemm)\b"""
+# starting the harness itself (`scalestudy train`/`collectives`/`gemm`/`instrument` as a command), or
+# writing, sealing or compressing a raw log through measure.rawlog
+FORBIDDEN = re.compile(r"""["']scalestudy["'],\s*["'](train|collectives|gemm|instrument)["']"""
+                       r"""|scalestudy (train|collectives|gemm|instrument)\b"""
                        r"""|rawlog\.(atomic_write\w*|try_finalize|compress_run|seal\w*|write\w*)\(""")
 
 
@@ -25,4 +26,5 @@ def test_the_pattern_catches_what_it_names():
     assert FORBIDDEN.search('cmd = [sys.executable, "-m", "scalestudy", "train", "--spec", f]')
     assert FORBIDDEN.search("timeout 240 python3 -m scalestudy train --run-dir x")
     assert FORBIDDEN.search("rawlog.try_finalize(d, 1)")
+    assert FORBIDDEN.search("subprocess.run(['scalestudy', 'instrument', 'power-duty'])")
     assert not FORBIDDEN.search('cmd = [sys.executable, "-m", "scalestudy", "launch", "--spec-json", f]')

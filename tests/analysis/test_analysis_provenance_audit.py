@@ -186,3 +186,21 @@ def test_audit_reports_a_model_validation_figure_made_by_another_performance_mod
                for p in made_by_other_code(figs, root))
     # the model stays out of the analysis code's version
     assert not any("perfmodel" in p.parts for p in analysis_sources())
+
+
+def test_provenance_never_follows_a_linked_run_directory(study, tmp_path):
+    """As the aggregation and the audit refuse it: a run directory replaced by a link to a copy."""
+    import shutil
+    from dataclasses import replace
+
+    root = tmp_path / "copy"
+    shutil.copytree(study.root, root)
+    copy = replace(study, root=root)
+    spec = rich_specs()["fsdp2"]
+    real = copy.raw_dir / spec.run_id
+    moved = tmp_path / "elsewhere"
+    shutil.move(str(real), moved)
+    real.symlink_to(moved, target_is_directory=True)
+    prov = provenance(copy.figures_dir / "weak_scaling.pdf")
+    run = prov["runs"][spec.run_id]
+    assert "files" not in run and any("a symbolic link" in p and "never through a link" in p for p in prov["problems"])

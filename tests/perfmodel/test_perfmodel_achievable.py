@@ -71,17 +71,17 @@ def test_the_schema_wants_a_source_with_the_rate_and_known_dtypes(fresh_catalog,
 
 
 def test_the_h200_rate_is_the_best_of_the_committed_sweep(fresh_catalog):
-    """gpus.yaml's H200 rate and the sweep file's checksum in its source are those of
-    data/h200-matmul (benchmarks/matmul_sweep.py): a new sweep must change both."""
-    import gzip
-    import hashlib
-    import json
+    """gpus.yaml's H200 rate and the sweep's checksum in its source are those of the measurement its
+    `matmul_achievable_data` names (data/h200-matmul: the removed benchmarks/matmul_sweep.py's file, or a
+    run directory of `scalestudy instrument matmul-sweep`): a new sweep must change both."""
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[2] / "data" / "h200-matmul" / "h200-matmul-sweep.jsonl.gz"
-    recs = [json.loads(line) for line in gzip.open(path, "rt")]
-    rates = [r["value"]["tflops"] for r in recs if r["key"] == "gemm"]
-    assert recs[-1] == {**recs[-1], "key": "best"} and recs[-1]["value"]["tflops"] == max(rates)
+    from scalestudy.measure.instruments import content_sha256, sweep_best
+
+    rel = catalog.gpu(H200).matmul_achievable_data
+    path = Path(__file__).resolve().parents[2] / rel
+    best, best_of_records = sweep_best(path)
+    assert best == best_of_records
     rate = achievable_rate(H200, "bf16")
-    assert rate.tflops == pytest.approx(max(rates))
-    assert hashlib.sha256(path.read_bytes()).hexdigest() in rate.source and str(path.relative_to(path.parents[2])) in rate.source
+    assert rate.tflops == pytest.approx(best)
+    assert content_sha256(path) in rate.source and rel in rate.source

@@ -144,15 +144,13 @@ def test_short_bursts_of_products_run_at_full_clock_while_the_average_stays_unde
 
 def test_the_committed_fit_gives_the_h100_bursts_rates_and_power():
     """data/burst-rate: bf16 products in bursts on an H100, held out of the H200 fit."""
-    import sys
+    from scalestudy.perfmodel.burst_check import BURST_FILE, rows, table
 
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    import burst_rate_check
-
-    rows = burst_rate_check.rows(str(REPO / "data/burst-rate/h100-burst-rate.jsonl.gz"), str(REPO))
+    rows = rows(REPO / BURST_FILE, REPO)
     assert len(rows) == 9
     for r in rows:
         assert r["rate_model"] == pytest.approx(r["rate"], rel=0.05), r["phase"]
         assert r["power_model"] == pytest.approx(r["power"], rel=0.05), r["phase"]
     short = [r for r in rows if r["burst_ms"] and r["burst_ms"] < 30]
     assert all(r["rate"] > 1.1 * rows[0]["rate"] and r["rate_model"] > 1.08 * rows[0]["rate_model"] for r in short)
+    assert table(rows).count("\n| burst_") == 7 and "worst |error|: rate 2.8%, power 2.8%" in table(rows)

@@ -24,11 +24,11 @@ from functools import lru_cache
 from pathlib import Path
 
 from scalestudy.measure.csv_format import read_csv_rows, split_list
+from scalestudy.measure.instruments import content_sha256
 from scalestudy.measure.rawlog import (
     RUN_FILE,
     STATUS_FILE,
     RawLogError,
-    find_runs,
     member_path,
     member_sha256,
     read_json_file,
@@ -80,6 +80,10 @@ def run_provenance(run_dir: Path) -> dict:
     run still shows what is there)."""
     out: dict = {"raw_dir": str(run_dir), "problems": []}
     status_path, run_path = run_dir / STATUS_FILE, run_dir / RUN_FILE
+    if run_dir.is_symlink():  # as the aggregation and the audit: never read through a link
+        out["problems"].append(f"{run_dir}: a symbolic link (to {run_dir.resolve()}): a run directory is read where "
+                               "it lies, never through a link")
+        return out
     if not run_dir.is_dir():
         out["problems"].append(f"{run_dir}: no such run directory")
         return out
@@ -159,14 +163,15 @@ def calibration_provenance(run_dir: Path, run: dict) -> list[dict]:
 def measured_files_provenance(run_dir: Path, run: dict) -> list[dict]:
     """The measurement files a predicted run read besides its calibration runs (the power
     duty-cycle log, achievable-matmul sweeps: perfmodel.rawlog_out.measured_files), each with its
-    recorded and current sha256 and any problem (missing, or changed since the prediction)."""
+    recorded and current sha256 (of a raw-log run directory: measure.instruments.content_sha256) and any
+    problem (missing, or changed since the prediction)."""
     files = ((run.get("provenance") or {}).get("calibration") or {}).get("files") or []
     root = project_root_of(run_dir)
     out = []
     for f in files:
         p = root / str(f.get("path", ""))
         try:
-            now = sha256_file(p) if p.is_file() else None
+            now = content_sha256(p)
         except RawLogError as e:
             out.append({"path": str(p), "what": f.get("what"), "sha256_recorded": f.get("sha256"), "sha256_now": None,
                         "problems": [str(e)]})
@@ -222,17 +227,13 @@ def provenance(file, raw_dir=None) -> dict:
         column = next((c for c in RUN_ID_COLUMNS if c in head.strip().split(",")), None)
     if column is None:
         raise ProvenanceError(table, "has no run_ids or run_id column: its rows cannot be traced to runs")
-    dirs: dict[str, Path] = {}
-    if raw.is_dir():
-        for d in find_runs(raw):
-            dirs.setdefault(d.name, d)
     out_rows, runs = [], {}
     for i, row in enumerate(rows, start=1):
         ids = split_list(row.get(column))
         out_rows.append({"row": i, "values": row, "run_ids": ids})
         for rid in ids:
             if rid not in runs:
-                runs[rid] = run_provenance(dirs.get(rid, raw / rid))
+                runs[rid] = run_provenance(raw / rid)  # where the tables read it from (aggregate), nowhere else
     problems = [p for r in runs.values() for p in r["problems"]]
     return {"file": str(file), "table": str(table), "raw_dir": str(raw), "run_id_column": column,
             "rows": out_rows, "runs": runs, "problems": problems}

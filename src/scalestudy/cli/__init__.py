@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "scalestudy.cli.measure",
     "scalestudy.cli.collectives",
     "scalestudy.cli.gemm",
+    "scalestudy.cli.instrument",
     "scalestudy.cli.analysis",
     "scalestudy.cli.launch",
     "scalestudy.cli.model",
@@ -30,8 +31,21 @@ COMMAND_MODULES = (
 )
 
 
+class _Version(argparse.Action):
+    """--version, hashed only when asked (the parser is built for every call)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from scalestudy.measure.code_version import code_version, model_version
+
+        print(f"{code_version()} ({model_version()})")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scalestudy", description="The `scalestudy` command.")
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="the package version with the hashes of its analysis and model code, as outputs record "
+                             "them, and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="one of:")
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)

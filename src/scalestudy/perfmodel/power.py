@@ -1,8 +1,10 @@
 """GPU board power from what the GPU does, fitted to a duty-cycle measurement (NVML, board only).
 
-The measurement (benchmarks/power_duty.py, one H200, data/power-duty/h200-power-duty.jsonl.gz):
-phases of bf16 matrix products, large device-to-device copies and idle gaps of several lengths and
-ratios; each phase's mean power from NVML's total-energy counter, its compute share u_c, copy
+The measurement (one H200, data/power-duty/h200-power-duty.jsonl.gz, made by the removed
+benchmarks/power_duty.py, `git show ea5b304:benchmarks/power_duty.py`; `scalestudy instrument
+power-duty` makes it again as a raw-log run directory, which DUTY_FILE may name instead): phases of
+bf16 matrix products, large device-to-device copies and idle gaps of several lengths and ratios;
+each phase's mean power from NVML's total-energy counter, its compute share u_c, copy
 share u_m and idle share u_i = 1 - u_c - u_m from the kernels' own timing. The fit:
 
     P = min(cap, u_c x P_burst(b) + u_m x P_copy + u_i x P_gap(g)),
@@ -25,11 +27,13 @@ calibrated rates, measured at the limit (burst_speed; s_cap below), where e is w
 allows and no more than keeps the period's average power at the cap (burst_full_clock_share).
 Not fitted to rates: on an H100 (data/burst-rate), bf16 products in bursts of 4 ms to 1 s between
 10 ms gaps ran within 3% of that (the H200's fit, its tau_limiter and s_cap 0.893, against the
-back-to-back rate; benchmarks/burst_rate_check.py).
+back-to-back rate; perfmodel/burst_check.py).
 
-Communication, measured (benchmarks/comm_power.py, one H200, data/comm-power): what the board
-draws while k thread blocks (NCCL's channels) poll a flag in device memory and reduce chunks at
-a network's rate r (GB/s), the other SMs idle. Above the idle board the phases draw
+Communication, measured (one H200, data/comm-power, made by the removed benchmarks/comm_power.py,
+`git show 44e4e61:benchmarks/comm_power.py`; `scalestudy instrument comm-power` makes it again as a
+raw-log run directory, which COMM_FILE may name instead): what the board draws while k thread
+blocks (NCCL's channels) poll a flag in device memory and reduce chunks at a network's rate r
+(GB/s), the other SMs idle. Above the idle board the phases draw
 
     dP(k, r) = c_0 + c_k x k + c_r x r      (least squares over the phases; CommPower)
 
@@ -66,16 +70,16 @@ its design power (torchtitan's 500 W H100s) runs its matrix products slower.
 from __future__ import annotations
 
 import functools
-import gzip
-import json
 import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
+from scalestudy.measure.instruments import content_stamp, read_instrument
 from scalestudy.spec.checkout import checkout_path
 
+# the measurements the fit reads: a script's file as committed, or a run directory of `scalestudy instrument`
 DUTY_FILE = Path("data") / "power-duty" / "h200-power-duty.jsonl.gz"
 COMM_FILE = Path("data") / "comm-power" / "h200-comm-power.jsonl.gz"
 TAU_GRID_S = tuple(float(x) for x in np.geomspace(0.005, 2.0, 60))
@@ -117,15 +121,9 @@ class CommPower:
 
 
 def read_comm(path: Path | str) -> tuple[dict, list[dict]]:
-    header, phases = {}, []
-    with gzip.open(path, "rt") as f:
-        for line in f:
-            r = json.loads(line)
-            if r.get("kind") == "header":
-                header = r
-            elif r.get("kind") == "phase":
-                phases.append(r)
-    return header, phases
+    """The header and phases of a comm-power measurement: a run directory or the script's file."""
+    log = read_instrument(path, "comm-power")
+    return log.header, log.of("phase")
 
 
 def fit_comm(path: Path | str) -> CommPower:
@@ -134,7 +132,8 @@ def fit_comm(path: Path | str) -> CommPower:
     idle = [p["mean_power_w"] for p in phases if p["phase"].startswith("idle")]
     rows = [p for p in phases if p["phase"].startswith(("poll_", "trickle_"))]
     if not idle or len(rows) < 3:
-        raise ValueError(f"{path}: needs idle phases and at least 3 poll_/trickle_ phases (benchmarks/comm_power.py)")
+        raise ValueError(f"{path}: needs idle phases and at least 3 poll_/trickle_ phases (scalestudy instrument "
+                         "comm-power)")
     p_idle = float(np.mean(idle))
     a = np.array([[1.0, float(p["blocks"]), float(p.get("achieved_network_gb_per_s", p.get("network_gb_per_s", 0.0)))]
                   for p in rows])
@@ -143,7 +142,7 @@ def fit_comm(path: Path | str) -> CommPower:
     rel = (p_idle + a @ coef) / (p_idle + y) - 1.0
     return CommPower(idle_w=p_idle, const_w=float(coef[0]), per_block_w=float(coef[1]), per_gbps_w=float(coef[2]),
                      rel_rms=float(np.sqrt(np.mean(rel ** 2))), n_phases=len(rows),
-                     source=f"measured: communication kernels on one {header.get('device', 'GPU')} "
+                     source=f"measured: communication kernels on one {header.get('device_name', 'GPU')} "
                             f"({Path(path).name}), NVML energy counter")
 
 
@@ -242,21 +241,18 @@ class PowerModel:
 
 
 def read_duty(path: Path | str) -> tuple[dict, list[DutyPhase]]:
-    header, phases = {}, []
-    with gzip.open(path, "rt") as f:
-        for line in f:
-            r = json.loads(line)
-            if r["kind"] == "header":
-                header = r
-            elif r["kind"] == "phase":
-                c = min(float(r["compute_share"]), 1.0)
-                period = r.get("period_s")  # none for continuous work
-                burst = c * float(period) if period else UNBOUNDED_S
-                phases.append(DutyPhase(r["phase"], float(r["mean_power_w"]), c, min(float(r["copy_share"]), 1.0 - c),
-                                        float(r.get("gap_s") or 0.0), burst))
+    """The header and phases of a power-duty measurement: a run directory or the script's file."""
+    log = read_instrument(path, "power-duty")
+    phases = []
+    for r in log.of("phase"):
+        c = min(float(r["compute_share"]), 1.0)
+        period = r.get("period_s")  # none for continuous work
+        burst = c * float(period) if period else UNBOUNDED_S
+        phases.append(DutyPhase(r["phase"], float(r["mean_power_w"]), c, min(float(r["copy_share"]), 1.0 - c),
+                                float(r.get("gap_s") or 0.0), burst))
     if not phases:
-        raise ValueError(f"{path}: no phase records (is it a power_duty.py output?)")
-    return header, phases
+        raise ValueError(f"{path}: no phase records (is it a power-duty measurement?)")
+    return log.header, phases
 
 
 def full_clock_share(burst_s: float, tau_limiter: float | None) -> float:
@@ -299,21 +295,22 @@ def fit(phases: list[DutyPhase], cap_w: float, device: str = "", source: str = "
 
 
 def fit_file(path: Path | str, limiter: bool = True) -> PowerModel:
-    st = Path(path).stat()
-    return _fit_file(str(path), st.st_mtime_ns, st.st_size, limiter)
+    """The fit of a power-duty measurement: a run directory of `scalestudy instrument power-duty` or the
+    script's file."""
+    return _fit_file(str(path), content_stamp(path), limiter)
 
 
 @functools.lru_cache(maxsize=8)
-def _fit_file(path: str, _mtime_ns: int, _size: int, limiter: bool) -> PowerModel:
-    """The grid search takes a quarter of a second: one fit per file version and process."""
+def _fit_file(path: str, _stamp: tuple, limiter: bool) -> PowerModel:
+    """The grid search takes a quarter of a second: one fit per version of the files and process."""
     header, phases = read_duty(path)
-    return fit(phases, float(header.get("power_limit_w") or 700.0), header.get("device", ""),
-               f"measured: duty cycles on one {header.get('device', 'GPU')} ({Path(path).name}), NVML energy counter",
-               limiter)
+    device = header.get("device_name")
+    return fit(phases, float(header.get("power_limit_w") or 700.0), device or "",
+               f"measured: duty cycles on one {device or 'GPU'} ({Path(path).name}), NVML energy counter", limiter)
 
 
 def load(root: Path | str = ".") -> PowerModel:
-    """The duty-cycle fit, with the measured communication phase where its file is present."""
+    """The duty-cycle fit, with the measured communication phase where its measurement is present."""
     pm = fit_file(checkout_path(str(DUTY_FILE), root))
     comm = checkout_path(str(COMM_FILE), root)
-    return replace(pm, comm=fit_comm(comm)) if Path(comm).is_file() else pm
+    return replace(pm, comm=fit_comm(comm)) if Path(comm).exists() else pm

@@ -21,20 +21,19 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
 from functools import lru_cache
 from pathlib import Path
 
 from scalestudy import __version__
 from scalestudy.measure.bandwidth import busbw_factor, message
 from scalestudy.measure.metrics import flops_per_token
-from scalestudy.measure.rawlog import (METRICS_FILE, RUN_FILE, SCHEMA, STATUS_FILE, atomic_write_text, sha256_file,
-                                       write_status)
+from scalestudy.measure.instruments import content_sha256
+from scalestudy.measure.rawlog import METRICS_FILE, RUN_FILE, SCHEMA, STATUS_FILE, atomic_write_text, write_status
 from scalestudy.perfmodel import MODEL_VERSION
 from scalestudy.perfmodel.collectives import Group
 from scalestudy.perfmodel.power import COMM_FILE, DUTY_FILE
 from scalestudy.perfmodel.predict import AXES, design_power_w
-from scalestudy.spec import catalog
+from scalestudy.spec import catalog, checkout
 from scalestudy.spec.catalog.gpus import UnknownDeviceError
 from scalestudy.spec.memory_estimate import GIB
 
@@ -47,16 +46,7 @@ def git_state(root: Path) -> dict:
 
 @lru_cache(maxsize=8)
 def _git_state(root: str) -> dict:
-    try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                timeout=10)
-        if commit.returncode != 0:
-            return {"commit": None, "dirty": None, "reason": commit.stderr.strip() or "not a git checkout"}
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
-        return {"commit": commit.stdout.strip(), "dirty": bool(dirty.stdout.strip()), "reason": None}
-    except (OSError, subprocess.SubprocessError) as e:
-        return {"commit": None, "dirty": None, "reason": f"git unavailable: {e}"}
+    return checkout.git_state(root)
 
 
 def _record(key: str, value, run_id: str) -> str:
@@ -70,7 +60,8 @@ def _sha(text: str) -> str:
 def measured_files(cal, gpus: tuple[str, ...], root: Path | str) -> list[dict]:
     """The measurement files a prediction reads besides the calibration runs, with their sha256:
     the power duty-cycle and communication-power logs and the achievable-matmul sweeps of the GPUs involved (the catalog's
-    `matmul_achievable_data`), those present under the project root."""
+    `matmul_achievable_data`), those present under the project root; of a raw-log run directory, the sha256 of its
+    sealed status.json (measure/instruments.py content_sha256)."""
     paths = {str(DUTY_FILE): "GPU power duty cycles (perfmodel/power.py)",
              str(COMM_FILE): "GPU power while communication kernels run (perfmodel/power.py)"}
     for name in dict.fromkeys((cal.compute.gpu, *gpus)):
@@ -80,8 +71,8 @@ def measured_files(cal, gpus: tuple[str, ...], root: Path | str) -> list[dict]:
             continue
         if g.matmul_achievable_data:
             paths[g.matmul_achievable_data] = f"{g.name}: achievable matmul rate (perfmodel/achievable.py)"
-    return [{"path": rel, "sha256": sha256_file(Path(root) / rel), "what": what}
-            for rel, what in sorted(paths.items()) if (Path(root) / rel).is_file()]
+    return [{"path": rel, "sha256": content_sha256(Path(root) / rel), "what": what}
+            for rel, what in sorted(paths.items()) if (Path(root) / rel).exists()]
 
 
 def calibration_provenance(cal, gpus: tuple[str, ...] = (), root: Path | str | None = None) -> dict:
