@@ -5,6 +5,9 @@
     LocalSlurm(workdir, nodes=2).start()   the same with two slurmd, each in its own network
                                            namespace (its own address and hostname), joined by
                                            a bridge: a two-node cluster on one machine
+    LocalSlurm(workdir, gpus=1).start()    a node with one GPU as GRES (GresTypes=gpu, Gres=gpu:1,
+                                           /etc/slurm/gres.conf: File=/dev/nvidiaK where those
+                                           device files exist, else a stand-in, /dev/null)
     cluster.stop()                         cancels the jobs, stops exactly the daemons it
                                            started, removes the namespaces, restores the files
 
@@ -12,15 +15,17 @@ The configuration is written where SLURM looks inside jobs too: /etc/slurm/slurm
 SLURM_CONF pointing elsewhere is not passed on to job steps), and removed by stop(). A machine
 with a SLURM configuration or SLURM daemons of its own is left alone (the tests skip, or fail in
 CI). Accounting storage is off, so status queries go through squeue (MinJobAge keeps finished
-jobs visible to it); proctrack/linuxproc and task/none need no cgroups. Job processes that
-linuxproc loses track of (reparented when their shell died) are found by the cluster's name in
-their environment and stopped too. Root is required, and Debian's slurm-wlm and munge
-(ci/install-slurm.sh). One test cluster a machine at a time (a lock file).
+jobs visible to it); proctrack/linuxproc and task/none need no cgroups (where /sys/fs/cgroup
+holds no cgroup file system, a cgroup.conf on an empty directory lets slurmd start all the
+same). Job processes that linuxproc loses track of (reparented when their shell died) are found
+by the cluster's name in their environment and stopped too. Root is required, and Debian's
+slurm-wlm and munge (ci/install-slurm.sh, or ci/gpu-node-slurm.sh from a kit). One test cluster
+a machine at a time (a lock file).
 
 Without SLURM the tests that need it skip, except when CI is set: there they fail, so that CI
 cannot pass without having run them.
 
-By hand (as root):  python tests/launch/slurm_cluster.py up [--nodes 2] [--workdir DIR]
+By hand (as root):  python tests/launch/slurm_cluster.py up [--nodes 2] [--gpus N] [--workdir DIR]
                     python tests/launch/slurm_cluster.py down [--workdir DIR]
 """
 
@@ -40,6 +45,10 @@ import time
 from pathlib import Path
 
 SLURM_CONF = Path("/etc/slurm/slurm.conf")
+# beside slurm.conf, where slurmd looks for it; written only for a cluster with GPUs
+GRES_CONF = SLURM_CONF.parent / "gres.conf"
+# written only where slurmd's cgroup autodetection would fail (cgroup_stub_text)
+CGROUP_CONF = SLURM_CONF.parent / "cgroup.conf"
 MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
 HOSTS = Path("/etc/hosts")
 MARK = "# written by scalestudy tests/launch/slurm_cluster.py"
@@ -139,15 +148,129 @@ def munge_answers() -> bool:
         return False
 
 
+def gpu_device_files(count: int, dev: Path = Path("/dev")) -> list[str] | None:
+    """The first `count` NVIDIA device files (/dev/nvidia0, /dev/nvidia1, ... in numeric order), or
+    None when fewer exist (then gres.conf names stand-ins)."""
+    found = sorted((p for p in dev.glob("nvidia*") if p.name[6:].isdigit()), key=lambda p: int(p.name[6:]))
+    return [str(p) for p in found[:count]] if len(found) >= count else None
+
+
+# Character devices that stand in for GPUs on a machine without /dev/nvidiaN (a test host):
+# slurmd 22.05 drops a GPU without File= ("Removing file-less GPU") and refuses a File= that is
+# not a character or block device. With task/none nothing is bound to them; jobs still get
+# CUDA_VISIBLE_DEVICES and SLURM_JOB_GPUS by the GPU's index.
+STAND_IN_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/urandom")
+
+
+def gres_conf_text(gpus: int, device_files: list[str] | None) -> tuple[str, str | None]:
+    """gres.conf for `gpus` GPUs on every node, and a note when it names stand-in devices
+    instead of NVIDIA device files."""
+    if gpus < 1:
+        raise ValueError("gres.conf needs gpus >= 1")
+    if device_files is not None and len(device_files) != gpus:
+        raise ValueError(f"{gpus} GPUs but {len(device_files)} device files")
+    note = None
+    if not device_files:
+        if gpus > len(STAND_IN_DEVICES):
+            raise ValueError(f"no /dev/nvidiaN device files, and at most {len(STAND_IN_DEVICES)} stand-ins "
+                             f"for {gpus} GPUs")
+        device_files = list(STAND_IN_DEVICES[:gpus])
+        note = (f"no /dev/nvidiaN device files for {gpus} GPU(s): gres.conf names stand-in character devices "
+                f"({', '.join(device_files)}); SLURM counts and assigns the GPUs (CUDA_VISIBLE_DEVICES), "
+                "binds no device")
+    lines = [f"Name=gpu File={f}" for f in device_files]
+    return f"{MARK}\n" + "".join(ln + "\n" for ln in lines), note
+
+
+def cgroup_fs_type(path: str = "/sys/fs/cgroup") -> str | None:
+    """The file system type at path as `stat -f` names it (tmpfs, cgroup2fs, sysfs, ...), or None."""
+    try:
+        out = subprocess.run(["stat", "-f", "-c", "%T", path], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def why_cgroup_stub(fs_type: str | None) -> str | None:
+    """Why slurmd needs the stub cgroup.conf here, or None. slurmd 22.05 initializes its cgroup
+    plugin at start even with proctrack/linuxproc and task/none, and CgroupPlugin=autodetect
+    fails ("No filesystem mounted on /sys/fs/cgroup") unless it finds cgroup v1 (a tmpfs) or v2."""
+    if fs_type in ("tmpfs", "cgroup2fs"):
+        return None
+    return (f"/sys/fs/cgroup is {'a ' + fs_type + ' file system' if fs_type else 'not there'}, no cgroup v1 or v2: "
+            f"cgroup.conf points slurmd's cgroup plugin at an empty directory (nothing of this cluster uses cgroups)")
+
+
+def cgroup_stub_text(mountpoint: Path) -> str:
+    """cgroup.conf that lets slurmd start without a cgroup file system: cgroup/v1 on an empty
+    directory. Only for this cluster's plugins (proctrack/linuxproc, task/none, no
+    jobacct_gather), which never create a cgroup."""
+    return f"{MARK}\nCgroupPlugin=cgroup/v1\nCgroupMountpoint={mountpoint}\n"
+
+
+def slurm_conf_text(*, cluster_name: str, ctl: str, node_lines: list[str], partition: str, kill_wait_s: int,
+                    workdir: Path, gpus: int = 0) -> str:
+    """/etc/slurm/slurm.conf of a LocalSlurm cluster (node_lines without their GRES: `gpus` > 0
+    adds GresTypes=gpu and Gres=gpu:N to each node)."""
+    w = workdir
+    if gpus > 0:
+        node_lines = [ln.replace(" State=", f" Gres=gpu:{gpus} State=", 1) if " State=" in ln
+                      else f"{ln} Gres=gpu:{gpus}" for ln in node_lines]
+    # (not AccountingStorageTRES=gres/gpu: without slurmdbd slurmctld refuses to start with it)
+    gres = "GresTypes=gpu\n" if gpus > 0 else ""
+    return f"""{MARK}
+ClusterName={cluster_name}
+{ctl}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+MpiDefault=none
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/backfill
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+ReturnToService=2
+# squeue must still see a finished job when the executor plugin polls (it asks for >= 120 s)
+MinJobAge=600
+KillWait={kill_wait_s}
+SlurmdParameters=config_overrides
+StateSaveLocation={w / 'state'}
+SlurmdSpoolDir={w / 'spool'}/slurmd.%n
+SlurmctldPidFile={w / 'state'}/slurmctld.pid
+SlurmdPidFile={w / 'spool'}/slurmd.%n.pid
+SlurmctldLogFile={w / 'log'}/slurmctld.log
+SlurmdLogFile={w / 'log'}/slurmd.%n.log
+SlurmctldDebug=info
+SlurmdDebug=info
+{gres}{chr(10).join(node_lines)}
+PartitionName={partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+"""
+
+
 class LocalSlurm:
     """One controller and `nodes` compute nodes on this machine (see the module doc)."""
 
     def __init__(self, workdir: os.PathLike | str, nodes: int = 1, partition: str = "debug",
-                 kill_wait_s: int = 20):
+                 kill_wait_s: int = 20, gpus: int = 0, cgroup_stub: bool | None = None):
         if nodes not in (1, 2):
             raise ValueError("nodes must be 1 or 2")
+        if gpus < 0:
+            raise ValueError("gpus must be >= 0")
         self.workdir = Path(workdir).resolve()
         self.nodes = nodes
+        # GPUs a node, as GRES gpu (0: none, no gres.conf)
+        self.gpus = gpus
+        self.gres_note: str | None = None
+        self._gres_backup: Path | None = None
+        # cgroup.conf for a machine without a cgroup file system: None decides by /sys/fs/cgroup
+        self.cgroup_stub = cgroup_stub
+        self.cgroup_note: str | None = None
+        self._cgroup_backup: Path | None = None
         self.partition = partition
         self.kill_wait_s = kill_wait_s
         self.procs: dict[str, subprocess.Popen] = {}
@@ -178,6 +301,9 @@ class LocalSlurm:
                 time.sleep(2)
         for d in ("state", "spool", "log"):
             (self.workdir / d).mkdir(parents=True, exist_ok=True)
+        # slurmctld starts clean (-c), but refuses a state directory that names another cluster:
+        # a workdir used before (`up` twice with the default --workdir) names the last one
+        (self.workdir / "state" / "clustername").unlink(missing_ok=True)
         try:
             self._start_munge()
             if self.nodes == 2:
@@ -211,7 +337,13 @@ class LocalSlurm:
         for d in (Path("/var/lib/munge"), Path("/var/log/munge")):
             d.mkdir(parents=True, exist_ok=True)
             shutil.chown(d, "munge", "munge")
-        self._spawn("munged", ["setpriv", "--reuid=munge", "--regid=munge", "--init-groups", "munged", "-F", "--force"])
+        if shutil.which("setpriv"):
+            as_munge = ["setpriv", "--reuid=munge", "--regid=munge", "--init-groups"]
+        else:  # no util-linux setpriv (a minimal image): drop to the munge user in Python, then exec
+            as_munge = [sys.executable, "-c", "import os, pwd, sys; u = pwd.getpwnam('munge'); "
+                        "os.initgroups('munge', u.pw_gid); os.setgid(u.pw_gid); os.setuid(u.pw_uid); "
+                        "os.execvp(sys.argv[1], sys.argv[1:])"]
+        self._spawn("munged", [*as_munge, "munged", "-F", "--force"])
         self._wait_for(munge_answers, 30, "munged to answer")
 
     def _make_network(self) -> None:
@@ -269,44 +401,31 @@ class LocalSlurm:
             ctl = f"SlurmctldHost={self.hostname}({HOST_ADDR})"
             node_lines = [f"NodeName={n} NodeAddr={SUBNET}.{10 + i} NodeHostname={n} {hw_text} State=UNKNOWN"
                           for i, n in enumerate(self.node_names, 1)]
-        w = self.workdir
-        conf = f"""{MARK}
-ClusterName={self.cluster_name}
-{ctl}
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-MpiDefault=none
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core
-SchedulerType=sched/backfill
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
-JobCompType=jobcomp/none
-ReturnToService=2
-# squeue must still see a finished job when the executor plugin polls (it asks for >= 120 s)
-MinJobAge=600
-KillWait={self.kill_wait_s}
-SlurmdParameters=config_overrides
-StateSaveLocation={w / 'state'}
-SlurmdSpoolDir={w / 'spool'}/slurmd.%n
-SlurmctldPidFile={w / 'state'}/slurmctld.pid
-SlurmdPidFile={w / 'spool'}/slurmd.%n.pid
-SlurmctldLogFile={w / 'log'}/slurmctld.log
-SlurmdLogFile={w / 'log'}/slurmd.%n.log
-SlurmctldDebug=info
-SlurmdDebug=info
-{chr(10).join(node_lines)}
-PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
-"""
+        conf = slurm_conf_text(cluster_name=self.cluster_name, ctl=ctl, node_lines=node_lines,
+                               partition=self.partition, kill_wait_s=self.kill_wait_s, workdir=self.workdir,
+                               gpus=self.gpus)
         SLURM_CONF.parent.mkdir(parents=True, exist_ok=True)
         if SLURM_CONF.exists() and MARK not in SLURM_CONF.read_text():
             self._conf_backup = self.workdir / "slurm.conf.before"
             shutil.copy2(SLURM_CONF, self._conf_backup)
         SLURM_CONF.write_text(conf)
+        if self.gpus > 0:
+            gres, self.gres_note = gres_conf_text(self.gpus, gpu_device_files(self.gpus))
+            if GRES_CONF.exists() and MARK not in GRES_CONF.read_text(errors="replace"):
+                self._gres_backup = self.workdir / "gres.conf.before"
+                shutil.copy2(GRES_CONF, self._gres_backup)
+            GRES_CONF.write_text(gres)
+        if self.cgroup_stub is None:
+            self.cgroup_note = why_cgroup_stub(cgroup_fs_type())
+        elif self.cgroup_stub:
+            self.cgroup_note = "asked for: cgroup.conf points slurmd's cgroup plugin at an empty directory"
+        if self.cgroup_note:
+            stub = self.workdir / "cgroup-stub"
+            stub.mkdir(exist_ok=True)
+            if CGROUP_CONF.exists() and MARK not in CGROUP_CONF.read_text(errors="replace"):
+                self._cgroup_backup = self.workdir / "cgroup.conf.before"
+                shutil.copy2(CGROUP_CONF, self._cgroup_backup)
+            CGROUP_CONF.write_text(cgroup_stub_text(stub))
         # jobs of this cluster must not follow a SLURM_CONF of the caller's
         os.environ.pop("SLURM_CONF", None)
 
@@ -408,6 +527,12 @@ PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
                 shutil.copy2(self._conf_backup, SLURM_CONF)
             else:
                 SLURM_CONF.unlink()
+        for conf, backup in ((GRES_CONF, self._gres_backup), (CGROUP_CONF, self._cgroup_backup)):
+            if conf.exists() and MARK in conf.read_text(errors="replace"):
+                if backup and backup.exists():
+                    shutil.copy2(backup, conf)
+                else:
+                    conf.unlink()
         state = self.workdir / "cluster.json"
         state.unlink(missing_ok=True)
         if self._lock is not None:
@@ -442,7 +567,8 @@ PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         (self.workdir / "cluster.json").write_text(json.dumps({
             "pids": {k: p.pid for k, p in self.procs.items()}, "netns": self._netns, "bridge": self._bridge,
             "hosts": self._hosts_added, "conf_backup": str(self._conf_backup or ""), "partition": self.partition,
-            "cluster_name": self.cluster_name,
+            "cluster_name": self.cluster_name, "gpus": self.gpus,
+            "gres_backup": str(self._gres_backup or ""), "cgroup_backup": str(self._cgroup_backup or ""),
         }))
 
     @classmethod
@@ -460,6 +586,8 @@ PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
         self._netns, self._bridge, self._hosts_added = state["netns"], state["bridge"], state["hosts"]
         self._conf_backup = Path(state["conf_backup"]) if state["conf_backup"] else None
         self.cluster_name = state["cluster_name"]
+        self._gres_backup = Path(state["gres_backup"]) if state.get("gres_backup") else None
+        self._cgroup_backup = Path(state["cgroup_backup"]) if state.get("cgroup_backup") else None
         self.stop()
 
 
@@ -467,13 +595,22 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("action", choices=("up", "down"))
     ap.add_argument("--nodes", type=int, default=1)
+    ap.add_argument("--gpus", type=int, default=0, help="GPUs a node, as GRES gpu (default 0: none)")
+    ap.add_argument("--timeout", type=float, default=90, help="seconds to wait for each daemon (default 90)")
+    ap.add_argument("--cgroup-stub", choices=("auto", "yes", "no"), default="auto",
+                    help="cgroup.conf on an empty directory for slurmd (auto: where /sys/fs/cgroup has no cgroups)")
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "scalestudy-slurm"))
     args = ap.parse_args(argv)
     workdir = Path(args.workdir)
     if args.action == "up":
         # the daemons must outlive this process: detach them from it
-        cluster = LocalSlurm(workdir, nodes=args.nodes).start()
-        print(f"up: nodes {' '.join(cluster.node_names)}; state and logs in {workdir}")
+        stub = {"auto": None, "yes": True, "no": False}[args.cgroup_stub]
+        cluster = LocalSlurm(workdir, nodes=args.nodes, gpus=args.gpus, cgroup_stub=stub).start(timeout_s=args.timeout)
+        for note in (cluster.gres_note, cluster.cgroup_note):
+            if note:
+                print(f"note: {note}")
+        gres = f"; GRES gpu:{cluster.gpus} a node ({GRES_CONF})" if cluster.gpus else ""
+        print(f"up: nodes {' '.join(cluster.node_names)}{gres}; state and logs in {workdir}")
         return 0
     LocalSlurm.stop_saved(workdir)
     print("down")
