@@ -16,8 +16,15 @@ hand, and why:
 - one legend for all panels (figure_legend, legend_rows_for): seaborn's legends are per axes;
   the handles it made are gathered, deduplicated and ordered naturally (no natsort dependency)
   below the panels, and their rows reserved in the figure's height;
-- coinciding series (coinciding): seaborn has no notion of a series hiding another; such a series
-  gets another marker and dash through the style mapping and is nudged along x;
+- one style a series in every panel (figure_styles): the legend shows a series once, so its marker
+  and dashes are decided for the whole figure before any panel is drawn; a series lying on an
+  earlier one (coinciding) gets another marker (its dashes keep saying what kind of series it is);
+- dodging (dodge_slots): seaborn's lineplot has no dodge; a variant series (a prediction with a
+  measured rank share, the model beside a measurement) is drawn a step right of the plain series
+  at its x values, and a series lying on another a step further, so neither hides in the other's
+  error bars;
+- reference lines (reference_lines): a limit the data can sit at (a power limit, a memory cap),
+  drawn and named in the legend;
 - failed marks (mark_failed, failed_note): an 'x' at the foot of the axes, in axes coordinates;
 - the axis rules of the issue (log2_axis at the data's x values, bound_axis, zero_based_if_flat, zero_based_if_one_x,
   compact_ticks choosing EngFormatter, paper_lines, leave_out_flat_panels): decisions about what
@@ -61,12 +68,49 @@ def style() -> dict:
     return rc
 
 
+def _colorblind() -> list:
+    """seaborn's colour-blind palette without its grey, which is the grey of the other strategies
+    tried (MUTED): a series in it would read as one of them."""
+    import seaborn as sns  # heavy: imported only when drawing
+
+    cb = list(sns.color_palette("colorblind", 10))
+    return cb[:7] + cb[8:]
+
+
 def palette(n: int) -> list:
-    """Categorical colours (strategies, backends): colour-blind safe up to its 10; past them evenly
+    """Categorical colours (strategies, backends): colour-blind safe up to its 9; past them evenly
     spaced hues (husl, as seaborn's own default past a palette's size), so no two series share a colour."""
     import seaborn as sns  # heavy: imported only when drawing
 
-    return list(sns.color_palette("colorblind" if n <= 10 else "husl", max(n, 1)))
+    return _colorblind()[:max(n, 1)] if n <= 9 else list(sns.color_palette("husl", n))
+
+
+# One colour a strategy family in every study (family_colors: figures compared across studies), in
+# a fixed order, not in the order of the families one study happens to have.
+FAMILY_ORDER = ("FSDP", "HSDP", "TP=2", "TP=4", "TP=8", "PP=2", "PP=4", "TP=8×PP=2", "TP=8×PP=4")
+
+
+def family_colors(families: Iterable[str]) -> dict[str, object]:
+    """The colour of each strategy family: FAMILY_ORDER's place in the colour-blind palette, and a
+    family not in it a husl hue chosen by its name (the same in every study)."""
+    import zlib
+
+    import seaborn as sns  # heavy: imported only when drawing
+
+    cb, hues = _colorblind(), list(sns.color_palette("husl", 24))
+    return {f: cb[FAMILY_ORDER.index(f)] if f in FAMILY_ORDER else hues[zlib.crc32(f.encode()) % len(hues)]
+            for f in families}
+
+
+# (marker, dashes) of a micro batch (by its power of two: 1, 2, 4, 8, ...) in every study, where one
+# strategy family's lines differ in micro batch (family_colors gives them one colour)
+MICRO_BATCH_STYLES = (("s", (4, 2)), ("o", ""), ("^", (1, 1.5)), ("D", (4, 1.5, 1, 1.5)), ("v", (2, 1)),
+                      ("P", (6, 2)))
+
+
+def micro_batch_style(micro_batch) -> tuple[str, object]:
+    k = prepare.as_int(micro_batch)
+    return MICRO_BATCH_STYLES[min(max(k, 1).bit_length() - 1, len(MICRO_BATCH_STYLES) - 1)]
 
 
 def sequential(n: int) -> list:
@@ -115,10 +159,12 @@ def series_colors(series: list[str], after: int = 0) -> dict[str, object]:
 MUTED = "#aaaaaa"  # the other strategies tried, drawn as grey dots
 
 # (marker, dashes) of a series for seaborn's style mapping: a line's own, the model beside it, a
-# prediction with a measured input (never joined to model-only points), a fit; then the styles a
-# series takes where it lies on earlier ones (coinciding).
+# prediction with a measured input (never joined to model-only points), a fit. The dashes say
+# what kind of series a line is; a series lying on earlier ones (coinciding) keeps them and takes
+# another marker (COINCIDE_MARKERS), in every panel, so that the legend shows it as drawn.
 SOLID, DASHED, DOTTED, DASHDOT = "", (4, 2), (1, 1.5), (4, 1.5, 1, 1.5)
-COINCIDE_STYLES = (("s", DASHED), ("^", DOTTED), ("v", DASHDOT))
+COINCIDE_MARKERS = ("^", "v", "<", ">", "p", "h", "X", "*")
+VARIANT_SUFFIXES = (*MEASURED_SERIES_SUFFIXES, prepare.MODEL_SERIES)  # drawn beside their plain series
 
 
 def line_style(series: str) -> tuple[str, object]:
@@ -133,14 +179,117 @@ def line_style(series: str) -> tuple[str, object]:
     return "o", SOLID
 
 
+def variant_base(series: str) -> str | None:
+    """The plain series a variant (measured rank share, the model beside a measurement) is drawn
+    beside; None for a plain series."""
+    for x in VARIANT_SUFFIXES:
+        if series.endswith(x):
+            return series.removesuffix(x)
+    return None
+
+
+def _on(a: list[dict], b: list[dict], tol: float) -> bool:
+    """Series a lies on b: at half or more of a's x values its y is within `tol` (relative) of b's."""
+    by_x = {r["x"]: r["y"] for r in b}
+    hits = sum(1 for r in a if r["x"] in by_x and abs(r["y"] - by_x[r["x"]]) <= tol * max(abs(r["y"]), 1e-12))
+    return bool(hits) and 2 * hits >= len(a)
+
+
 def coinciding(pts: list[dict], drawn: list[list[dict]], tol: float = 0.03) -> int:
-    """How many earlier series of the panel this one lies on: at half or more of its x values its y
-    is within `tol` (relative) of theirs."""
-    def on(a, b):
-        by_x = {r["x"]: r["y"] for r in b}
-        hits = sum(1 for r in a if r["x"] in by_x and abs(r["y"] - by_x[r["x"]]) <= tol * max(abs(r["y"]), 1e-12))
-        return hits and 2 * hits >= len(a)
-    return sum(1 for b in drawn if on(pts, b))
+    """How many earlier series of the panel this one lies on (_on)."""
+    return sum(1 for b in drawn if _on(pts, b, tol))
+
+
+def figure_styles(fd: FigureData, series: list[str], given: dict[str, tuple[str, object]] | None = None,
+                  tol: float = 0.03) -> dict[str, tuple]:
+    """(marker, dashes) of each series for the whole figure: `given` or line_style; a plain series
+    that lies on an earlier one in some panel takes the first COINCIDE_MARKERS marker no other
+    series has (a variant keeps its kind's marker: dodge_slots draws it beside its plain series).
+    No two series of one colour look alike, so no two legend entries do."""
+    given = given or {}
+    styles = {s: given.get(s) or line_style(s) for s in series}
+    valued = [r for r in fd.rows if r.get("y") is not None and r.get("x") is not None]
+    hidden = set()
+    for panel in fd.panels:
+        drawn: list[list[dict]] = []
+        for s in series:
+            pts = [r for r in valued if r["panel"] == panel and r["series"] == s]
+            if pts:
+                if coinciding(pts, drawn, tol):
+                    hidden.add(s)
+                drawn.append(pts)
+
+    for s in series:
+        if s in hidden and s not in given and variant_base(s) is None:
+            used = {styles[t][0] for t in series if t != s}
+            marker = next((m for m in COINCIDE_MARKERS if m not in used), styles[s][0])
+            styles[s] = (marker, styles[s][1])
+    return styles
+
+
+def _hidden_by(a: list[dict], b: list[dict]) -> bool:
+    """At some x of both, a's point with its interval and b's overlap: drawn at one x, one hides in
+    the other's error bar."""
+    def span(r):
+        ends = [r["y"], *(r[k] for k in ("ci95_low", "ci95_high") if r.get(k) is not None)]
+        return min(ends), max(ends)
+
+    by_x = {r["x"]: span(r) for r in b}
+    return any(r["x"] in by_x and span(r)[0] <= by_x[r["x"]][1] and by_x[r["x"]][0] <= span(r)[1] for r in a)
+
+
+def dodge_slots(points: dict[str, list[dict]], tol: float = 0.03) -> dict[str, int]:
+    """The slot of each series of a panel (points by series, in drawing order), in steps right of
+    its x values: a plain series right of the earlier ones it lies on (_on); a variant
+    (variant_base) right of its plain series (of the panel's plain series where its own is not
+    drawn) and of any plain series whose error bar it would sit in at one x (_hidden_by), so that a
+    prediction with a measured input is never drawn on a model-only point of the same x."""
+    slots: dict[str, int] = {}
+    plain = [s for s in points if variant_base(s) is None]
+    for s in plain + [s for s in points if s not in plain]:
+        base = variant_base(s)
+        if base is None:
+            low = 0
+        elif base in slots:
+            low = slots[base] + 1
+        else:
+            xs = {r["x"] for r in points[s]}
+            low = 1 if any(r["x"] in xs for t in plain for r in points[t]) else 0
+        taken = {slots[t] for t in slots if _on(points[s], points[t], tol)
+                 or base is not None and t in plain and _hidden_by(points[s], points[t])}
+        k = low
+        while k in taken:
+            k += 1
+        slots[s] = k
+    return slots
+
+
+DODGE_NOTE = ("Dodged: a prediction with a measured rank share (or the model beside a measurement) is drawn a "
+              "little right of the other points at its GPU count, so that neither hides in the other's error bar; "
+              "its GPU count is the tick to its left.")
+
+
+def dodge_note(rows: list[dict]) -> str | None:
+    """DODGE_NOTE where some variant's point shares a panel and an x with a plain series' point
+    (dodge_slots draws it beside), else None."""
+    plain = {(r["panel"], r["x"]) for r in rows if r.get("y") is not None and variant_base(r["series"]) is None}
+    return DODGE_NOTE if any((r["panel"], r["x"]) in plain for r in rows
+                             if r.get("y") is not None and variant_base(r["series"]) is not None) else None
+
+
+def dodge_step(xs: list[float], slots: Iterable[int], log_x: bool) -> float:
+    """One slot's step: on a log-2 axis in octaves, about a marker apart at the panel's width, the
+    widest slot kept within 0.45 of the gap between the nearest two x values (a dodged point reads
+    as its own x, not the next); on a linear axis 2% of the span."""
+    xs = sorted({x for x in xs if isinstance(x, (int, float)) and (x > 0 or not log_x)})
+    most = max(slots, default=0)
+    if not log_x:
+        return 0.02 * ((xs[-1] - xs[0]) if len(xs) > 1 else 1.0)
+    if len(xs) < 2:
+        return 0.12
+    octaves = [math.log2(b / a) for a, b in zip(xs, xs[1:])]
+    step = max(0.12, 0.025 * math.log2(xs[-1] / xs[0]))
+    return max(0.05, min(step, 0.45 * min(octaves) / most)) if most else step
 
 
 def draw_line_figure(fd: FigureData, study=None, **kw):
@@ -290,6 +439,22 @@ def natural(s: str) -> tuple:
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", str(s)) if p)
 
 
+def model_size(name: str) -> tuple:
+    """A sort key that orders names starting with a catalog model by its parameter count
+    (llama-1b, llama2-7b, llama2-13b, llama2-70b: not as strings, where 70b comes before 7b),
+    then naturally; names of no catalog model after them, naturally."""
+    from scalestudy.spec import catalog
+    from scalestudy.spec.catalog.models import parameter_counts
+
+    name = str(name)
+    known = [m for m in catalog.models() if name == m or name.startswith(m) and not name[len(m)].isalnum()
+             and name[len(m)] not in ".-_"]
+    if not known:
+        return (1, 0, natural(name))
+    m = max(known, key=len)
+    return (0, parameter_counts(catalog.model(m))["n_params"], natural(name))
+
+
 LEGEND_FONTSIZE = 7.5
 
 
@@ -355,11 +520,13 @@ def long_frame(points: list[dict], x_of: Callable[[dict], float]):
 
 
 def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, muted_series: set[str] = frozenset(),
-               colors: dict[str, object] | None = None, order: Callable[[str], object] | None = None,
-               legend_ncol: int = 6, legend: bool = True) -> None:
+               colors: dict[str, object] | None = None, styles: dict[str, tuple[str, object]] | None = None,
+               order: Callable[[str], object] | None = None, legend_ncol: int = 6, legend: bool = True) -> None:
     """Line panels through seaborn's semantic mappings: per panel one sns.lineplot, hue and style
-    the series (colour, marker and dashes from series_colors and line_style, error bars its
-    interval), muted series as grey dots (sns.scatterplot); an 'x' for each row without y; one
+    the series (colour from series_colors or `colors`, marker and dashes from figure_styles or
+    `styles`, the same in every panel; error bars its interval), variants and coinciding series
+    dodged along x (dodge_slots); muted series as grey points (sns.scatterplot, their marker their
+    kind's); an 'x' for each row without y; the figure's reference lines (reference_lines); one
     legend below the panels."""
     import seaborn as sns  # heavy: imported only when drawing
 
@@ -367,35 +534,34 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
     all_series = sorted({r["series"] for r in fd.rows}, key=order)
     colors = colors or {**series_colors([s for s in all_series if s not in muted_series]),
                         **{s: MUTED for s in muted_series}}
+    drawn_series = [s for s in all_series if s not in muted_series]
+    styles = figure_styles(fd, drawn_series, styles)  # one marker and dashes a series: its legend's
     failed_seen = False
     for ax, panel in zip(axes, fd.panels):
         rows = [r for r in fd.rows if r["panel"] == panel]
         valued = [r for r in rows if r.get("y") is not None]
-        lines = [s for s in all_series if s not in muted_series and any(r["series"] == s for r in valued)]
-        styles, shift, drawn = {}, {}, []
-        for s in lines:  # a series on top of earlier ones: another marker and dash, nudged right
-            pts = [r for r in valued if r["series"] == s]
-            k = coinciding(pts, drawn)
-            styles[s] = COINCIDE_STYLES[(k - 1) % len(COINCIDE_STYLES)] if k else line_style(s)
-            shift[s] = k
-            drawn.append(pts)
-        span = max((r["x"] for r in valued), default=1) - min((r["x"] for r in valued), default=0) or 1
+        lines = [s for s in drawn_series if any(r["series"] == s for r in valued)]
+        slot = dodge_slots({s: [r for r in valued if r["series"] == s] for s in lines})
+        step = dodge_step([r["x"] for r in valued], slot.values(), log_x)
 
         def x_of(r):
-            k = shift.get(r["series"], 0)
-            return r["x"] * 2 ** (0.12 * k) if log_x else r["x"] + 0.02 * k * span  # about a marker apart
+            k = slot.get(r["series"], 0)
+            return r["x"] * 2 ** (step * k) if log_x else r["x"] + step * k
 
         if lines:
-            sns.lineplot(long_frame([r for r in valued if r["series"] in styles], x_of), x="x", y="y", hue="series",
+            sns.lineplot(long_frame([r for r in valued if r["series"] in slot], x_of), x="x", y="y", hue="series",
                          style="series", hue_order=lines, style_order=lines, palette=colors,
-                         markers={s: m for s, (m, _) in styles.items()},
-                         dashes={s: d for s, (_, d) in styles.items()}, estimator="median", errorbar=("pi", 100),
-                         err_style="bars", err_kws={"capsize": 2.5, "elinewidth": 0.9}, linewidth=1.3, markersize=5,
-                         ax=ax)
+                         markers={s: styles[s][0] for s in lines}, dashes={s: styles[s][1] for s in lines},
+                         estimator="median", errorbar=("pi", 100), err_style="bars",
+                         err_kws={"capsize": 2.5, "elinewidth": 0.9}, linewidth=1.3, markersize=5.5,
+                         markeredgewidth=0.6, ax=ax)
         muted = [r for r in valued if r["series"] in muted_series]
-        if muted:  # the others tried: grey dots, no line, no interval
+        if muted:  # the others tried: grey points, no line, no interval; a marker of their kind (line_style)
+            kinds = sorted({r["series"] for r in muted}, key=order)
             sns.scatterplot(x=[r["x"] for r in muted], y=[r["y"] for r in muted], hue=[r["series"] for r in muted],
-                            palette={s: MUTED for s in muted_series}, s=12, linewidth=0, ax=ax)
+                            style=[r["series"] for r in muted], hue_order=kinds, style_order=kinds,
+                            palette={s: colors.get(s, MUTED) for s in kinds},
+                            markers={s: line_style(s)[0] for s in kinds}, s=14, linewidth=0, ax=ax)
         for s in all_series:  # a series only failed in this panel: its legend entry says so
             if s not in muted_series and s not in lines and any(r["series"] == s for r in rows):
                 ax.plot([], [], marker="x", linestyle="none", color=colors[s], mew=2, label=f"{s} (no value)")
@@ -410,7 +576,7 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
             failed_seen = True
         if log_x:
             log2_axis(ax, [r["x"] for r in rows if r.get("x") is not None], x_format)
-            if any(shift.values()):  # room for the points nudged right of the last x
+            if any(slot.values()):  # room for the points dodged right of the last x
                 ax.set_xlim(right=max(ax.get_xlim()[1], max(x_of(r) for r in valued) * 2 ** 0.25))
         ax.set(title=panel, xlabel=rows[0]["x_quantity"] if rows else "", ylabel=rows[0]["y_quantity"] if rows else panel)
         if not valued:
@@ -421,11 +587,27 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
             zero_based_if_one_x(ax, valued)
         if fd.description is not None and rows:
             paper_lines(ax, fd.description, rows[0]["y_quantity"])
+        if rows:
+            reference_lines(ax, fd.references, rows[0]["y_quantity"])
         compact_ticks(ax)
     if failed_seen:
         axes[0].plot([], [], marker="x", linestyle="none", color="#555555", mew=2, label=FAILED_LABEL)
     if legend:
         figure_legend(fig, axes, ncol=legend_ncol, order=order)
+
+
+REFERENCE_LINE = {"color": "#b00020", "linestyle": "--", "linewidth": 1.0, "zorder": 2.5}  # over the series at it
+
+
+def reference_lines(ax, references: Iterable[tuple[str, float, str]], quantity_label: str) -> None:
+    """A limit the data can sit at, (quantity label, value, what) as a figure module declares it
+    (a GPU's power limit, a memory cap): a dashed red line across this panel of that quantity,
+    named in the figure's legend; the axis reaches past it so that a value at the limit reads so."""
+    for label, value, what in references:
+        if label == quantity_label and value is not None:
+            lo, hi = ax.get_ylim()
+            ax.axhline(value, label=what, **REFERENCE_LINE)
+            ax.set_ylim(min(lo, value * 0.95) if ax.get_yscale() == "log" else lo, max(hi, value * 1.03))
 
 
 PAPER_LINE = {"color": "#444444", "linestyle": ":", "linewidth": 1.1, "zorder": 1}

@@ -39,8 +39,11 @@ def data(tables, study) -> prepare.FigureData:
     series = prepare.series_names(cfgs, specs, "world_size", lead=lead, lead_fields=("model",))
     fd.rows = prepare.metric_rows(cfgs, DESCRIPTION.quantities, series, "world_size", GPUS)
     fd.cpu = prepare.is_cpu(cfgs)
-    fd.notes = [prepare.mfu_note(cfgs)]
+    fd.notes = [prepare.mfu_note(cfgs), drawing.dodge_note(fd.rows)]
     return fd
 
 
-draw = drawing.draw_line_figure
+def draw(fd: prepare.FigureData, study):
+    """The lines in the order of the models' sizes (llama-1b, llama2-7b, llama2-13b, llama2-70b),
+    in the legend and the palette."""
+    return drawing.draw_line_figure(fd, study, order=drawing.model_size)

@@ -8,6 +8,8 @@ panel. Configurations: experiment `power`."""
 from __future__ import annotations
 
 from scalestudy.measure.csv_format import split_list
+from scalestudy.spec import catalog
+from scalestudy.spec.rank_share import measured_base
 from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 
@@ -20,9 +22,10 @@ DESCRIPTION = Description(
     paper="the paper's Fig. 10",
     shows="Power per GPU and tokens per joule (tokens/s per watt) against the number of GPUs (log-2 axis)",
     series=("one line per strategy family (FSDP, HSDP) and one joining the best tensor/pipeline configuration at "
-            "each GPU count (by tokens per joule; its TP/PP layout written at each point; the others tried are grey "
-            "dots), each also named by what else "
-            "differs (backend, model, compile)"),
+            "each GPU count (by tokens per joule among every TP/PP configuration tried; its legend names the winning "
+            "layouts, with sequence parallelism and micro batch where they differ, and the GPU counts where each "
+            "won; the others tried are grey points), each also named by what else differs (backend, model, "
+            "compile); where values reach the GPUs' power limit it is drawn as a dashed red line"),
     x=GPUS,
     quantities=(Quantity("power per GPU", "W", "power_w_per_gpu"),
                 Quantity("tokens per joule", "tokens/J", "tokens_per_joule")),
@@ -33,10 +36,21 @@ DESCRIPTION = Description(
 NO_CPU_POWER = "no GPU power data (CPU run)"
 BEST, OTHER = "best TP/PP", "other TP/PP"
 TPP = "TP/PP"
+POWER = DESCRIPTION.quantities[0]
+# what a TP/PP configuration chooses besides its degrees: part of its layout (written at its point),
+# not of a line's name, so that one line joins the best of every TP/PP configuration
+LAYOUT_FIELDS = ("sequence_parallel", "micro_batch", "pp_schedule", "pp_stages_per_rank", "activation_checkpointing")
+AT_LIMIT = 0.005  # relative: a value this close to the power limit sits at it
+SHOWN_LIMIT = 0.9  # the limit is drawn where a panel's values reach this share of it
 
 
 def _lead(s: dict) -> str:
     return TPP if prepare.as_int(s.get("tp")) > 1 or prepare.as_int(s.get("pp")) > 1 else prepare.family(s)
+
+
+def _layout(spec: dict, fields: list[str]) -> str:
+    said = [p for p in (prepare.shown_field(n, spec) for n in fields) if p]
+    return " ".join([f"TP{prepare.as_int(spec.get('tp'))}/PP{prepare.as_int(spec.get('pp'))}", *said])
 
 
 def data(tables, study) -> prepare.FigureData:
@@ -46,27 +60,37 @@ def data(tables, study) -> prepare.FigureData:
     fd.cpu = prepare.is_cpu(cfgs)
     specs = prepare.specs_by_config(tables)
     full = {c["config_id"]: prepare.config_spec(c, specs) for c in cfgs}
-    base = prepare.shown_names(full, _lead, suffix={cid: "" for cid in full})
-    names = prepare.shown_names(full, _lead, suffix=prepare.measured_suffixes(cfgs, lambda c: base[c["config_id"]]))
-    groups: dict[tuple, list[dict]] = {}
-    for c in cfgs:
-        if names[c["config_id"]].startswith(TPP):
+    base = prepare.shown_names(full, _lead, LAYOUT_FIELDS, suffix={cid: "" for cid in full})
+    names = prepare.shown_names(full, _lead, LAYOUT_FIELDS,
+                                suffix=prepare.measured_suffixes(cfgs, lambda c: base[c["config_id"]]))
+    tpp = [c for c in cfgs if names[c["config_id"]].startswith(TPP)]
+    fields = [n for n in LAYOUT_FIELDS if len({str(full[c["config_id"]].get(n)) for c in tpp}) > 1]
+    layout = {c["config_id"]: _layout(full[c["config_id"]], fields) for c in tpp}
+    groups: dict[tuple, list[dict]] = {}  # the model-alone TP/PP configurations of a line at a GPU count
+    for c in tpp:
+        if measured_base(c["config_id"]) is None:
             groups.setdefault((names[c["config_id"]], c["world_size"]), []).append(c)
-    layout = {}
-    for (name, _), cands in groups.items():
+    best_ids = set()
+    for cands in groups.values():
         ok = [c for c in cands if c.get("tokens_per_joule_mean") is not None]
-        best = max(ok, key=lambda c: (c["tokens_per_joule_mean"], c["config_id"])) if ok else None
-        for c in cands:
-            names[c["config_id"]] = name.replace(TPP, BEST if c is best else OTHER, 1)
-            layout[c["config_id"]] = f"TP{prepare.as_int(full[c['config_id']].get('tp'))}/PP{prepare.as_int(full[c['config_id']].get('pp'))}"
+        if ok:
+            best_ids.add(max(ok, key=lambda c: (c["tokens_per_joule_mean"], c["config_id"]))["config_id"])
+    for c in tpp:  # a prediction with a measured rank share is the best line's only where its model-alone twin is
+        cid = c["config_id"]
+        won = (measured_base(cid) or cid) in best_ids
+        names[cid] = names[cid].replace(TPP, BEST if won else OTHER, 1)
     plain = [c for c in cfgs if not names[c["config_id"]].startswith(OTHER)]
     names.update(prepare.distinguish(plain, full, {c["config_id"]: names[c["config_id"]] for c in plain},
                                      "world_size"))
     fd.rows = prepare.metric_rows(cfgs, DESCRIPTION.quantities, names, "world_size", GPUS)
     for r in fd.rows:
+        cid = (r.get("config_ids") or [""])[0]
+        if cid in layout:
+            r["layout"] = layout[cid]
         if r["series"].startswith(BEST):
-            r["layout"] = layout.get((r.get("config_ids") or [""])[0], "")
-            r["note"] = f"best layout {r['layout']}: best of the TP/PP configurations at {r['x']} GPUs by tokens per joule"
+            r["note"] = (f"best layout {r['layout']}: best of the TP/PP configurations at {r['x']} GPUs by tokens "
+                         "per joule" + (" of the model alone; this point takes its measured rank share"
+                                        if measured_base(cid) else ""))
     _name_layouts(fd.rows)
     if all(c.get("device") == "cpu" for c in cfgs):
         fd.empty_reason = NO_CPU_POWER
@@ -75,14 +99,42 @@ def data(tables, study) -> prepare.FigureData:
     elif not any(r.get("y") is not None for r in fd.rows):
         reasons = sorted({n for c in cfgs for n in split_list(c.get("notes")) if n.startswith("energy:")})
         fd.empty_reason = "no GPU power data" + (": " + "; ".join(reasons)[:300] if reasons else "")
+    else:
+        _power_limit(fd, cfgs)
+        fd.notes.append(drawing.dodge_note(fd.rows))
     return fd
+
+
+def _power_limit(fd: prepare.FigureData, cfgs: list[dict]) -> None:
+    """The power limit of the runs' GPUs (the catalog's power_cap_w, the board's maximum) as the
+    power panel's reference line, where its values reach it, and a note naming the series that
+    sit at it: their power per GPU is the limit, not a difference between them."""
+    devices = sorted({d for c in cfgs for d in split_list(c.get("device_names"))})
+    limits = {}
+    for d in devices:
+        name = catalog.gpu_name(d)
+        if name and catalog.gpu(name).power_cap_w > 0:
+            limits.setdefault(catalog.gpu(name).power_cap_w, []).append(catalog.gpu(name).product)
+    power = [r for r in fd.rows if r["panel"] == POWER.label and r.get("y") is not None]
+    top = max((max(r["y"], r.get("ci95_high") or r["y"]) for r in power), default=0.0)
+    fd.references = []
+    for cap, products in sorted(limits.items()):
+        if top < SHOWN_LIMIT * cap:
+            continue
+        what = f"power limit {cap:g} W ({', '.join(products)})"
+        fd.references.append((POWER.label, cap, what))
+        at = sorted({r["series"] for r in power if abs(r["y"] - cap) <= AT_LIMIT * cap}, key=drawing.natural)
+        fd.notes.append(f"Power limit: {cap:g} W per GPU, the board's maximum ({', '.join(products)}, the GPU "
+                        "catalog's power_cap_w; dashed red line)."
+                        + (f" At the limit: {'; '.join(at)}. Their power per GPU is the limit, not a difference "
+                           "between them; tokens per joule tells them apart." if at else ""))
 
 
 def _name_layouts(rows: list[dict]) -> None:
     """Each best series is named by its winning layouts and the GPU counts where each won, e.g.
-    'best TP/PP: TP4/PP1 (8-1024), TP1/PP2 (2048)'; the CSV's note names it per point too."""
+    'best TP/PP TP4/PP1 (8-1024), TP1/PP2 (2048)'; the CSV's note names it per point too."""
     runs: dict[str, list] = {}
-    for r in sorted((r for r in rows if r.get("layout")), key=lambda r: r["x"]):
+    for r in sorted((r for r in rows if r.get("layout") and r["series"].startswith(BEST)), key=lambda r: r["x"]):
         if r["panel"] == rows[0]["panel"]:
             seq = runs.setdefault(r["series"], [])
             if seq and seq[-1][0] == r["layout"]:
@@ -99,6 +151,7 @@ def _name_layouts(rows: list[dict]) -> None:
 
 def draw(fd: prepare.FigureData, study):
     muted = {r["series"] for r in fd.rows if r["series"].startswith(OTHER)}
-    fig, axes = drawing.figure_for(fd, legend_rows=drawing.legend_rows_for(fd))
+    refs = fd.references
+    fig, axes = drawing.figure_for(fd, legend_rows=drawing.legend_rows_for(fd, extra=len(refs)))
     drawing.draw_lines(fig, axes, fd, muted_series=muted)
     return fig

@@ -41,6 +41,7 @@ class FigureData:
     predicted: bool = False
     subtitle: str = ""
     csv_rows: list[dict] = field(default_factory=list)  # written to the CSV, not drawn (e.g. "not expressible")
+    references: list[tuple[str, float, str]] = field(default_factory=list)  # (quantity, value, what): a limit line
 
 
 # ---- data helpers -------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """Rank shares' memory against layout for each model size (study paper-rank): one rank's peak
 allocated memory (its largest pipeline stage) against the number of GPUs, one line per layout,
-one panel per model, with the study's memory cap drawn; configurations that ran out of memory
-are marked `oom`. One rank's share, communication not executed. Data: rank_configs.csv."""
+one panel per model (in the order of the models' sizes), with the study's memory cap drawn;
+configurations that ran out of memory are marked `oom`. A strategy family has one colour and a
+micro batch one marker in every study (drawing.family_colors, drawing.micro_batch_style). One
+rank's share, communication not executed. Data: rank_configs.csv."""
 
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ def data(tables, study) -> prepare.FigureData:
         fd.empty_reason = f"no measured rank shares of experiments model_sizes/weak_scaling in study {study.name!r}"
         return fd
     caps = sorted({c["device_memory_cap_gib"] for c in cfgs if c.get("device_memory_cap_gib")})
-    for model in sorted({c["model"] for c in cfgs}):
+    for model in sorted({c["model"] for c in cfgs}, key=drawing.model_size):  # by size: 7b before 70b
         panel = model  # the y axis names the quantity; the panel title fits its panel
         fd.panels.append(panel)
         for c in sorted((c for c in cfgs if c["model"] == model), key=lambda c: c["world_size"]):
@@ -44,21 +46,27 @@ def data(tables, study) -> prepare.FigureData:
             fd.rows.append({"panel": panel, "series": series, "x_quantity": GPUS.label, "x": c["world_size"],
                             "y_quantity": MEMORY.label, "y": v * MEMORY.scale if v is not None else None,
                             "n_seeds": 1 if v is not None else 0, "status": c["status"], "note": None,
-                            "label": LABEL, "config_ids": c["group_id"], "run_ids": c.get("run_ids")})
+                            "label": LABEL, "config_ids": c["group_id"], "run_ids": c.get("run_ids"),
+                            "family": prepare.family(c), "micro_batch": c["micro_batch"]})
     if caps:
         fd.notes.append(f"{CAP_NOTE}{', '.join(f'{x:g}' for x in caps)} GiB (dashed line).")
+        fd.references = [(MEMORY.label, cap, f"memory cap {cap:g} GiB") for cap in caps]
     else:
         fd.notes.append("No memory cap: each rank had the whole GPU.")
     return fd
 
 
 def draw(fd: prepare.FigureData, study):
-    fig, axes = drawing.figure_for(fd, legend_rows=drawing.legend_rows_for(fd))
-    drawing.draw_lines(fig, axes, fd, log_x=True)
-    caps = [n for n in fd.notes if n.startswith(CAP_NOTE)]
-    cap = float(caps[0][len(CAP_NOTE):].split(",")[0].split(" ")[0]) if caps else None
-    for ax in axes[:len(fd.panels)]:
-        if cap:
-            ax.axhline(cap, color="#b00020", linestyle="--", linewidth=1)
-        ax.set_ylim(bottom=0)
+    """Hue the strategy family and style the micro batch, both fixed across studies
+    (drawing.family_colors, drawing.micro_batch_style): a configuration has one colour and marker
+    in paper-rank's figure and in h100-rank's."""
+    refs = fd.references
+    fig, axes = drawing.figure_for(fd, legend_rows=drawing.legend_rows_for(fd, extra=len(refs)))
+    of = {r["series"]: (r["family"], r["micro_batch"]) for r in fd.rows}
+    hues = drawing.family_colors({f for f, _ in of.values()})
+    drawing.draw_lines(fig, axes, fd, log_x=True, colors={s: hues[f] for s, (f, _) in of.items()},
+                       styles={s: drawing.micro_batch_style(mb) for s, (_, mb) in of.items()})
+    for ax, panel in zip(axes, fd.panels):  # from zero, the highest point clear of the frame
+        top = max((r["y"] for r in fd.rows if r["panel"] == panel and r.get("y") is not None), default=0.0)
+        ax.set_ylim(0, max(ax.get_ylim()[1], 1.06 * top))
     return fig

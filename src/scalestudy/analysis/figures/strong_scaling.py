@@ -2,11 +2,14 @@
 count the best strategy (highest mean global tokens/s over its ok seeds) is drawn as the line,
 its point's marker shape naming its strategy family (legend); the other strategies tried are grey dots,
 and a GPU count where every strategy failed is an 'x' with the statuses. One panel per global
-batch. Configurations: experiment `strong_scaling`."""
+batch. The best line is the model alone, drawn in black (no strategy's colour); a prediction with a
+measured rank share is a coloured line of its own, drawn beside the black line's points, and a
+footnote gives both values of each configuration that is both. Configurations: experiment
+`strong_scaling`."""
 
 from __future__ import annotations
 
-from scalestudy.analysis.figures import drawing, prepare
+from scalestudy.analysis.figures import drawing, heatmap, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 from scalestudy.spec.rank_share import measured_base
 
@@ -19,9 +22,10 @@ DESCRIPTION = Description(
     paper="the paper's Fig. 5",
     shows=("Global tokens per second against the number of GPUs (log-2 axis) at a fixed global batch, one panel "
            "per global batch"),
-    series=("the line joins the best strategy at each GPU count (highest mean global tokens/s), the marker's shape "
-            "naming its strategy family; grey dots are the other strategies tried; predictions that take a measured "
-            "rank share are a series of their own, never the best line's"),
+    series=("the black line joins the best strategy at each GPU count (highest mean global tokens/s), the marker's "
+            "shape naming its strategy family; grey dots are the other strategies tried; predictions that take a "
+            "measured rank share are coloured series of their own, drawn beside the black line's points, never the "
+            "best line's"),
     x=GPUS, quantities=(TOKENS,), category="Scaling",
     notes=(drawing.FAILED_NOTE,),
 )
@@ -70,10 +74,37 @@ def data(tables, study) -> prepare.FigureData:
                     row["annotation"] = prepare.family(prepare.config_spec(c, specs))
                 fd.rows.append(row)
     fd.cpu = prepare.is_cpu(cfgs)
+    _two_values(fd, cfgs, specs)
+    fd.notes.append(drawing.dodge_note(fd.rows))
     return fd
 
 
+def _two_values(fd: prepare.FigureData, cfgs: list[dict], specs: dict) -> None:
+    """Where a prediction with a measured rank share is drawn beside the best line, a configuration
+    can have two values: the best line's (the model alone) and its coloured point (with its
+    measured share). The best row's note gives the other, and a footnote says why for each."""
+    twins = {measured_base(c["config_id"]): c for c in cfgs
+             if measured_base(c["config_id"]) and c.get("tokens_per_s_mean") is not None}
+    if not any(measured_base(c["config_id"]) for c in cfgs):
+        return
+    pairs = []
+    for r in fd.rows:
+        twin = twins.get((r.get("config_ids") or [""])[0]) if r["series"] == BEST and r.get("y") is not None else None
+        if twin is None:
+            continue
+        other = twin["tokens_per_s_mean"]
+        said = f"with its measured rank share: {other:.6g} tokens/s"
+        r["note"] = f"{r['note']}; {said}" if r.get("note") else said
+        pairs.append(f"{r['x']:g} GPUs, {r['annotation']}: {heatmap.compact(r['y'])} alone, "
+                     f"{heatmap.compact(other)} with its share")
+    fd.notes.append("Two bases: the black line and the grey dots are the model alone (its own compute estimate); a "
+                    "coloured line takes the measured rank share of its strategy as its compute input instead. A "
+                    "configuration that is both the best and measured has two values, drawn side by side"
+                    + (": " + "; ".join(pairs) if pairs else "") + ".")
+
+
 FAMILY_MARKERS = "sD^vPp*h<>"
+BEST_COLOR = "#222222"  # the model alone's best: no strategy's palette colour
 
 
 def draw(fd: prepare.FigureData, study):
@@ -87,10 +118,12 @@ def draw(fd: prepare.FigureData, study):
                         columns=["panel", "x", "y", "family"])
     families = sorted(set(best["family"]), key=drawing.natural)
     fig, axes = drawing.figure_for(fd, legend_rows=drawing.legend_rows_for(fd, extra=len(families)))
-    def order(s):  # the best line first (the palette's first colour), the other strategies last
+    def order(s):  # the best line first, the other strategies last
         return s != BEST, s == OTHER, s.startswith("x: "), drawing.natural(s)
 
-    drawing.draw_lines(fig, axes, fd, muted_series={OTHER}, order=order, legend=False)
+    coloured = sorted({r["series"] for r in fd.rows} - {BEST, OTHER}, key=order)
+    colors = {**drawing.series_colors(coloured), BEST: BEST_COLOR, OTHER: drawing.MUTED}
+    drawing.draw_lines(fig, axes, fd, muted_series={OTHER}, colors=colors, order=order, legend=False)
     markers = {f: FAMILY_MARKERS[k % len(FAMILY_MARKERS)] for k, f in enumerate(families)}
     for ax, panel in zip(axes, fd.panels):
         if (best["panel"] == panel).any():
