@@ -93,11 +93,11 @@ def test_a_metrics_sink_gets_every_step_and_a_missing_library_is_one_sentence(ca
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorboard" else find_spec(name, *a))
     assert main(["train", "--metrics-sink", "tensorboard"]) == 2
     assert capsys.readouterr().err == ("scalestudy train: --metrics-sink tensorboard needs the tensorboard "
-                                       "package, which is not installed: pip install tensorboard\n")
+                                       'package, which is not installed: pip install "scalestudy[tensorboard]" '
+                                       "(or tensorboard)\n")
 
 
 def test_the_tensorboard_sink_writes_the_steps_tensorboard_reads_back(tmp_path):
-    pytest.importorskip("tensorboard")  # an optional extra: pip install scalestudy[tensorboard]
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     from scalestudy.harness.metrics_sink import open_sink
@@ -114,6 +114,28 @@ def test_the_tensorboard_sink_writes_the_steps_tensorboard_reads_back(tmp_path):
                                              "memory_gib"}
     assert [(e.step, e.value) for e in events.Scalars("loss")] == [(0, 6.5), (1, 6.25), (2, 6.0)]
     assert [e.value for e in events.Scalars("tokens_per_s")] == [200.0, 200.0, 200.0]
+
+
+def test_the_wandb_sink_writes_an_offline_run_with_every_step(tmp_path, monkeypatch):
+    import wandb  # the extra scalestudy[wandb], in the test environment
+
+    from scalestudy.harness.metrics_sink import open_sink
+
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    sink = open_sink({"kind": "wandb", "project": "p", "dir": str(tmp_path)}, tmp_path, "run-x", {"model": "tiny"})
+    p = Progress(total_steps=3, tokens_per_step=100, world_size=1, every=0, flops_per_token=1e6,
+                 peak_flops_per_s=1e9, sink=sink)
+    for s, loss in enumerate((6.5, 6.25, 6.0)):
+        p.update(s, "measured", 0.5, loss, {"peak_rss_bytes": 1024**3})
+    sink.close()
+    wandb.teardown()  # wandb's service process writes the run file behind finish(): wait for it
+    runs = list((tmp_path / "wandb").glob("offline-run-*"))  # offline: nothing leaves the machine
+    assert len(runs) == 1 and wandb.run is None, list((tmp_path / "wandb").iterdir())
+    (log,) = runs[0].glob("run-*.wandb")  # wandb's own record format: each step's metrics by name
+    data = log.read_bytes()
+    assert all(name.encode() in data for name in ("loss", "tokens_per_s_per_device", "mfu", "memory_gib"))
+    assert b"6.25" in data
 
 
 def test_the_launchers_summary_shows_the_tables_numbers_without_reading_the_traces(tmp_path, monkeypatch):
@@ -219,4 +241,5 @@ def test_a_study_sink_whose_package_is_missing_stops_the_launch_in_one_sentence(
     run_id = load_study(str(path), repo).runs[0].run_id
     assert main(["launch", "--study", str(path), "--run-id", run_id, "--root", str(repo)]) == 2
     assert capsys.readouterr().err == (f"scalestudy launch: metrics_sink in {path}: tensorboard needs the "
-                                       "tensorboard package, which is not installed: pip install tensorboard\n")
+                                       'tensorboard package, which is not installed: pip install "scalestudy[tensorboard]" '
+                                       "(or tensorboard)\n")

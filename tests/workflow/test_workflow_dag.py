@@ -2,6 +2,7 @@
 invalid study at once, naming the field."""
 
 import functools
+import os
 import re
 import subprocess
 import time
@@ -167,3 +168,24 @@ def test_a_gpu_study_whose_runs_are_committed_plans_no_run_and_one_that_is_never
 def test_the_report_home_page_of_a_predicted_study_says_predicted_and_never_seeds():
     text = (REPO / "workflow" / "report" / "predicted.rst").read_text()
     assert "**predicted**" in text and "seed" not in text.lower()
+
+
+
+def test_a_metrics_sink_whose_package_is_missing_is_refused_when_the_workflow_starts(tmp_path):
+    """Not by each job at run time (three tries each): one sentence with the README's install words
+    before anything runs. The package is hidden from the workflow's Python by a sitecustomize."""
+    data = yaml.safe_load((REPO / "workflow" / "studies" / "smoke.yaml").read_text())
+    path = tmp_path / "smoke-sink.yaml"
+    path.write_text(yaml.safe_dump({**data, "metrics_sink": {"kind": "tensorboard"}}))
+    hide = tmp_path / "hide"
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text(
+        "import importlib.util\n_find = importlib.util.find_spec\n"
+        "importlib.util.find_spec = lambda name, *a: None if name == 'tensorboard' else _find(name, *a)\n")
+    env = child_env()
+    env["PYTHONPATH"] = os.pathsep.join([str(hide), *filter(None, [env.get("PYTHONPATH")])])
+    out = subprocess.run([*snakemake_cmd(), "-n", "--config", f"study={path}"], cwd=REPO, capture_output=True,
+                         text=True, timeout=120, env=env)
+    assert out.returncode != 0
+    assert ("study 'smoke-sink': metrics_sink tensorboard needs the tensorboard package, which is not installed: "
+            'pip install "scalestudy[tensorboard]"') in out.stderr + out.stdout, out.stdout[-2000:]

@@ -142,6 +142,17 @@ if workflow.is_main_process and STUDY.launch:
         raise WorkflowError(str(e)) from None
 
 
+# A study's metrics sink whose library is missing: refused before any job runs (each run would fail
+# on it), with the README's install words (scalestudy.harness.metrics_sink.check).
+if workflow.is_main_process and STUDY.launch and STUDY.metrics_sink:
+    from scalestudy.harness.metrics_sink import SinkUnavailable, check as check_sink
+
+    try:
+        check_sink(STUDY.metrics_sink, where=f"study {STUDY.name!r}: metrics_sink")
+    except SinkUnavailable as e:
+        raise WorkflowError(str(e)) from None
+
+
 # A launched study's runs that this host cannot run as planned (launch.launcher.host_problem): refused
 # before anything runs, on a local run of the workflow (a cluster's nodes are not this host).
 if workflow.is_main_process and STUDY.launch and workflow.local_exec:

@@ -157,8 +157,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if problems:
         print(f"scalestudy audit: {len(problems)} problem(s) in study {study.name}", file=sys.stderr)
         return 1
-    print(f"scalestudy audit: study {study.name}: tables, claims and figures (data and images) follow from the raw "
-          "logs")
+    from scalestudy.measure.rawlog import find_runs
+
+    runs = len(find_runs(study.raw_dir)) if Path(study.raw_dir).is_dir() else 0
+    print(f"scalestudy audit: study {study.name}: {len(manifest)} tables, claims and figures (data and images) "
+          f"follow from the raw logs of {runs} runs" + (", none made with a check weakened" if args.strict else ""))
     return 0
 
 

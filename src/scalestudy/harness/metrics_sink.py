@@ -6,9 +6,9 @@ the study's `metrics_sink` setting (`{kind: tensorboard, dir: ...}` or `{kind: w
 mode: offline}`), which `scalestudy launch` hands its workers in SINK_ENV. A sink is not part of
 the RunSpec: where a run's numbers are mirrored changes neither what it measures nor its run id.
 
-Neither library is a dependency (`pip install tensorboard` or `scalestudy[tensorboard]`; `pip
-install wandb`): asking for one that is not installed is refused, in one sentence naming the
-package, before the run starts."""
+Neither library is a dependency (the extras `scalestudy[tensorboard]` and `scalestudy[wandb]`):
+asking for one that is not installed is refused, in one sentence naming the package, before the
+run starts, and by the workflow before any job runs."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from pathlib import Path
 SINKS = ("none", "tensorboard", "wandb")
 WANDB_MODES = ("offline", "online")
 SINK_ENV = "SCALESTUDY_METRICS_SINK"  # a sink config as JSON, set by `scalestudy launch` from the study
-_NEEDS = {"tensorboard": ("tensorboard", "pip install tensorboard"), "wandb": ("wandb", "pip install wandb")}
+_NEEDS = {"tensorboard": ("tensorboard", 'pip install "scalestudy[tensorboard]" (or tensorboard)'),
+          "wandb": ("wandb", 'pip install "scalestudy[wandb]" (or wandb)')}
 _KEYS = {"kind", "dir", "project", "mode", "group"}
 
 
