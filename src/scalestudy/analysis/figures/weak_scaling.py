@@ -37,6 +37,7 @@ def data(tables, study) -> prepare.FigureData:
     fd.cpu = prepare.is_cpu(cfgs)
     fd.notes = [prepare.mfu_note(cfgs)]
     prepare.model_beside(fd, tables, cfgs, series, DESCRIPTION.quantities, "world_size", GPUS)
+    fd.notes.append(drawing.dodge_note(fd.rows))
     return fd
 
 
