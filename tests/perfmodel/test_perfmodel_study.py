@@ -261,6 +261,7 @@ def measured_project(tmp_path_factory):
     shutil.copy(REPO / "workflow/studies/paper-rank.yaml", root / "workflow/studies/paper-rank.yaml")
     (root / "data/paper-rank/tables").mkdir(parents=True)
     shutil.copy(REPO / "data/paper-rank/tables/rank_configs.csv", root / "data/paper-rank/tables/rank_configs.csv")
+    shutil.copytree(REPO / "data/paper-rank/raw", root / "data/paper-rank/raw")  # the shares' raw logs
     data = copy.deepcopy(STUDY)
     data["prediction"] = {"cluster": "h100-paper", "calibration": ["data/h200-reference/raw"],
                           "rank_shares": "paper-rank"}
@@ -415,3 +416,32 @@ def test_the_measurement_files_behind_a_prediction_are_under_the_audits_checksum
     assert "missing" in audit(study, figures=False, claims=False)[0]
     sweep.write_bytes(original)
     assert audit(study, figures=False, claims=False) == []
+
+
+def test_a_measured_share_prediction_names_the_rank_share_runs_and_the_audit_checks_them(measured_project):
+    root, study = measured_project
+    rid = next(p.run_id for p in study.runs if p.run_id.endswith("--measured-inputs"))
+    run = json.loads((study.raw_dir / rid / "run.json").read_text())
+    shares = run["provenance"]["measured_inputs"]
+    assert shares and all(s["study"] == "paper-rank" and s["raw_dir"] == f"data/paper-rank/raw/{s['run_id']}"
+                          and s["status"] == "ok" and "metrics.jsonl" in "".join(s["files_sha256"]) for s in shares)
+    from scalestudy.analysis.provenance import format_text, provenance
+
+    prov = provenance(study.figures_dir / "weak_scaling.csv")
+    text = format_text(prov)
+    assert f"measured input: rank share of study paper-rank, run {shares[0]['run_id']}: status ok" in text
+    assert text.count("the predictions above were calibrated from") == 1  # one calibration, listed once
+    assert "torch None" not in text and prov["problems"] == []
+    metrics = next((root / shares[0]["raw_dir"]).glob("metrics.jsonl*"))
+    original = metrics.read_bytes()
+    try:  # one step time edited, the file still a valid (gzip) log
+        import gzip
+
+        text = gzip.decompress(original) if metrics.suffix == ".gz" else original
+        edited = text.replace(b'"step_time_s": ', b'"step_time_s": 1', 1)
+        metrics.write_bytes(gzip.compress(edited) if metrics.suffix == ".gz" else edited)
+        problems = audit(study, figures=False, claims=False)
+        assert any(shares[0]["run_id"] in p and "changed since the predictions were made" in p for p in problems), \
+            problems
+    finally:
+        metrics.write_bytes(original)

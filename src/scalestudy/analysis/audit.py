@@ -159,7 +159,8 @@ def _calibration_problems(run_dir: Path) -> list[str]:
     if run.get("kind") != "predicted":
         return []
     seen, out = set(), []
-    for c in [*calibration_provenance(run_dir, run), *measured_files_provenance(run_dir, run)]:
+    for c in [*calibration_provenance(run_dir, run), *calibration_provenance(run_dir, run, measured_inputs=True),
+              *measured_files_provenance(run_dir, run)]:
         for p in c["problems"]:
             if p not in seen:
                 seen.add(p)

@@ -72,7 +72,8 @@ def _environment(prov: dict) -> dict:
     return {"python": prov.get("python"), "platform": prov.get("platform"), "torch": prov.get("torch"),
             "cuda": prov.get("cuda"), "nccl": prov.get("nccl"), "libraries": prov.get("libraries"),
             "hosts": prov.get("hosts"), "devices": {"count": devices.get("count"), "names": devices.get("names")},
-            "slurm": prov.get("slurm"), "command": prov.get("command")}
+            "slurm": prov.get("slurm"), "command": prov.get("command"), "model": prov.get("model"),
+            "cluster": (prov.get("cluster") or {}).get("name") if isinstance(prov.get("cluster"), dict) else None}
 
 
 def run_provenance(run_dir: Path) -> dict:
@@ -123,7 +124,11 @@ def run_provenance(run_dir: Path) -> dict:
     if run.get("kind") == "predicted":
         cal = calibration_provenance(run_dir, run)
         out["calibration"] = cal
+        out["calibration_digest"] = ((prov.get("calibration") or {}).get("digest"))
         out["problems"].extend(p for c in cal for p in c["problems"])
+        shares = calibration_provenance(run_dir, run, measured_inputs=True)
+        out["measured_inputs"] = shares
+        out["problems"].extend(p for c in shares for p in c["problems"])
         measured = measured_files_provenance(run_dir, run)
         out["measured_files"] = measured
         out["problems"].extend(p for f in measured for p in f["problems"])
@@ -144,10 +149,12 @@ def project_root_of(run_dir: Path) -> Path:
     return p.parents[3] if len(p.parents) > 3 else p.parent
 
 
-def calibration_provenance(run_dir: Path, run: dict) -> list[dict]:
+def calibration_provenance(run_dir: Path, run: dict, *, measured_inputs: bool = False) -> list[dict]:
     """The measured runs behind a predicted run, each with its provenance and any problem (missing,
-    or a file whose sha256 differs from the one the prediction recorded)."""
-    runs = ((run.get("provenance") or {}).get("calibration") or {}).get("runs") or []
+    or a file whose sha256 differs from the one the prediction recorded): those it was calibrated
+    from, or with measured_inputs the rank-share runs it took inputs from (perfmodel.rank_shares)."""
+    prov = run.get("provenance") or {}
+    runs = prov.get("measured_inputs") or [] if measured_inputs else (prov.get("calibration") or {}).get("runs") or []
     root = project_root_of(run_dir)
     stamp = []  # the files' sizes and times: a changed file is never answered from the cache
     for c in runs:
@@ -189,9 +196,11 @@ def _calibration_cached(root: str, runs_json: str, stamp: tuple) -> tuple[dict, 
     out = []
     for c in json.loads(runs_json):
         d = Path(root) / c.get("raw_dir", "")
-        item = {"run_id": c.get("run_id"), "raw_dir": str(d), "problems": []}
+        item = {"run_id": c.get("run_id"), "raw_dir": str(d), "problems": [],
+                **({"study": c["study"]} if c.get("study") else {})}
         if not d.is_dir():
-            item["problems"].append(f"{d}: calibration run {c.get('run_id')} is missing (predictions made from it "
+            what = "measured input" if c.get("study") else "calibration"
+            item["problems"].append(f"{d}: {what} run {c.get('run_id')} is missing (predictions made from it "
                                     "cannot be traced)")
         else:
             for rel, digest in sorted((c.get("files_sha256") or {}).items()):
@@ -239,8 +248,14 @@ def provenance(file, raw_dir=None) -> dict:
             "rows": out_rows, "runs": runs, "problems": problems}
 
 
+def _file_lines(c: dict, indent: str) -> list[str]:
+    return [f"{indent}{f['sha256_now']}  {f['path']} {({True: 'ok', False: 'MISMATCH', None: ''}[f['ok']])}".rstrip()
+            for f in c.get("files") or []]
+
+
 def format_text(prov: dict) -> str:
-    """A readable account of provenance()'s result."""
+    """A readable account of provenance()'s result: each run once, each calibration once."""
+    calibrations: dict[str, list] = {}
     lines = [f"{prov['file']}: {len(prov['rows'])} rows from {prov['table']}, raw logs in {prov['raw_dir']}"]
     for r in prov["rows"]:
         v = r["values"]
@@ -255,7 +270,10 @@ def format_text(prov: dict) -> str:
         if not run.get("source"):  # an imported run ran no code of this package: its source says where it is from
             lines.append(f"  git {git.get('commit')}{' (dirty)' if git.get('dirty') else ''}")
         env = run.get("environment") or {}
-        if env and not run.get("source"):
+        if run.get("kind") == "predicted":  # no machine ran it: the model's version stands for the environment
+            lines.append(f"  predicted by {env.get('model') or 'scalestudy.perfmodel'} on cluster "
+                         f"{env.get('cluster') or '?'}; devices {', '.join((env.get('devices') or {}).get('names') or [])}")
+        elif env and not run.get("source"):
             lines.append(f"  python {env.get('python')}, torch {env.get('torch')}, cuda {env.get('cuda')}, "
                          f"nccl {env.get('nccl')}; hosts {', '.join(env.get('hosts') or [])}; devices "
                          f"{', '.join((env.get('devices') or {}).get('names') or [])}; slurm job "
@@ -269,12 +287,18 @@ def format_text(prov: dict) -> str:
             for f in src["files"]:
                 lines.append(f"    {f['sha256']}  {f['path']}")
         if run.get("kind") == "predicted":
-            lines.append("  PREDICTED by scalestudy.perfmodel; calibrated from:")
-            for c in run.get("calibration") or []:
-                lines.append(f"    run {c['run_id']}: status {c.get('status')}, {c['raw_dir']}")
-                for f in c.get("files") or []:
-                    mark = {True: "ok", False: "MISMATCH", None: ""}[f["ok"]]
-                    lines.append(f"      {f['sha256_now']}  {f['path']} {mark}".rstrip())
+            digest = run.get("calibration_digest") or "?"
+            calibrations.setdefault(digest, run.get("calibration") or [])
+            lines.append(f"  PREDICTED by scalestudy.perfmodel; calibration {digest} (its runs listed once below)")
+            for c in run.get("measured_inputs") or []:
+                lines.append(f"  measured input: rank share of study {c.get('study')}, run {c['run_id']}: status "
+                             f"{c.get('status')}, {c['raw_dir']}")
+                lines += _file_lines(c, "    ")
+    for digest, runs in calibrations.items():
+        lines.append(f"calibration {digest}: the predictions above were calibrated from")
+        for c in runs:
+            lines.append(f"  run {c['run_id']}: status {c.get('status')}, {c['raw_dir']}")
+            lines += _file_lines(c, "    ")
     for p in prov["problems"]:
         lines.append(f"PROBLEM {p}")
     return "\n".join(lines) + "\n"

@@ -632,7 +632,9 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
                                              "off (option straggler: false): one rank's mean computation"),
                                "inputs_from": rank_shares.inputs_from(
                                    share, factor, f"runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}",
-                                   carry, cluster.gpu)},
+                                   carry, cluster.gpu),
+                               **({"measured_share": {"study": share.study, "run_ids": list(share.run_ids)}}
+                                  if share is not None else {})},
                       notes=notes)
 
 

@@ -86,10 +86,29 @@ def calibration_provenance(cal, gpus: tuple[str, ...] = (), root: Path | str | N
     return out
 
 
-def predicted_provenance(cluster, cal, world: int, root: Path, command: str) -> dict:
-    """run.json's provenance of a predicted run: the model, cluster and calibration, no host."""
+def measured_input_runs(pred, root: Path | str) -> list[dict]:
+    """The raw logs of the measured rank share a prediction took its inputs from (perfmodel.rank_shares),
+    as the calibration runs are recorded: run id, directory under the project root, status and the
+    files' sha256 from the run's status.json, so that provenance names them and the audit checks them."""
+    share = (pred.sources or {}).get("measured_share") if pred is not None else None
+    out = []
+    for rid in (share or {}).get("run_ids") or ():
+        raw_dir = f"data/{share['study']}/raw/{rid}"
+        try:
+            status = json.loads((Path(root) / raw_dir / STATUS_FILE).read_text())
+        except (OSError, ValueError):
+            status = {}
+        out.append({"study": share["study"], "run_id": rid, "raw_dir": raw_dir, "status": status.get("status"),
+                    "files_sha256": dict(status.get("files_sha256") or {})})
+    return out
+
+
+def predicted_provenance(cluster, cal, world: int, root: Path, command: str, pred=None) -> dict:
+    """run.json's provenance of a predicted run: the model, cluster and calibration, and the measured
+    rank share it took inputs from, no host."""
     return {"predicted": True, "model": MODEL_VERSION, "cluster": cluster.as_dict(),
             "calibration": calibration_provenance(cal, (cluster.gpu,), root),
+            **({"measured_inputs": measured_input_runs(pred, root)} if measured_input_runs(pred, root) else {}),
             "package": {"name": "scalestudy", "version": __version__, "git": git_state(root)},
             "devices": {"count": world, "names": [cluster.gpu]}, "hosts": [], "command": command,
             "python": None, "torch": None, "cuda": None, "nccl": None, "slurm": None}
@@ -123,7 +142,7 @@ def write_predicted_run(run_dir: Path | str, run_id: str, config_id: str, spec, 
         if measured:  # a measured rank share decided it (perfmodel.rank_shares)
             error = f"predicted from a measurement: {measured[len('measured: '):]}"
     run = {"kind": KIND, "run_id": run_id, "config_id": config_id, "spec": spec.to_dict(),
-           "provenance": predicted_provenance(cluster, cal, spec.world_size, root, command), "launch": None}
+           "provenance": predicted_provenance(cluster, cal, spec.world_size, root, command, pred), "launch": None}
     lines = [
         _record("device_peak", {"device_name": cluster.gpu, "dtype": spec.precision,
                                 "peak_flops_per_s": cluster.peak_flops, "source": f"cluster:{cluster.name}",
