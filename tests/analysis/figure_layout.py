@@ -13,7 +13,6 @@ from matplotlib.axes import Axes
 from matplotlib.container import BarContainer
 from matplotlib.collections import LineCollection, PathCollection, QuadMesh
 from matplotlib.legend import Legend
-from matplotlib.lines import Line2D
 from matplotlib.text import Text
 
 TOL = 1.0  # pixels

@@ -4,7 +4,6 @@ images audited, and damaged raw-log files (a broken gzip, a link out of the run,
 disk while the tables are written) stopped with one sentence naming the file."""
 
 import dataclasses
-import gzip
 import json
 import os
 import shutil

@@ -3,7 +3,6 @@ numbers in the harness (scalestudy.harness.train.summary_numbers) and from a fin
 directory (scalestudy.launch.run_summary), and the metrics sinks (scalestudy.harness.metrics_sink),
 a study's included."""
 
-import json
 import re
 
 import pytest

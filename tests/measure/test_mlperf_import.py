@@ -279,7 +279,7 @@ def test_a_byte_identical_result_file_is_imported_once(tmp_path):
     (line,) = batch.skipped
     assert f"{twin} skipped: byte-identical" in line and f"to example.org/submissions@abc123:{RESULT} of this import" in line
     # in another repository (a later round) under another name: skipped against the output directory
-    other = _write(tmp_path / "other", {f"NVIDIA/results/renamed/gpt3/result_0.txt": (src / RESULT).read_text()})
+    other = _write(tmp_path / "other", {"NVIDIA/results/renamed/gpt3/result_0.txt": (src / RESULT).read_text()})
     tree = open_tree(other, "example.org/later", "def456")
     again = import_results(tree, select_results(tree, "NVIDIA/results/*/gpt3/result_*.txt"), ImportOptions(model="tiny"),
                            tmp_path / "raw")

@@ -307,4 +307,6 @@ def all_targets(wildcards):
     if STUDY.prediction:  # the performance model against published runs (workflow/rules/model.smk)
         targets += expand("figures/{study}/model_validation{ext}", study=STUDY.name,
                           ext=(".pdf", ".png", ".csv", "_ledger.csv"))
+    if STUDY.name == README_STUDY:  # the README's pictures (workflow/rules/figures.smk readme_pictures)
+        targets += expand("docs/img/{study}/{figure}.png", study=README_STUDY, figure=README_FIGURES)
     return targets

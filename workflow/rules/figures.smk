@@ -40,3 +40,23 @@ for figure_name in ALL_FIGURES:
             "../envs/scalestudy.yaml"
         shell:
             "scalestudy figure {params.figure:q} --study {params.study:q} > {log:q} 2>&1"
+
+
+# The README's pictures: copies of the paper-model study's figures (its outputs are regenerated, not
+# committed), made whenever that study is drawn; tests/test_readme_pictures.py refuses copies that
+# this code would draw otherwise.
+README_STUDY = "paper-model"
+README_FIGURES = ("weak_scaling", "kernel_breakdown", "tp_pp_grid", "collectives_bandwidth")
+
+
+rule readme_pictures:
+    localrule: True
+    input:
+        "figures/{study}/{figure}.png",
+    output:
+        "docs/img/{study}/{figure}.png",
+    wildcard_constraints:
+        study=README_STUDY,
+        figure="|".join(README_FIGURES),
+    shell:
+        "cp {input:q} {output:q}"

@@ -147,7 +147,7 @@ def model_rows(tables, cfgs: list[dict]) -> list[dict]:
                            if p is not None else f"{as_int(c.get('world_size'))}: {m:.0f} measured, not predicted"
                            for c, p, m in pts)
         decline = ""
-        (ca, pa, ma), (cb, pb, mb) = pts[0], pts[-1]
+        (_, pa, ma), (_, pb, mb) = pts[0], pts[-1]
         if len(pts) > 1 and pa and pb:
             dm, dp = 100 * (mb / ma - 1), 100 * (pb / pa - 1)
             ok = ok and abs(dp - dm) <= MODEL_TARGETS["decline_pp"]

@@ -222,7 +222,8 @@ def cmd_study(args: argparse.Namespace) -> int:
 
 
 def cmd_beside(args: argparse.Namespace) -> int:
-    from scalestudy.perfmodel.beside import BESIDE_FILE, write_beside
+    from scalestudy.measure.table_files import MODEL_BESIDE_FILE as BESIDE_FILE
+    from scalestudy.perfmodel.beside import write_beside
     from scalestudy.spec.studies import load_study
 
     root = Path(args.root)

@@ -11,7 +11,6 @@ from pathlib import Path
 
 from scalestudy.measure.code_version import model_version
 from scalestudy.measure.csv_format import write_csv
-from scalestudy.measure.table_files import MODEL_BESIDE_FILE as BESIDE_FILE
 from scalestudy.perfmodel.cluster import ClusterError, load_cluster
 from scalestudy.perfmodel.collectives import CollectiveModel
 from scalestudy.perfmodel.options import ModelOptions

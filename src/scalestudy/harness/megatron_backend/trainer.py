@@ -10,7 +10,6 @@ from __future__ import annotations
 import inspect
 
 import torch
-import torch.distributed as dist
 
 from scalestudy.harness.data import local_batch
 from scalestudy.harness.trainer import loss_over_ranks
