@@ -55,8 +55,12 @@ rule readme_pictures:
         "figures/{study}/{figure}.png",
     output:
         "docs/img/{study}/{figure}.png",
+    log:
+        "data/{study}/logs/readme_{figure}.log",
     wildcard_constraints:
         study=README_STUDY,
         figure="|".join(README_FIGURES),
+    conda:
+        "../envs/scalestudy.yaml"
     shell:
-        "cp {input:q} {output:q}"
+        "cp {input:q} {output:q} > {log:q} 2>&1"

@@ -82,8 +82,8 @@ def study_cost(study, site=None, *, expected: bool = True, root: Path | str | No
     cuda = any(r.spec.device == "cuda" for r in study.runs) or any(c.device == "cuda" for c in study.collectives)
     jobs = study.jobs
     predicted, expected_from, notes = ({}, "", [])
-    if expected:
-        predicted, expected_from, notes = _expected_hours(study, root)
+    if expected:  # study.jobs begins with the runs, in order: their ids are not made twice
+        predicted, expected_from, notes = _expected_hours(study, root, [i for i, _ in jobs[:len(study.runs)]])
     sizes: dict[tuple[int, int], list] = defaultdict(lambda: [0, 0.0, 0.0, False])
     done, left = 0, 0.0
     for run_id, spec in jobs:
@@ -104,31 +104,50 @@ def study_cost(study, site=None, *, expected: bool = True, root: Path | str | No
                      tuple(notes))
 
 
-def _expected_hours(study, root: Path) -> tuple[dict[str, float], str, list[str]]:
+def _expected_hours(study, root: Path, run_ids: list[str] | None = None) -> tuple[dict[str, float], str, list[str]]:
     cluster_name = getattr(study, "expected_cost_cluster", None) or (study.prediction or {}).get("cluster")
     if not cluster_name:
         return {}, "no expected column: the study names no expected_cost_cluster for the performance model", []
     # the model (numpy, its calibration) only here: `scalestudy status` and the workflow's start need none of it
+    from scalestudy.launch.calibration_cache import calibration_digest, load_calibration, step_times
     from scalestudy.perfmodel.cluster import load_cluster
-    from scalestudy.perfmodel.collectives import CollectiveModel
-    from scalestudy.perfmodel.predict import cached_calibration, predict
+    from scalestudy.perfmodel.options import ModelOptions
 
-    calibration = (study.prediction or {}).get("calibration") or [DEFAULT_CALIBRATION]
+    # the calibration and the step times by configuration are kept on disk between calls, keyed by the raw
+    # logs' status.json checksums and the model's code (launch/calibration_cache.py): a plan made
+    # before reads its step times and neither calibrates nor predicts
+    calibration = [str(root / c) for c in (study.prediction or {}).get("calibration") or [DEFAULT_CALIBRATION]]
+    options = ModelOptions()
     try:
         cluster = load_cluster(cluster_name, root)
-        cal = cached_calibration([str(root / c) for c in calibration], root)
-        cm = CollectiveModel.for_cluster(cluster, root)
+        cal_key = calibration_digest(calibration, root)
+        known = step_times(calibration, cluster, root, options, calibration=cal_key)
     except (OSError, ValueError, KeyError) as e:
         return {}, f"no expected column: the performance model cannot load ({e})", []
+    model = None  # (calibration, collective model), loaded for the first configuration not kept
     out, notes = {}, []
-    for r in study.runs:
-        try:
-            p = predict(r.spec, cluster, cal, cm, band=False)
-        except ValueError as e:
-            notes.append(f"{r.run_id}: {e}")
-            continue
+    for r, run_id in zip(study.runs, run_ids or [r.run_id for r in study.runs]):
+        key = r.spec.config_id  # the seeds of one configuration take the same step: predicted once
+        step = known.get(key)
+        if step is None:
+            if model is None:
+                from scalestudy.perfmodel.collectives import CollectiveModel
+                from scalestudy.perfmodel.predict import predict
+
+                try:
+                    model = (load_calibration(calibration, root, key_digest=cal_key),
+                             CollectiveModel.for_cluster(cluster, root))
+                except (OSError, ValueError, KeyError) as e:
+                    return {}, f"no expected column: the performance model cannot load ({e})", []
+            try:
+                step = predict(r.spec, cluster, model[0], model[1], band=False, options=options)["step_time_s"]
+            except ValueError as e:  # each run names itself in its note (not kept: rare, and cheap to raise)
+                notes.append(f"{run_id}: {e}")
+                continue
+            known.put(key, step)
         steps = r.spec.warmup_iters + r.spec.measured_iters
-        out[r.run_id] = r.spec.processes * (p["step_time_s"] * steps + EXPECTED_STARTUP_S) / 3600.0
+        out[run_id] = r.spec.processes * (step * steps + EXPECTED_STARTUP_S) / 3600.0
+    known.save()
     how = (f"performance model on {cluster_name} (step time x steps + {EXPECTED_STARTUP_S:.0f} s start-up a job "
            "[assumed]; collectives jobs not modelled)")
     return out, how, notes

@@ -11,6 +11,7 @@ Every field carries its documentation, from which the command-line help is gener
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import math
@@ -321,7 +322,7 @@ class RunSpec:
                                   "leave it empty"))
         return out
 
-    @property
+    @functools.cached_property  # a frozen spec: computed once (the workflow asks for it thousands of times)
     def config_id(self) -> str:
         """Stable id of the configuration: every field but the seed."""
         d = self.to_dict()
