@@ -35,8 +35,15 @@ import time
 import warnings
 from pathlib import Path
 
-MODEL = {"n_layers": 32, "dim": 64, "n_heads": 4, "n_kv_heads": 4, "ffn_dim": 176, "vocab_size": 512,
-         "source": "benchmarks/fake_pg_host_cost.py: the 7B's 32 layers, CPU-sized dims"}
+MODEL = {
+    "n_layers": 32,
+    "dim": 64,
+    "n_heads": 4,
+    "n_kv_heads": 4,
+    "ffn_dim": 176,
+    "vocab_size": 512,
+    "source": "benchmarks/fake_pg_host_cost.py: the 7B's 32 layers, CPU-sized dims",
+}
 NAME = "host-cost-32"
 WORLDS = (256, 512, 1024, 2048, 4096)
 
@@ -50,9 +57,22 @@ def _catalog_file(tmp: Path) -> Path:
 def _spec(world: int):
     from scalestudy.spec.run import RunSpec
 
-    return RunSpec.from_dict(dict(model=NAME, seq_len=16, micro_batch=2, precision="bf16", optimizer="adamw",
-                                  nodes=world // 8, procs_per_node=8, global_batch=2 * world, comm="fake",
-                                  emulate_rank=0, warmup_iters=2, measured_iters=5))
+    return RunSpec.from_dict(
+        dict(
+            model=NAME,
+            seq_len=16,
+            micro_batch=2,
+            precision="bf16",
+            optimizer="adamw",
+            nodes=world // 8,
+            procs_per_node=8,
+            global_batch=2 * world,
+            comm="fake",
+            emulate_rank=0,
+            warmup_iters=2,
+            measured_iters=5,
+        )
+    )
 
 
 def _all_gather_numel(model, world: int) -> int:
@@ -98,10 +118,19 @@ def _steps_child(world: int, one_copy: bool, out: Path) -> None:
         times.append(time.perf_counter() - t0)
     copies = _count_copies(trainer, 12)
     steps = times[2:]
-    out.write_text(json.dumps({"world": world, "collectives": "one-copy" if one_copy else "backend",
-                               "step_s": statistics.median(steps), "min_step_s": min(steps), "steps_s": steps,
-                               "copy_dispatches": copies,
-                               "all_gather_output_elements": _all_gather_numel(trainer.parts[0], world)}))
+    out.write_text(
+        json.dumps(
+            {
+                "world": world,
+                "collectives": "one-copy" if one_copy else "backend",
+                "step_s": statistics.median(steps),
+                "min_step_s": min(steps),
+                "steps_s": steps,
+                "copy_dispatches": copies,
+                "all_gather_output_elements": _all_gather_numel(trainer.parts[0], world),
+            }
+        )
+    )
 
 
 def _profile_child(world: int, one_copy: bool, out: Path) -> None:
@@ -137,14 +166,26 @@ def _collective_child(world: int, out: Path) -> None:
         return (time.perf_counter() - t0) / 50
 
     def both() -> dict:
-        return {"all_gather_s": per_call(lambda: dist.all_gather_single(gathered, shard)),
-                "reduce_scatter_s": per_call(lambda: dist.reduce_scatter_single(scattered, full))}
+        return {
+            "all_gather_s": per_call(lambda: dist.all_gather_single(gathered, shard)),
+            "reduce_scatter_s": per_call(lambda: dist.reduce_scatter_single(scattered, full)),
+        }
 
     backend = both()
     fake_comm.install_one_copy_collectives()
     one = both()
-    out.write_text(json.dumps({"world": world, "elements": n, "dtype": "bf16", "backend": backend, "one_copy": one,
-                               "backend_all_gather_per_rank_s": (backend["all_gather_s"] - one["all_gather_s"]) / world}))
+    out.write_text(
+        json.dumps(
+            {
+                "world": world,
+                "elements": n,
+                "dtype": "bf16",
+                "backend": backend,
+                "one_copy": one,
+                "backend_all_gather_per_rank_s": (backend["all_gather_s"] - one["all_gather_s"]) / world,
+            }
+        )
+    )
 
 
 def _in_child(target, *args) -> None:
@@ -173,7 +214,7 @@ def main(argv: list[str] | None = None) -> None:
             return
         rows = []
         for w in a.worlds:
-            for one_copy in ((False, True) if a.what == "steps" else (None,)):
+            for one_copy in (False, True) if a.what == "steps" else (None,):
                 if a.what == "steps":
                     _in_child(_steps_child, w, one_copy, part)
                 else:

@@ -34,15 +34,20 @@ def rows(root: str = ".", paper_stack: bool = False) -> list[dict]:
     model = StudyPredictor(load_study("paper-model", root), root)
     cluster, _ = model.cluster()
     if not paper_stack:
-        cluster = dataclasses.replace(cluster, attention_kernel=HARNESS_ATTENTION,
-                                      attention_kernel_source="the harness's, as measured (torch 2.11 SDPA on sm90)")
+        cluster = dataclasses.replace(
+            cluster,
+            attention_kernel=HARNESS_ATTENTION,
+            attention_kernel_source="the harness's, as measured (torch 2.11 SDPA on sm90)",
+        )
     h100_study = load_study("h100-rank", root)
     h200, h100 = load_shares("paper-rank", root), load_shares("h100-rank", root)
     gpu = stands_in_for(h100_study)
     specs = {share_key(p.spec, gpu): p.spec for p in h100_study.runs if p.spec.emulate_rank == 0}
-    walls = {r["group_id"]: max(float(t) for t in split_list(r["stage_compute_times_s"]))
-             for r in read_csv_rows(h100_study.root / "data" / h100_study.name / "tables" / CONFIGS_FILE)
-             if r["status"] == "ok"}
+    walls = {
+        r["group_id"]: max(float(t) for t in split_list(r["stage_compute_times_s"]))
+        for r in read_csv_rows(h100_study.root / "data" / h100_study.name / "tables" / CONFIGS_FILE)
+        if r["status"] == "ok"
+    }
     out = []
     for key, there in h100.items():
         here = h200.get(key)
@@ -50,13 +55,24 @@ def rows(root: str = ".", paper_stack: bool = False) -> list[dict]:
         if spec is None or here is None or there.status != "ok" or here.status != "ok":
             continue
         carry = share_carry(spec, cluster, model.cal, here, model.options)
-        h100_s, h100_source = (walls[share_group(spec)], WALL) if here.source == WALL else (there.compute_s, there.source)
-        out.append({"layout": f"{spec.model} {spec.world_size} GPUs TP{spec.tp} PP{spec.pp} mb{spec.micro_batch} "
-                              f"gb{spec.global_batch}",
-                    "h200_s": here.compute_s, "h200_source": here.source, "h100_s": h100_s,
-                    "h100_source": h100_source, "measured_ratio": h100_s / here.compute_s,
-                    "carry": carry, "error": here.compute_s * carry / h100_s - 1,
-                    "caveat": bool(here.caveat), "order": (spec.model, spec.tp, spec.pp, spec.world_size)})
+        h100_s, h100_source = (
+            (walls[share_group(spec)], WALL) if here.source == WALL else (there.compute_s, there.source)
+        )
+        out.append(
+            {
+                "layout": f"{spec.model} {spec.world_size} GPUs TP{spec.tp} PP{spec.pp} mb{spec.micro_batch} "
+                f"gb{spec.global_batch}",
+                "h200_s": here.compute_s,
+                "h200_source": here.source,
+                "h100_s": h100_s,
+                "h100_source": h100_source,
+                "measured_ratio": h100_s / here.compute_s,
+                "carry": carry,
+                "error": here.compute_s * carry / h100_s - 1,
+                "caveat": bool(here.caveat),
+                "order": (spec.model, spec.tp, spec.pp, spec.world_size),
+            }
+        )
     return sorted(out, key=lambda r: r["order"])
 
 
@@ -66,17 +82,23 @@ def main() -> int:
     print("| layout | H200 share (s) | H100 share (s) | measured H100/H200 | model's carry | carried vs H100 |")
     print("|---|---|---|---|---|---|")
     for r in rs:
-        print(f"| {r['layout']} | {r['h200_s']:.4f} ({r['h200_source']}{', known artefact' if r['caveat'] else ''}) "
-              f"| {r['h100_s']:.4f} ({r['h100_source']}) | {r['measured_ratio']:.3f} | {r['carry']:.3f} "
-              f"| {100 * r['error']:+.1f}% |")
+        print(
+            f"| {r['layout']} | {r['h200_s']:.4f} ({r['h200_source']}{', known artefact' if r['caveat'] else ''}) "
+            f"| {r['h100_s']:.4f} ({r['h100_source']}) | {r['measured_ratio']:.3f} | {r['carry']:.3f} "
+            f"| {100 * r['error']:+.1f}% |"
+        )
     clean = [abs(r["error"]) for r in rs if not r["caveat"]]
     if clean:
-        print(f"\n{len(rs)} shares on both GPUs; without known artefacts ({len(clean)}): median |error| "
-              f"{100 * statistics.median(clean):.1f}%, max {100 * max(clean):.1f}%")
+        print(
+            f"\n{len(rs)} shares on both GPUs; without known artefacts ({len(clean)}): median |error| "
+            f"{100 * statistics.median(clean):.1f}%, max {100 * max(clean):.1f}%"
+        )
     paper = [abs(r["error"]) for r in rows(paper_stack=True) if not r["caveat"]]
     if paper:
-        print(f"with the cluster's own attention kernel (the paper's assumed stack): median |error| "
-              f"{100 * statistics.median(paper):.1f}%, max {100 * max(paper):.1f}%")
+        print(
+            f"with the cluster's own attention kernel (the paper's assumed stack): median |error| "
+            f"{100 * statistics.median(paper):.1f}%, max {100 * max(paper):.1f}%"
+        )
     return 0
 
 

@@ -37,19 +37,30 @@ def run_numbers(path: Path) -> dict:
     peak = next(r["value"] for r in run.records if r["key"] == "device_peak")
     fpt = next(r["value"] for r in run.records if r["key"] == "flops")["flops_per_token"]
     mem = max((r["value"]["memory"] for r in run.iterations()), key=lambda m: m["peak_allocated_bytes"])
-    out.update(tokens_per_s=tp["tokens_per_s"], step_time_mean_s=tp["step_time_mean_s"],
-               mfu=mfu(tp["tokens_per_s_per_device"], fpt, peak["peak_flops_per_s"]),
-               peak_flops_per_s=peak["peak_flops_per_s"], peak_source=peak["source"],
-               peak_allocated_gib=mem["peak_allocated_bytes"] / 2**30,
-               peak_reserved_gib=mem["peak_reserved_bytes"] / 2**30, alloc_retries=mem["alloc_retries"])
+    out.update(
+        tokens_per_s=tp["tokens_per_s"],
+        step_time_mean_s=tp["step_time_mean_s"],
+        mfu=mfu(tp["tokens_per_s_per_device"], fpt, peak["peak_flops_per_s"]),
+        peak_flops_per_s=peak["peak_flops_per_s"],
+        peak_source=peak["source"],
+        peak_allocated_gib=mem["peak_allocated_bytes"] / 2**30,
+        peak_reserved_gib=mem["peak_reserved_bytes"] / 2**30,
+        alloc_retries=mem["alloc_retries"],
+    )
     energy = next(r["value"] for r in run.records if r["key"] == "energy")
     if energy["available"]:
         tokens = tp["tokens"]
-        out.update(energy_j=energy["energy_j"], sampled_energy_j=energy["sampled_energy_j"],
-                   counter_vs_samples=energy["sampled_energy_j"] / energy["energy_j"],
-                   mean_power_w=energy["mean_power_w"], idle_power_w=energy["idle_power_w"],
-                   joules_per_token=energy["energy_j"] / tokens, tokens_per_joule=tokens / energy["energy_j"],
-                   window_s=energy["window_s"], n_samples=energy["n_samples"])
+        out.update(
+            energy_j=energy["energy_j"],
+            sampled_energy_j=energy["sampled_energy_j"],
+            counter_vs_samples=energy["sampled_energy_j"] / energy["energy_j"],
+            mean_power_w=energy["mean_power_w"],
+            idle_power_w=energy["idle_power_w"],
+            joules_per_token=energy["energy_j"] / tokens,
+            tokens_per_joule=tokens / energy["energy_j"],
+            window_s=energy["window_s"],
+            n_samples=energy["n_samples"],
+        )
     else:
         out["energy"] = energy["reason"]
     traces = sorted((path / "traces").glob("*.json.gz"))
@@ -80,14 +91,18 @@ def main(root: str) -> None:
 
     checks = {
         "harness_over_plain_7b_ac": ratio(runs["fsdp-ac-bare"].get("tokens_per_s"), plain["plain-ac"]["tokens_per_s"]),
-        "harness_over_plain_7b_16_layers_no_ac": ratio(runs["fsdp-l16-noac"].get("tokens_per_s"),
-                                                       plain["plain-l16-noac"]["tokens_per_s"]),
-        "harness_over_plain_7b_16_layers_no_ac_compiled": ratio(runs["fsdp-l16-noac-compile"].get("tokens_per_s"),
-                                                                plain["plain-l16-noac-compile"]["tokens_per_s"]),
-        "instrumented_over_bare_7b_ac": ratio(runs["fsdp-ac-instrumented"].get("tokens_per_s"),
-                                              runs["fsdp-ac-bare"].get("tokens_per_s")),
-        "energy_counter_vs_sampled_integral": {k: v.get("counter_vs_samples") for k, v in runs.items()
-                                               if "counter_vs_samples" in v},
+        "harness_over_plain_7b_16_layers_no_ac": ratio(
+            runs["fsdp-l16-noac"].get("tokens_per_s"), plain["plain-l16-noac"]["tokens_per_s"]
+        ),
+        "harness_over_plain_7b_16_layers_no_ac_compiled": ratio(
+            runs["fsdp-l16-noac-compile"].get("tokens_per_s"), plain["plain-l16-noac-compile"]["tokens_per_s"]
+        ),
+        "instrumented_over_bare_7b_ac": ratio(
+            runs["fsdp-ac-instrumented"].get("tokens_per_s"), runs["fsdp-ac-bare"].get("tokens_per_s")
+        ),
+        "energy_counter_vs_sampled_integral": {
+            k: v.get("counter_vs_samples") for k, v in runs.items() if "counter_vs_samples" in v
+        },
     }
     print(json.dumps({"runs": runs, "plain": plain, "checks": checks}, indent=1))
 

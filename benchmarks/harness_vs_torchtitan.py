@@ -34,8 +34,14 @@ CONFIGS = {  # harness spec fields, plain-loop options
     "ac32-compile": ({"activation_checkpointing": "full", "compile": True}, ["--ac", "--compile"]),
     "l16-compile": ({"n_layers": 16, "compile": True}, ["--n-layers", "16", "--compile"]),
 }
-SPEC = {"model": "llama2-7b", "seq_len": 4096, "micro_batch": 2, "device": "cuda", "precision": "bf16",
-        "procs_per_node": 1}
+SPEC = {
+    "model": "llama2-7b",
+    "seq_len": 4096,
+    "micro_batch": 2,
+    "device": "cuda",
+    "precision": "bf16",
+    "procs_per_node": 1,
+}
 SHAPE = ["--model", SPEC["model"], "--seq-len", str(SPEC["seq_len"]), "--micro-batch", str(SPEC["micro_batch"])]
 GIB = 2**30
 
@@ -59,17 +65,37 @@ def run_harness(config: str, variant: str, out: Path, warmup: int, measured: int
     spec_file.parent.mkdir(exist_ok=True)
     spec_file.write_text(json.dumps({**SPEC, **CONFIGS[config][0], "warmup_iters": warmup, "measured_iters": measured}))
     (out / "logs").mkdir(exist_ok=True)
-    cmd = [sys.executable, "-m", "scalestudy", "launch", "--spec-json", str(spec_file), "--run-dir", str(run_dir),
-           "--time-limit-s", str(timeout_s), "--log", str(out / "logs" / f"{config}-{variant}.txt")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "scalestudy",
+        "launch",
+        "--spec-json",
+        str(spec_file),
+        "--run-dir",
+        str(run_dir),
+        "--time-limit-s",
+        str(timeout_s),
+        "--log",
+        str(out / "logs" / f"{config}-{variant}.txt"),
+    ]
     env = dict(os.environ, SCALESTUDY_HARNESS_OFF=variant_off(variant))
-    row = {"kind": "harness", "config": config, "variant": variant, "off": env["SCALESTUDY_HARNESS_OFF"],
-           "run_dir": str(run_dir.relative_to(out))}
+    row = {
+        "kind": "harness",
+        "config": config,
+        "variant": variant,
+        "off": env["SCALESTUDY_HARNESS_OFF"],
+        "run_dir": str(run_dir.relative_to(out)),
+    }
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     try:
         return {**row, **harness_numbers(run_dir)}
     except Exception as e:  # noqa: BLE001 - a run that left no readable log is a failed row
-        return {**row, "status": "failed", "error": f"{type(e).__name__}: {e}; exit {proc.returncode}: "
-                                                    f"{(proc.stderr or proc.stdout)[-400:]}"}
+        return {
+            **row,
+            "status": "failed",
+            "error": f"{type(e).__name__}: {e}; exit {proc.returncode}: {(proc.stderr or proc.stdout)[-400:]}",
+        }
 
 
 def harness_numbers(run_dir: Path) -> dict:
@@ -82,15 +108,29 @@ def harness_numbers(run_dir: Path) -> dict:
     peak = next(r["value"] for r in run.records if r["key"] == "device_peak")
     fpt = next(r["value"] for r in run.records if r["key"] == "flops")["flops_per_token"]
     mem = iters[-1]["value"]["memory"]
-    return {"status": "ok", "tokens_per_s": tp["tokens_per_s"], "step_time_mean_s": tp["step_time_mean_s"],
-            "mfu": mfu(tp["tokens_per_s_per_device"], fpt, peak["peak_flops_per_s"]) if peak["peak_flops_per_s"] else None,
-            "reserved_gib": mem["peak_reserved_bytes"] / GIB, "allocated_gib": mem["peak_allocated_bytes"] / GIB,
-            "alloc_retries": mem["alloc_retries"], "step_times_s": [i["value"]["step_time_s"] for i in iters]}
+    return {
+        "status": "ok",
+        "tokens_per_s": tp["tokens_per_s"],
+        "step_time_mean_s": tp["step_time_mean_s"],
+        "mfu": mfu(tp["tokens_per_s_per_device"], fpt, peak["peak_flops_per_s"]) if peak["peak_flops_per_s"] else None,
+        "reserved_gib": mem["peak_reserved_bytes"] / GIB,
+        "allocated_gib": mem["peak_allocated_bytes"] / GIB,
+        "alloc_retries": mem["alloc_retries"],
+        "step_times_s": [i["value"]["step_time_s"] for i in iters],
+    }
 
 
 def run_plain(config: str, out: Path, warmup: int, measured: int, timeout_s: float) -> dict:
-    cmd = [sys.executable, str(HERE / "plain_loop.py"), *SHAPE, "--warmup-iters", str(warmup),
-           "--measured-iters", str(measured), *CONFIGS[config][1]]
+    cmd = [
+        sys.executable,
+        str(HERE / "plain_loop.py"),
+        *SHAPE,
+        "--warmup-iters",
+        str(warmup),
+        "--measured-iters",
+        str(measured),
+        *CONFIGS[config][1],
+    ]
     row = {"kind": "plain", "config": config, "variant": "plain"}
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
@@ -100,35 +140,51 @@ def run_plain(config: str, out: Path, warmup: int, measured: int, timeout_s: flo
     if not lines:
         return {**row, "status": "failed", "error": f"exit {proc.returncode}: {proc.stderr[-400:]}"}
     d = json.loads(lines[-1])
-    return {**row, "status": d["status"], "error": d["error"], "tokens_per_s": d["tokens_per_s"], "mfu": d["mfu"],
-            "reserved_gib": d["peak_reserved_bytes"] / GIB, "allocated_gib": d["peak_allocated_bytes"] / GIB,
-            "step_times_s": d["step_times_s"]}
+    return {
+        **row,
+        "status": d["status"],
+        "error": d["error"],
+        "tokens_per_s": d["tokens_per_s"],
+        "mfu": d["mfu"],
+        "reserved_gib": d["peak_reserved_bytes"] / GIB,
+        "allocated_gib": d["peak_allocated_bytes"] / GIB,
+        "step_times_s": d["step_times_s"],
+    }
 
 
 def table(rows: list[dict]) -> str:
     ref = json.loads(REFERENCE.read_text())["configs"]
     before = {r["config"]: r for r in rows if r["variant"] == "before" and r["status"] == "ok"}
-    lines = ["| configuration | variant | tok/s | MFU | reserved GiB | / torchtitan tok/s | reserved <= torchtitan "
-             "| / before |", "|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| configuration | variant | tok/s | MFU | reserved GiB | / torchtitan tok/s | reserved <= torchtitan "
+        "| / before |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for config in CONFIGS:
         if config not in ref:
             continue
         tt = ref[config]["torchtitan"]
-        lines.append(f"| {config} | torchtitan (reference) | {tt['tokens_per_s']:,.0f} | | {tt['reserved_gib']:.1f} "
-                     f"| 1.000 | | |")
+        lines.append(
+            f"| {config} | torchtitan (reference) | {tt['tokens_per_s']:,.0f} | | {tt['reserved_gib']:.1f} "
+            f"| 1.000 | | |"
+        )
         if hb := ref[config].get("harness_before_issue"):
-            lines.append(f"| {config} | harness before the issue (reference) | {hb['tokens_per_s']:,.0f} | "
-                         f"| {hb['reserved_gib']:.1f} | {hb['tokens_per_s'] / tt['tokens_per_s']:.3f} "
-                         f"| {'yes' if hb['reserved_gib'] <= tt['reserved_gib'] else 'no'} | |")
+            lines.append(
+                f"| {config} | harness before the issue (reference) | {hb['tokens_per_s']:,.0f} | "
+                f"| {hb['reserved_gib']:.1f} | {hb['tokens_per_s'] / tt['tokens_per_s']:.3f} "
+                f"| {'yes' if hb['reserved_gib'] <= tt['reserved_gib'] else 'no'} | |"
+            )
         for r in (r for r in rows if r["config"] == config):
             if r["status"] != "ok":
                 lines.append(f"| {config} | {r['variant']} | {r['status']} | | | | | |")
                 continue
             b = before.get(config)
             vs_before = f"{r['tokens_per_s'] / b['tokens_per_s']:.3f}" if b and r["kind"] == "harness" else ""
-            lines.append(f"| {config} | {r['variant']} | {r['tokens_per_s']:,.0f} | {r['mfu']:.3f} "
-                         f"| {r['reserved_gib']:.1f} | {r['tokens_per_s'] / tt['tokens_per_s']:.3f} "
-                         f"| {'yes' if r['reserved_gib'] <= tt['reserved_gib'] else 'no'} | {vs_before} |")
+            lines.append(
+                f"| {config} | {r['variant']} | {r['tokens_per_s']:,.0f} | {r['mfu']:.3f} "
+                f"| {r['reserved_gib']:.1f} | {r['tokens_per_s'] / tt['tokens_per_s']:.3f} "
+                f"| {'yes' if r['reserved_gib'] <= tt['reserved_gib'] else 'no'} | {vs_before} |"
+            )
     return "\n".join(lines)
 
 

@@ -38,8 +38,18 @@ def main() -> None:
     dist.init_process_group("gloo")
     for lr in args.lrs:
         # RunSpec refuses a learning rate above LR_MAX: build the bounded one, then set the rate asked for
-        spec = RunSpec(model="tiny", n_layers=4, device="cpu", precision="fp32", seq_len=128, micro_batch=1,
-                       warmup_iters=2, measured_iters=5, seed=0, optimizer=args.optimizer)
+        spec = RunSpec(
+            model="tiny",
+            n_layers=4,
+            device="cpu",
+            precision="fp32",
+            seq_len=128,
+            micro_batch=1,
+            warmup_iters=2,
+            measured_iters=5,
+            seed=0,
+            optimizer=args.optimizer,
+        )
         trainer = Trainer(spec, ParallelDims.from_spec(spec, 1), torch.device("cpu"))
         for group in trainer.optimizer.param_groups:
             group["lr"] = lr
@@ -47,9 +57,12 @@ def main() -> None:
         lo, hi = faults.loss_band(vocab)
         losses = [trainer.global_loss(trainer.step(s)) for s in range(args.steps)]
         out = next((s for s, v in enumerate(losses) if not (math.isfinite(v) and lo <= v <= hi)), None)
-        print(f"{args.optimizer} lr={lr:g} ln(vocab {vocab})={math.log(vocab):.3f} band<={hi:.2f} "
-              f"{'leaves the band at step ' + str(out) if out is not None else 'in the band'}: "
-              + " ".join(f"{v:.3f}" for v in losses), flush=True)
+        print(
+            f"{args.optimizer} lr={lr:g} ln(vocab {vocab})={math.log(vocab):.3f} band<={hi:.2f} "
+            f"{'leaves the band at step ' + str(out) if out is not None else 'in the band'}: "
+            + " ".join(f"{v:.3f}" for v in losses),
+            flush=True,
+        )
     dist.destroy_process_group()
 
 

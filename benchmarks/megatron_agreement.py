@@ -38,8 +38,16 @@ def main() -> None:
     from scalestudy.spec.run import RunSpec
 
     started = time.perf_counter()
-    spec = RunSpec(model=a.model, n_layers=a.n_layers, seq_len=a.seq_len, micro_batch=a.micro_batch, device="cuda",
-                   precision="fp32", backend="megatron", seed=a.seed)
+    spec = RunSpec(
+        model=a.model,
+        n_layers=a.n_layers,
+        seq_len=a.seq_len,
+        micro_batch=a.micro_batch,
+        device="cuda",
+        precision="fp32",
+        backend="megatron",
+        seed=a.seed,
+    )
     _, _, dev = init_distributed(spec)
     cfg = spec.model_config()
     plan = mapping.plan(spec)
@@ -71,13 +79,21 @@ def main() -> None:
         if rel > worst:
             worst_name, worst = name, rel
     out = {
-        "bench": "megatron_agreement", "model": a.model, "n_layers": cfg.n_layers, "seq_len": a.seq_len,
-        "micro_batch": a.micro_batch, "precision": "fp32 (TF32 off)",
-        "loss_torch": per_token_ref.mean().item(), "loss_megatron": per_token.mean().item(),
+        "bench": "megatron_agreement",
+        "model": a.model,
+        "n_layers": cfg.n_layers,
+        "seq_len": a.seq_len,
+        "micro_batch": a.micro_batch,
+        "precision": "fp32 (TF32 off)",
+        "loss_torch": per_token_ref.mean().item(),
+        "loss_megatron": per_token.mean().item(),
         "per_token_loss_max_abs_diff": (per_token - per_token_ref).abs().max().item(),
-        "grad_max_rel_err": worst, "grad_worst_param": worst_name,
-        "megatron_core": megatron_core_version(), "torch": torch.__version__,
-        "device": torch.cuda.get_device_name(), "wall_s": time.perf_counter() - started,
+        "grad_max_rel_err": worst,
+        "grad_worst_param": worst_name,
+        "megatron_core": megatron_core_version(),
+        "torch": torch.__version__,
+        "device": torch.cuda.get_device_name(),
+        "wall_s": time.perf_counter() - started,
     }
     print(json.dumps(out), flush=True)
     parallel_state.destroy_model_parallel()

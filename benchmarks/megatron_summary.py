@@ -41,13 +41,19 @@ def run_numbers(run) -> dict:
     mems = [r["value"]["memory"] for r in iters]
     if mems and mems[0]["kind"] == "cuda_caching_allocator":
         m = max(mems, key=lambda m: m["peak_allocated_bytes"])
-        out.update(peak_allocated_gib=m["peak_allocated_bytes"] / 2**30,
-                   peak_reserved_gib=m["peak_reserved_bytes"] / 2**30, alloc_retries=m["alloc_retries"])
+        out.update(
+            peak_allocated_gib=m["peak_allocated_bytes"] / 2**30,
+            peak_reserved_gib=m["peak_reserved_bytes"] / 2**30,
+            alloc_retries=m["alloc_retries"],
+        )
     energy = next((r["value"] for r in run.records if r["key"] == "energy"), None)
     if energy and energy["available"]:
-        out.update(energy_j=energy["energy_j"], mean_power_w=energy["mean_power_w"],
-                   idle_power_w=energy["idle_power_w"], tokens_per_joule=tp["tokens"] / energy["energy_j"]
-                   if energy["energy_j"] else None)
+        out.update(
+            energy_j=energy["energy_j"],
+            mean_power_w=energy["mean_power_w"],
+            idle_power_w=energy["idle_power_w"],
+            tokens_per_joule=tp["tokens"] / energy["energy_j"] if energy["energy_j"] else None,
+        )
     elif energy:
         out["energy"] = energy["reason"]
     losses = sorted((r["value"]["step"], r["value"]["loss"]) for r in iters if r["metadata"]["rank"] == 0)
@@ -65,8 +71,15 @@ def agreement(a: list[float], b: list[float]) -> dict:
     n = min(len(a), len(b))
     diffs = [abs(x - y) for x, y in zip(a[:n], b[:n])]
     rels = [d / abs(y) for d, y in zip(diffs, b[:n]) if y]
-    return {"steps": n, "max_abs_diff": max(diffs), "max_rel_diff": max(rels), "last_abs_diff": diffs[-1],
-            "first": [a[0], b[0]], "last": [a[n - 1], b[n - 1]], "moved": abs(b[n - 1] - b[0])}
+    return {
+        "steps": n,
+        "max_abs_diff": max(diffs),
+        "max_rel_diff": max(rels),
+        "last_abs_diff": diffs[-1],
+        "first": [a[0], b[0]],
+        "last": [a[n - 1], b[n - 1]],
+        "moved": abs(b[n - 1] - b[0]),
+    }
 
 
 def main(root: str) -> None:
@@ -86,14 +99,34 @@ def main(root: str) -> None:
             t, m = runs[names["torch"]], runs[names["megatron"]]
             if t.get("losses") and m.get("losses"):
                 curves[f"{names['megatron']} vs {names['torch']}"] = agreement(m["losses"], t["losses"])
-    direct = [json.loads(line) for f in sorted(root.glob("agreement*.jsonl")) for line in f.read_text().splitlines()
-              if line.startswith("{")]
-    table = [{k: r.get(k) for k in ("run", "backend", "status", "tokens_per_s", "mfu", "peak_allocated_gib",
-                                     "energy_j", "mean_power_w", "tokens_per_joule")} for r in runs.values()]
+    direct = [
+        json.loads(line)
+        for f in sorted(root.glob("agreement*.jsonl"))
+        for line in f.read_text().splitlines()
+        if line.startswith("{")
+    ]
+    table = [
+        {
+            k: r.get(k)
+            for k in (
+                "run",
+                "backend",
+                "status",
+                "tokens_per_s",
+                "mfu",
+                "peak_allocated_gib",
+                "energy_j",
+                "mean_power_w",
+                "tokens_per_joule",
+            )
+        }
+        for r in runs.values()
+    ]
     for r in runs.values():
         r.pop("losses", None)
-    print(json.dumps({"side_by_side": table, "runs": runs, "loss_curves": curves, "weight_copy_check": direct},
-                     indent=1))
+    print(
+        json.dumps({"side_by_side": table, "runs": runs, "loss_curves": curves, "weight_copy_check": direct}, indent=1)
+    )
 
 
 if __name__ == "__main__":

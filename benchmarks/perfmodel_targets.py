@@ -29,18 +29,24 @@ def main() -> int:
         if s["median_abs_error"] is None:
             print(f"{group:40s} no expressible row")
             continue
-        line = (f"{group:40s} {s['n_predicted']} rows: |error| median {100 * s['median_abs_error']:.1f}%, "
-                f"max {100 * s['max_abs_error']:.1f}% ({s['n_not_expressible']} not expressible); "
-                f"target {s['target']}: {'met' if s['within_target'] else 'NOT met'}")
+        line = (
+            f"{group:40s} {s['n_predicted']} rows: |error| median {100 * s['median_abs_error']:.1f}%, "
+            f"max {100 * s['max_abs_error']:.1f}% ({s['n_not_expressible']} not expressible); "
+            f"target {s['target']}: {'met' if s['within_target'] else 'NOT met'}"
+        )
         print(line)
         if "ratio" in s:
             q = s["ratio"]
-            print(f"{'':40s} 8 -> 128 GPUs: published {q['published_pct']:+.1f}%, predicted {q['predicted_pct']:+.1f}% "
-                  f"({q['error_pp']:+.1f} pp; target 3 pp)")
+            print(
+                f"{'':40s} 8 -> 128 GPUs: published {q['published_pct']:+.1f}%, predicted {q['predicted_pct']:+.1f}% "
+                f"({q['error_pp']:+.1f} pp; target 3 pp)"
+            )
     for r in paper_claims(cal, root):
         paper = "not reported" if r.paper is None else f"{r.paper:+.2f}{r.unit}"
         aim = {"C1": "within +-10 pp", "C3": "the paper's sign"}.get(r.id, "reported")
-        print(f"{r.id:40s} predicted {r.predicted:+.2f}{r.unit} [{r.low:+.2f}, {r.high:+.2f}], paper {paper} (aim: {aim})")
+        print(
+            f"{r.id:40s} predicted {r.predicted:+.2f}{r.unit} [{r.low:+.2f}, {r.high:+.2f}], paper {paper} (aim: {aim})"
+        )
     return 0
 
 

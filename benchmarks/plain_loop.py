@@ -68,15 +68,30 @@ def main() -> None:
     tokens = a.micro_batch * a.seq_len
     fpt = flops_per_token(cfg, a.seq_len)["flops_per_token"]
     tps = tokens * len(times) / sum(times) if times else None
-    print(json.dumps({
-        "bench": "plain_loop", "model": a.model, "n_layers": cfg.n_layers, "seq_len": a.seq_len,
-        "micro_batch": a.micro_batch, "ac": a.ac, "compile": a.compile, "status": status, "error": error,
-        "measured_iters": len(times), "tokens_per_s": tps,
-        "mfu": tps * fpt / (a.peak_tflops * 1e12) if tps else None, "peak_tflops": a.peak_tflops,
-        "step_times_s": times, "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
-        "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
-        "device": torch.cuda.get_device_name(), "torch": torch.__version__,
-    }))
+    print(
+        json.dumps(
+            {
+                "bench": "plain_loop",
+                "model": a.model,
+                "n_layers": cfg.n_layers,
+                "seq_len": a.seq_len,
+                "micro_batch": a.micro_batch,
+                "ac": a.ac,
+                "compile": a.compile,
+                "status": status,
+                "error": error,
+                "measured_iters": len(times),
+                "tokens_per_s": tps,
+                "mfu": tps * fpt / (a.peak_tflops * 1e12) if tps else None,
+                "peak_tflops": a.peak_tflops,
+                "step_times_s": times,
+                "peak_allocated_bytes": torch.cuda.max_memory_allocated(),
+                "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
+                "device": torch.cuda.get_device_name(),
+                "torch": torch.__version__,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -41,8 +41,10 @@ def _tool(name: str) -> list[str]:
 
 
 def commands(study: str) -> dict[str, list[str]]:
-    return {"scalestudy study": [*_tool("scalestudy"), "study", "--study", study],
-            "snakemake -n": [*_tool("snakemake"), "-n", "--config", f"study={study}"]}
+    return {
+        "scalestudy study": [*_tool("scalestudy"), "study", "--study", study],
+        "snakemake -n": [*_tool("snakemake"), "-n", "--config", f"study={study}"],
+    }
 
 
 def timed(cmd: list[str], cache: str, root: Path = REPO) -> tuple[float, float]:
@@ -80,8 +82,10 @@ def _row(what: str, how: str, runs: list[tuple], target: float | None) -> str:
     xs, cpu = [w for w, _ in runs], statistics.median(c for _, c in runs)
     med = statistics.median(xs)
     mark = "" if target is None else (f"  target <= {target:.0f} s: " + ("met" if med <= target else "NOT met"))
-    return (f"  {what:<18} {how:<5} wall median {med:5.2f} s  min {min(xs):5.2f}  max {max(xs):5.2f}  "
-            f"(n={len(xs)}; CPU {cpu:5.2f} s){mark}")
+    return (
+        f"  {what:<18} {how:<5} wall median {med:5.2f} s  min {min(xs):5.2f}  max {max(xs):5.2f}  "
+        f"(n={len(xs)}; CPU {cpu:5.2f} s){mark}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,8 +94,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5, help="warm calls timed per command")
     ap.add_argument("--cold-repeats", type=int, default=2, help="cold (and cache-off) calls timed per command")
     ap.add_argument("--no-snakemake", action="store_true", help="time `scalestudy study` alone")
-    ap.add_argument("--root", type=Path, default=REPO,
-                    help="the checkout to time (default this one); another's src/ goes first on PYTHONPATH")
+    ap.add_argument(
+        "--root",
+        type=Path,
+        default=REPO,
+        help="the checkout to time (default this one); another's src/ goes first on PYTHONPATH",
+    )
     args = ap.parse_args(argv)
     root = args.root.resolve()
     cmds = commands(args.study)

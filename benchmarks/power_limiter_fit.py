@@ -17,8 +17,10 @@ from scalestudy.perfmodel import power
 
 def describe(m: power.PowerModel) -> str:
     lim = "none" if m.limiter_tau_s is None else f"{m.limiter_tau_s * 1e3:.0f} ms"
-    return (f"RMS {m.rel_rms:.1%}, worst {m.rel_max:.1%}; P_compute {m.compute_w:.0f} W, P_copy {m.copy_w:.0f}, "
-            f"P_idle {m.idle_w:.0f}, P_warm {m.warm_w:.0f}, gap tau {m.tau_s * 1e3:.0f} ms, limiter tau {lim}")
+    return (
+        f"RMS {m.rel_rms:.1%}, worst {m.rel_max:.1%}; P_compute {m.compute_w:.0f} W, P_copy {m.copy_w:.0f}, "
+        f"P_idle {m.idle_w:.0f}, P_warm {m.warm_w:.0f}, gap tau {m.tau_s * 1e3:.0f} ms, limiter tau {lim}"
+    )
 
 
 def main(path: str) -> int:
@@ -30,8 +32,10 @@ def main(path: str) -> int:
     print(f"with it (the model's fit):    {describe(with_limiter)}")
     print(f"{'phase':28s} {'burst s':>8s} {'measured W':>10s} {'without':>8s} {'with':>8s}")
     for p in phases:
-        print(f"{p.phase:28s} {p.burst_s:8.3f} {p.mean_power_w:10.1f} {without.residuals[p.phase]:+8.1%} "
-              f"{with_limiter.residuals[p.phase]:+8.1%}")
+        print(
+            f"{p.phase:28s} {p.burst_s:8.3f} {p.mean_power_w:10.1f} {without.residuals[p.phase]:+8.1%} "
+            f"{with_limiter.residuals[p.phase]:+8.1%}"
+        )
     return 0
 
 

@@ -20,10 +20,19 @@ GIT_COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 def provenance(world_size: int, device_name: str, nodes: int = 1, dirty: bool = False) -> dict:
     return {
-        "package": {"name": "scalestudy", "version": "0.1.0",
-                    "git": {"commit": GIT_COMMIT, "dirty": dirty, "reason": None}},
-        "python": "3.11.9", "platform": "Linux-test", "torch": "2.7.0", "cuda": "12.6", "nccl": "2.26.2",
-        "libraries": {"torch": "2.7.0", "numpy": "2.0.0"}, "command": ["scalestudy", "train"], "environment": {},
+        "package": {
+            "name": "scalestudy",
+            "version": "0.1.0",
+            "git": {"commit": GIT_COMMIT, "dirty": dirty, "reason": None},
+        },
+        "python": "3.11.9",
+        "platform": "Linux-test",
+        "torch": "2.7.0",
+        "cuda": "12.6",
+        "nccl": "2.26.2",
+        "libraries": {"torch": "2.7.0", "numpy": "2.0.0"},
+        "command": ["scalestudy", "train"],
+        "environment": {},
         "slurm": {"job_id": "4242", "nodelist": "node[01-02]", "nnodes": str(nodes)},
         "hosts": [f"node{i:02d}" for i in range(nodes)],
         "devices": {"count": world_size, "names": [device_name]},
@@ -37,23 +46,67 @@ def chrome_trace(steps: list[int], compute_us: float, comm_us: float, overlap_us
     events, t = [], 1000.0
     for n in steps:
         length = compute_us + comm_us - overlap_us + 10.0
-        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "ts": t, "dur": length,
-                       "pid": 1, "tid": 1})
-        events.append({"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16", "ts": t + 1, "dur": compute_us,
-                       "pid": 0, "tid": 7, "args": {}})
-        events.append({"ph": "X", "cat": "kernel", "name": "ncclDevKernel_AllGather_RING_LL",
-                       "ts": t + 1 + compute_us - overlap_us, "dur": comm_us, "pid": 0, "tid": 20, "args": {}})
+        events.append(
+            {
+                "ph": "X",
+                "cat": "user_annotation",
+                "name": f"ProfilerStep#{n}",
+                "ts": t,
+                "dur": length,
+                "pid": 1,
+                "tid": 1,
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "sm90_xmma_gemm_bf16",
+                "ts": t + 1,
+                "dur": compute_us,
+                "pid": 0,
+                "tid": 7,
+                "args": {},
+            }
+        )
+        events.append(
+            {
+                "ph": "X",
+                "cat": "kernel",
+                "name": "ncclDevKernel_AllGather_RING_LL",
+                "ts": t + 1 + compute_us - overlap_us,
+                "dur": comm_us,
+                "pid": 0,
+                "tid": 20,
+                "args": {},
+            }
+        )
         t += length + 50.0
     return {"traceEvents": events, "distributedInfo": {"backend": "nccl", "rank": 0}}
 
 
-def write_train_run(raw_dir: Path, spec: RunSpec, *, status: str = "ok", step_time_s: float | list = 0.5,
-                    warmup_step_time_s: float = 5.0, device_name: str = H100, peak_flops: float = 1e12,
-                    peak_source: str = "table", flops_record: bool = True, peak_record: bool = True,
-                    power_w: float | None = None, idle_w: float = 70.0, energy_reason: str = "no NVML: CPU run",
-                    trace: tuple[float, float, float] | None = None, memory_bytes: int = 1 << 30,
-                    fail_at_step: int = 1, device_busy_s: float | None = None, overrides: dict | None = None,
-                    dirty: bool = False) -> Path:
+def write_train_run(
+    raw_dir: Path,
+    spec: RunSpec,
+    *,
+    status: str = "ok",
+    step_time_s: float | list = 0.5,
+    warmup_step_time_s: float = 5.0,
+    device_name: str = H100,
+    peak_flops: float = 1e12,
+    peak_source: str = "table",
+    flops_record: bool = True,
+    peak_record: bool = True,
+    power_w: float | None = None,
+    idle_w: float = 70.0,
+    energy_reason: str = "no NVML: CPU run",
+    trace: tuple[float, float, float] | None = None,
+    memory_bytes: int = 1 << 30,
+    fail_at_step: int = 1,
+    device_busy_s: float | None = None,
+    overrides: dict | None = None,
+    dirty: bool = False,
+) -> Path:
     """One training run's directory, as the harness would write it (device_busy_s: the GPU's busy
     time per step, a `device_busy` record as harness/device_busy.py writes it)."""
     from scalestudy.measure import metrics
@@ -61,32 +114,66 @@ def write_train_run(raw_dir: Path, spec: RunSpec, *, status: str = "ok", step_ti
     run_dir = Path(raw_dir) / spec.run_id
     run_dir.mkdir(parents=True)
     world = spec.processes  # a fake-communication rank share is one process
-    rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
-        "schema": rawlog.SCHEMA, "kind": "train", "run_id": spec.run_id, "config_id": spec.config_id,
-        "spec": spec.to_dict(), "layout": spec.layout, "launch": {"world_size": world},
-        "provenance": provenance(world, device_name, spec.nodes, dirty), "start_time_unix": 1.0,
-        **({"overrides": overrides} if overrides is not None else {}),
-    })
+    rawlog.atomic_write_json(
+        run_dir / rawlog.RUN_FILE,
+        {
+            "schema": rawlog.SCHEMA,
+            "kind": "train",
+            "run_id": spec.run_id,
+            "config_id": spec.config_id,
+            "spec": spec.to_dict(),
+            "layout": spec.layout,
+            "launch": {"world_size": world},
+            "provenance": provenance(world, device_name, spec.nodes, dirty),
+            "start_time_unix": 1.0,
+            **({"overrides": overrides} if overrides is not None else {}),
+        },
+    )
     times = step_time_s if isinstance(step_time_s, list) else [step_time_s] * spec.measured_iters
     fpt = metrics.flops_per_token(spec.model_config(), spec.seq_len)
-    traced = list(range(spec.warmup_iters + spec.profile_start,
-                        spec.warmup_iters + spec.profile_start + spec.profile_iters))
+    traced = list(
+        range(spec.warmup_iters + spec.profile_start, spec.warmup_iters + spec.profile_start + spec.profile_iters)
+    )
     for rank in range(world):
         log = rawlog.RankLog(run_dir, rank, spec.run_id)
         if peak_record:
-            log.log("device_peak", {"device_name": device_name, "dtype": "bf16", "peak_flops_per_s": peak_flops,
-                                    "source": peak_source, "detail": {}})
+            log.log(
+                "device_peak",
+                {
+                    "device_name": device_name,
+                    "dtype": "bf16",
+                    "peak_flops_per_s": peak_flops,
+                    "source": peak_source,
+                    "detail": {},
+                },
+            )
         if rank == 0 and flops_record:
             log.log("flops", fpt)
         n_steps = spec.warmup_iters + spec.measured_iters if status == "ok" else fail_at_step
         for step in range(n_steps):
             phase = "warmup" if step < spec.warmup_iters else "measured"
             dt = warmup_step_time_s if phase == "warmup" else times[step - spec.warmup_iters]
-            mem = ({"kind": "cuda_caching_allocator", "peak_allocated_bytes": memory_bytes + rank,
-                    "peak_reserved_bytes": memory_bytes + 1000, "alloc_retries": 0} if spec.device == "cuda"
-                   else {"kind": "cpu_peak_rss", "peak_rss_bytes": memory_bytes + rank})
-            log.log("iteration", {"step": step, "phase": phase, "step_time_s": dt, "tokens": spec.tokens_per_step,
-                                  "loss": 5.0, "memory": mem})
+            mem = (
+                {
+                    "kind": "cuda_caching_allocator",
+                    "peak_allocated_bytes": memory_bytes + rank,
+                    "peak_reserved_bytes": memory_bytes + 1000,
+                    "alloc_retries": 0,
+                }
+                if spec.device == "cuda"
+                else {"kind": "cpu_peak_rss", "peak_rss_bytes": memory_bytes + rank}
+            )
+            log.log(
+                "iteration",
+                {
+                    "step": step,
+                    "phase": phase,
+                    "step_time_s": dt,
+                    "tokens": spec.tokens_per_step,
+                    "loss": 5.0,
+                    "memory": mem,
+                },
+            )
         if status != "ok":
             log.log("error", {"type": "OutOfMemoryError", "message": "CUDA out of memory"})
             log.write_status(status, error="OutOfMemoryError: CUDA out of memory")
@@ -97,17 +184,36 @@ def write_train_run(raw_dir: Path, spec: RunSpec, *, status: str = "ok", step_ti
 
             log.log("energy", unavailable_record(energy_reason))
         else:
-            log.log("energy", {"available": True, "gpu_index": rank % spec.procs_per_node,
-                               "energy_j": power_w * window, "window_s": window,
-                               "sampled_energy_j": power_w * window, "mean_power_w": power_w,
-                               "idle_power_w": idle_w, "sample_period_s": 0.1, "n_samples": 10,
-                               "method": "nvml_total_energy_counter",
-                               "scope": "GPU board power only (NVML); CPU, memory and network not included",
-                               "reason": None})
+            log.log(
+                "energy",
+                {
+                    "available": True,
+                    "gpu_index": rank % spec.procs_per_node,
+                    "energy_j": power_w * window,
+                    "window_s": window,
+                    "sampled_energy_j": power_w * window,
+                    "mean_power_w": power_w,
+                    "idle_power_w": idle_w,
+                    "sample_period_s": 0.1,
+                    "n_samples": 10,
+                    "method": "nvml_total_energy_counter",
+                    "scope": "GPU board power only (NVML); CPU, memory and network not included",
+                    "reason": None,
+                },
+            )
         if device_busy_s is not None:
-            log.log("device_busy", {"available": True, "method": "test", "n_steps": 2, "busy_s": [device_busy_s] * 2,
-                                    "host_wall_s": [times[0]] * 2, "n_activities": [100, 100],
-                                    "busy_s_per_step": device_busy_s})
+            log.log(
+                "device_busy",
+                {
+                    "available": True,
+                    "method": "test",
+                    "n_steps": 2,
+                    "busy_s": [device_busy_s] * 2,
+                    "host_wall_s": [times[0]] * 2,
+                    "n_activities": [100, 100],
+                    "busy_s_per_step": device_busy_s,
+                },
+            )
         if trace is not None and spec.profile_iters:
             rel = f"traces/rank-{rank:05d}.json.gz"
             (run_dir / "traces").mkdir(exist_ok=True)
@@ -119,19 +225,28 @@ def write_train_run(raw_dir: Path, spec: RunSpec, *, status: str = "ok", step_ti
     return run_dir
 
 
-def write_collectives_run(raw_dir: Path, cs: CollectivesSpec, busbw, *, status: str = "ok",
-                          device_name: str = H100) -> Path:
+def write_collectives_run(
+    raw_dir: Path, cs: CollectivesSpec, busbw, *, status: str = "ok", device_name: str = H100
+) -> Path:
     """One collectives-benchmark run; busbw(op, size_bytes, nodes, seed) gives its bus bandwidth."""
     from scalestudy.measure import bandwidth
 
     run_dir = Path(raw_dir) / cs.run_id
     run_dir.mkdir(parents=True)
     world = cs.world_size
-    rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
-        "schema": rawlog.SCHEMA, "kind": "collectives", "run_id": cs.run_id, "config_id": cs.config_id,
-        "spec": cs.to_dict(), "launch": {"world_size": world},
-        "provenance": provenance(world, device_name, cs.nodes), "start_time_unix": 1.0,
-    })
+    rawlog.atomic_write_json(
+        run_dir / rawlog.RUN_FILE,
+        {
+            "schema": rawlog.SCHEMA,
+            "kind": "collectives",
+            "run_id": cs.run_id,
+            "config_id": cs.config_id,
+            "spec": cs.to_dict(),
+            "launch": {"world_size": world},
+            "provenance": provenance(world, device_name, cs.nodes),
+            "start_time_unix": 1.0,
+        },
+    )
     for rank in range(world):
         log = rawlog.RankLog(run_dir, rank, cs.run_id)
         if status != "ok":
@@ -144,29 +259,59 @@ def write_collectives_run(raw_dir: Path, cs: CollectivesSpec, busbw, *, status: 
                     bus = busbw(op, msg.size_bytes, cs.nodes, cs.seed)
                     factor = bandwidth.busbw_factor(op, world)
                     algbw = bus / factor
-                    log.log("collective", {
-                        "op": op, "size_bytes": msg.size_bytes, "requested_bytes": size, "count": msg.count,
-                        "dtype": cs.dtype, "world_size": world, "nodes": cs.nodes,
-                        "procs_per_node": cs.procs_per_node, "iters": cs.iters, "warmup": cs.warmup_iters,
-                        "in_place": False, "time_s": msg.size_bytes / (algbw * 1e9), "algbw_GBps": algbw,
-                        "busbw_GBps": bus, "busbw_factor": factor, "wrong_elements": 0, "correct": True})
+                    log.log(
+                        "collective",
+                        {
+                            "op": op,
+                            "size_bytes": msg.size_bytes,
+                            "requested_bytes": size,
+                            "count": msg.count,
+                            "dtype": cs.dtype,
+                            "world_size": world,
+                            "nodes": cs.nodes,
+                            "procs_per_node": cs.procs_per_node,
+                            "iters": cs.iters,
+                            "warmup": cs.warmup_iters,
+                            "in_place": False,
+                            "time_s": msg.size_bytes / (algbw * 1e9),
+                            "algbw_GBps": algbw,
+                            "busbw_GBps": bus,
+                            "busbw_factor": factor,
+                            "wrong_elements": 0,
+                            "correct": True,
+                        },
+                    )
         log.write_status("ok")
     assert rawlog.try_finalize(run_dir, world)
     return run_dir
 
 
-def make_study(root: Path, runs: list[PlannedRun], collectives: tuple = (), *, name: str = "t",
-               hardware: str = "H100 SXM (synthetic test data)") -> Study:
+def make_study(
+    root: Path,
+    runs: list[PlannedRun],
+    collectives: tuple = (),
+    *,
+    name: str = "t",
+    hardware: str = "H100 SXM (synthetic test data)",
+) -> Study:
     from scalestudy.analysis.figures import FIGURES
 
-    return Study(name=name, description="synthetic test study", hardware=hardware,
-                 assumptions=("sequence length 4096 [assumed]",), runs=tuple(runs),
-                 collectives=tuple(collectives), figures=tuple(FIGURES), root=Path(root))
+    return Study(
+        name=name,
+        description="synthetic test study",
+        hardware=hardware,
+        assumptions=("sequence length 4096 [assumed]",),
+        runs=tuple(runs),
+        collectives=tuple(collectives),
+        figures=tuple(FIGURES),
+        root=Path(root),
+    )
 
 
 # one small GPU configuration of the integrity tests (audit, faults)
-INTEGRITY_SPEC = RunSpec(model="tiny", seq_len=128, warmup_iters=1, measured_iters=4, device="cuda", nodes=1,
-                         procs_per_node=1, micro_batch=2)
+INTEGRITY_SPEC = RunSpec(
+    model="tiny", seq_len=128, warmup_iters=1, measured_iters=4, device="cuda", nodes=1, procs_per_node=1, micro_batch=2
+)
 
 
 def analysis_cli(*argv) -> int:
@@ -218,10 +363,22 @@ def rich_specs(device: str = "cuda") -> dict[str, RunSpec]:
 
 RICH_PLAN = {
     # name: (experiments, label, seeds, status, step time per seed, power W)
-    "fsdp2": (("weak_scaling", "kernel_breakdown", "power", "hardware_generations"), "FSDP", (0, 1), "ok",
-              (0.5, 0.52), 300.0),
-    "fsdp4": (("weak_scaling", "kernel_breakdown", "power", "tp_pp_grid", "strong_scaling"), "FSDP", (0, 1), "ok",
-              (0.6, 0.64), 290.0),
+    "fsdp2": (
+        ("weak_scaling", "kernel_breakdown", "power", "hardware_generations"),
+        "FSDP",
+        (0, 1),
+        "ok",
+        (0.5, 0.52),
+        300.0,
+    ),
+    "fsdp4": (
+        ("weak_scaling", "kernel_breakdown", "power", "tp_pp_grid", "strong_scaling"),
+        "FSDP",
+        (0, 1),
+        "ok",
+        (0.6, 0.64),
+        290.0,
+    ),
     "hsdp4": (("weak_scaling",), "HSDP (2 x 2)", (0,), "ok", (0.55,), 295.0),
     "fsdp8": (("weak_scaling",), "FSDP", (0,), "oom", (0.7,), None),
     "tp2": (("tp_pp_grid", "strong_scaling", "power"), "TP=2, FSDP over 2", (0,), "ok", (0.45,), 310.0),
@@ -242,20 +399,39 @@ def build_rich_study(root: Path, device: str = "cuda", name: str = "rich") -> St
     for key, (experiments, label, seeds, status, times, power) in RICH_PLAN.items():
         for seed, t in zip(seeds, times):
             spec = specs[key].replace(seed=seed)
-            write_train_run(raw, spec, status=status, step_time_s=t, power_w=None if cpu else power,
-                            device_name=CPU_NAME if cpu else H100,
-                            peak_source="cpu_matmul_calibration" if cpu else "table",
-                            trace=(1000.0, 400.0, 100.0 + 50 * spec.nodes) if spec.profile_iters else None)
+            write_train_run(
+                raw,
+                spec,
+                status=status,
+                step_time_s=t,
+                power_w=None if cpu else power,
+                device_name=CPU_NAME if cpu else H100,
+                peak_source="cpu_matmul_calibration" if cpu else "table",
+                trace=(1000.0, 400.0, 100.0 + 50 * spec.nodes) if spec.profile_iters else None,
+            )
             runs.append(planned(spec, experiments, label))
     colls = []
     for nodes, seed, status in ((1, 0, "ok"), (1, 1, "ok"), (2, 0, "ok"), (4, 0, "comm_error")):
-        cs = CollectivesSpec(ops=("all_reduce", "all_gather"), min_bytes=1024, max_bytes=8192, nodes=nodes,
-                             procs_per_node=2, device=device, seed=seed)
+        cs = CollectivesSpec(
+            ops=("all_reduce", "all_gather"),
+            min_bytes=1024,
+            max_bytes=8192,
+            nodes=nodes,
+            procs_per_node=2,
+            device=device,
+            seed=seed,
+        )
 
         def busbw(op, size, n, s):
             peak = 100.0 if op == "all_reduce" else 100.0 / n
             return peak * size / (size + 4096.0) * (1 + 0.01 * s)
+
         write_collectives_run(raw, cs, busbw, status=status, device_name=CPU_NAME if cpu else H100)
         colls.append(cs)
-    return make_study(root, runs, colls, name=name,
-                      hardware="CPU (gloo), synthetic test data" if cpu else "H100 SXM (synthetic test data)")
+    return make_study(
+        root,
+        runs,
+        colls,
+        name=name,
+        hardware="CPU (gloo), synthetic test data" if cpu else "H100 SXM (synthetic test data)",
+    )

@@ -39,14 +39,26 @@ def snakemake_cmd() -> list[str]:
     return [exe] if exe else [sys.executable, "-m", "snakemake"]
 
 
-def torchrun(nproc: int, args: list[str], *, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+def torchrun(
+    nproc: int, args: list[str], *, env: dict | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess:
     """`torchrun --standalone --nproc_per_node N -m scalestudy ARGS` in a subprocess."""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "-m", "scalestudy", *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "scalestudy",
+        *args,
+    ]
     return subprocess.run(cmd, env=env or child_env(), capture_output=True, text=True, timeout=timeout)
 
 
-def local_workers(nproc: int, args: list[str], *, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+def local_workers(
+    nproc: int, args: list[str], *, env: dict | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess:
     """`python -m scalestudy workers --nproc N -- ARGS` in a subprocess: the ranks are forked
     from one parent that imported torch once (what `scalestudy launch` does for one-host CPU runs),
     instead of one torch import per rank under torchrun."""
@@ -56,7 +68,9 @@ def local_workers(nproc: int, args: list[str], *, env: dict | None = None, timeo
     return subprocess.run(cmd, env=env or child_env(), capture_output=True, text=True, timeout=timeout)
 
 
-def warm_workers(nproc: int, args: list[str], *, env: dict | None = None, timeout: float = 180) -> subprocess.CompletedProcess:
+def warm_workers(
+    nproc: int, args: list[str], *, env: dict | None = None, timeout: float = 180
+) -> subprocess.CompletedProcess:
     """`python -m scalestudy.launch.warm_workers --nproc N -- ARGS` in a subprocess, as a run of its
     own (a fresh run token): the ranks fork from a server of this test process's lock directory
     that imported torch and the harness once, as the workflow's CPU runs do (one server an
@@ -105,18 +119,33 @@ def status_of(run_dir: Path) -> dict:
     return json.loads((run_dir / "status.json").read_text())
 
 
-
 # pytest-xdist: `make test` runs `pytest -n 2`; pyproject.toml adds `--dist loadscope
 # --no-loadscope-reorder`: each module's tests go to one worker, so a module-scoped fixture (a
 # workflow run, the SLURM cluster, a launched run) is made once. (`--dist loadgroup` does not group
 # under pytest 9.2: pytest-xdist#1386.) The modules below start first, longest first by the
 # durations of a full run, so that no long one starts last on an otherwise idle worker; the rest
 # keep their collection order.
-LONGEST_FIRST = ("test_slurm_cluster", "test_workflow_e2e", "test_layouts", "test_faults", "test_integrity_launch",
-                 "test_workflow_dag", "test_analysis_provenance_audit", "test_launch", "test_megatron_tp_layers",
-                 "test_perfmodel_study", "test_slurm_launch", "test_analysis_figures", "test_rank_share",
-                 "test_integrity_processes", "test_megatron_model", "test_collectives_bench", "test_figure_layout",
-                 "test_perfmodel_predict", "test_perfmodel_external")
+LONGEST_FIRST = (
+    "test_slurm_cluster",
+    "test_workflow_e2e",
+    "test_layouts",
+    "test_faults",
+    "test_integrity_launch",
+    "test_workflow_dag",
+    "test_analysis_provenance_audit",
+    "test_launch",
+    "test_megatron_tp_layers",
+    "test_perfmodel_study",
+    "test_slurm_launch",
+    "test_analysis_figures",
+    "test_rank_share",
+    "test_integrity_processes",
+    "test_megatron_model",
+    "test_collectives_bench",
+    "test_figure_layout",
+    "test_perfmodel_predict",
+    "test_perfmodel_external",
+)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -7,9 +7,11 @@ from conftest import REPO
 
 # starting the harness itself (`scalestudy train`/`collectives`/`gemm`/`instrument` as a command), or
 # writing, sealing or compressing a raw log through measure.rawlog
-FORBIDDEN = re.compile(r"""["']scalestudy["'],\s*["'](train|collectives|gemm|instrument)["']"""
-                       r"""|scalestudy (train|collectives|gemm|instrument)\b"""
-                       r"""|rawlog\.(atomic_write\w*|try_finalize|compress_run|seal\w*|write\w*)\(""")
+FORBIDDEN = re.compile(
+    r"""["']scalestudy["'],\s*["'](train|collectives|gemm|instrument)["']"""
+    r"""|scalestudy (train|collectives|gemm|instrument)\b"""
+    r"""|rawlog\.(atomic_write\w*|try_finalize|compress_run|seal\w*|write\w*)\("""
+)
 
 
 def test_no_benchmark_starts_the_harness_or_writes_a_raw_log():

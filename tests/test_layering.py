@@ -13,13 +13,24 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "scalestudy"
-LINT = [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())",
-        str(REPO / "pyproject.toml"), "--no-cache"]
+LINT = [
+    sys.executable,
+    "-c",
+    "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())",
+    str(REPO / "pyproject.toml"),
+    "--no-cache",
+]
 
 
 def lint(src: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(LINT, cwd=src, capture_output=True, text=True, timeout=120,
-                          env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "COLUMNS": "200"})
+    return subprocess.run(
+        LINT,
+        cwd=src,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+    )
 
 
 def test_the_package_keeps_its_contracts():
@@ -39,16 +50,27 @@ def package_copy(tmp_path):
     return tmp_path
 
 
-@pytest.mark.parametrize("where, line, broken", [
-    # a wing importing one above it
-    ("spec/run.py", "from scalestudy.measure import rawlog", "scalestudy.spec is not allowed to import scalestudy.measure"),
-    # the analysis importing the harness
-    ("analysis/stats.py", "import scalestudy.harness.llama", "scalestudy.analysis is not allowed to import scalestudy.harness"),
-    # torch outside the harness
-    ("measure/energy.py", "import torch", "scalestudy.measure is not allowed to import torch"),
-    # a cycle inside one wing
-    ("spec/run.py", "from scalestudy.spec import studies", "No cycles are allowed in scalestudy.spec"),
-])
+@pytest.mark.parametrize(
+    "where, line, broken",
+    [
+        # a wing importing one above it
+        (
+            "spec/run.py",
+            "from scalestudy.measure import rawlog",
+            "scalestudy.spec is not allowed to import scalestudy.measure",
+        ),
+        # the analysis importing the harness
+        (
+            "analysis/stats.py",
+            "import scalestudy.harness.llama",
+            "scalestudy.analysis is not allowed to import scalestudy.harness",
+        ),
+        # torch outside the harness
+        ("measure/energy.py", "import torch", "scalestudy.measure is not allowed to import torch"),
+        # a cycle inside one wing
+        ("spec/run.py", "from scalestudy.spec import studies", "No cycles are allowed in scalestudy.spec"),
+    ],
+)
 def test_the_check_fails_on_a_forbidden_import(package_copy, where, line, broken):
     f = package_copy / "scalestudy" / where
     f.write_text(f.read_text() + f"\n{line}  # added by the test\n")
@@ -62,12 +84,21 @@ def module_cycles(src: Path) -> list[list[str]]:
     a -> b is on a cycle when grimp finds a chain back from b to a. acyclic_siblings above sees
     cycles between siblings; this also sees a module importing the package that imports it (the
     catalog's old cycle)."""
-    code = ("import json, grimp\n"
-            "g = grimp.build_graph('scalestudy', cache_dir=None)\n"
-            "print(json.dumps(sorted({tuple(sorted((a, b))) for a in g.modules"
-            " for b in g.find_modules_directly_imported_by(a) if g.find_shortest_chain(b, a)})))\n")
-    out = subprocess.run([sys.executable, "-c", code], cwd=src, capture_output=True, text=True, timeout=120,
-                         env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"}, check=True)
+    code = (
+        "import json, grimp\n"
+        "g = grimp.build_graph('scalestudy', cache_dir=None)\n"
+        "print(json.dumps(sorted({tuple(sorted((a, b))) for a in g.modules"
+        " for b in g.find_modules_directly_imported_by(a) if g.find_shortest_chain(b, a)})))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=src,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"},
+        check=True,
+    )
     return json.loads(out.stdout)
 
 

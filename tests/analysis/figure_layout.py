@@ -30,8 +30,10 @@ def _undrawn_tick_labels(fig) -> set[int]:
         for axis in (ax.xaxis, ax.yaxis):
             lo, hi = sorted(axis.get_view_interval())
             eps = 1e-9 * max(abs(lo), abs(hi), 1.0)
-            for locs, ticks in ((axis.get_majorticklocs(), axis.get_major_ticks(len(axis.get_majorticklocs()))),
-                                (axis.get_minorticklocs(), axis.get_minor_ticks(len(axis.get_minorticklocs())))):
+            for locs, ticks in (
+                (axis.get_majorticklocs(), axis.get_major_ticks(len(axis.get_majorticklocs()))),
+                (axis.get_minorticklocs(), axis.get_minor_ticks(len(axis.get_minorticklocs()))),
+            ):
                 for loc, tick in zip(locs, ticks):
                     if not lo - eps <= loc <= hi + eps:
                         out.update((id(tick.label1), id(tick.label2)))
@@ -40,8 +42,11 @@ def _undrawn_tick_labels(fig) -> set[int]:
 
 def _visible_texts(fig) -> list[Text]:
     undrawn = _undrawn_tick_labels(fig)
-    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip() and t.figure is not None
-            and id(t) not in undrawn]
+    return [
+        t
+        for t in fig.findobj(Text)
+        if t.get_visible() and t.get_text().strip() and t.figure is not None and id(t) not in undrawn
+    ]
 
 
 def _data_axes(fig) -> list[Axes]:
@@ -77,14 +82,20 @@ def text_inside_canvas(fig, r, margin_pt: float = MARGIN_PT) -> list[str]:
     out = []
 
     def outside(b):
-        return (b.x0 < canvas.x0 + m - TOL or b.y0 < canvas.y0 + m - TOL or b.x1 > canvas.x1 - m + TOL
-                or b.y1 > canvas.y1 - m + TOL)
+        return (
+            b.x0 < canvas.x0 + m - TOL
+            or b.y0 < canvas.y0 + m - TOL
+            or b.x1 > canvas.x1 - m + TOL
+            or b.y1 > canvas.y1 - m + TOL
+        )
 
     for t in _visible_texts(fig):
         b = _drawn_extent(t, r)
         if b.width > 0 and outside(b):
-            out.append(f"text {_name(t)} within {margin_pt:g} pt of the canvas's edge or beyond "
-                       f"({b.x0:.0f},{b.y0:.0f})-({b.x1:.0f},{b.y1:.0f} of {canvas.x1:.0f}x{canvas.y1:.0f} px)")
+            out.append(
+                f"text {_name(t)} within {margin_pt:g} pt of the canvas's edge or beyond "
+                f"({b.x0:.0f},{b.y0:.0f})-({b.x1:.0f},{b.y1:.0f} of {canvas.x1:.0f}x{canvas.y1:.0f} px)"
+            )
     for lg in _legends(fig):
         if outside(lg.get_window_extent(r)):
             out.append(f"a legend within {margin_pt:g} pt of the canvas's edge or beyond")
@@ -213,13 +224,17 @@ def text_clear_of_data(fig, r) -> list[str]:
             for kind, m in marks:
                 if kind == "point":
                     x, y, half = m
-                    hit = (min(b.x1, x + half) - max(b.x0, x - half) > TOL
-                           and min(b.y1, y + half) - max(b.y0, y - half) > TOL)
+                    hit = (
+                        min(b.x1, x + half) - max(b.x0, x - half) > TOL
+                        and min(b.y1, y + half) - max(b.y0, y - half) > TOL
+                    )
                 else:
                     hit = _segment_hits_box(m[0], m[1], b)
                 if hit:
-                    out.append(f"text {_name(t)} covers a data {'marker' if kind == 'point' else 'line'} in panel "
-                               f"{ax.get_title()[:40]!r}")
+                    out.append(
+                        f"text {_name(t)} covers a data {'marker' if kind == 'point' else 'line'} in panel "
+                        f"{ax.get_title()[:40]!r}"
+                    )
                     break
     return out
 
@@ -244,8 +259,10 @@ def tick_labels_apart(fig, r) -> list[str]:
     out = []
     drawn = {id(t) for t in _visible_texts(fig)}
     for ax in fig.findobj(Axes):
-        for axis, labels in (("x", ax.get_xticklabels(minor=False) + ax.get_xticklabels(minor=True)),
-                             ("y", ax.get_yticklabels(minor=False) + ax.get_yticklabels(minor=True))):
+        for axis, labels in (
+            ("x", ax.get_xticklabels(minor=False) + ax.get_xticklabels(minor=True)),
+            ("y", ax.get_yticklabels(minor=False) + ax.get_yticklabels(minor=True)),
+        ):
             boxes = [(t.get_text(), t.get_window_extent(r)) for t in labels if id(t) in drawn]
             for (s1, b1), (s2, b2) in combinations(boxes, 2):
                 if _boxes_overlap(b1, b2):
@@ -257,16 +274,22 @@ def tick_labels_apart(fig, r) -> list[str]:
 def series_per_panel(fig, limit: int) -> list[str]:
     out = []
     for ax in _data_axes(fig):
-        labels = {lab for lab in ax.get_legend_handles_labels()[1]
-                  if not lab.startswith("x: ") and not lab.startswith("other")}
+        labels = {
+            lab
+            for lab in ax.get_legend_handles_labels()[1]
+            if not lab.startswith("x: ") and not lab.startswith("other")
+        }
         if len(labels) > limit:
             out.append(f"panel {ax.get_title()[:40]!r} draws {len(labels)} series (at most {limit})")
     return out
 
 
 def text_size(fig, minimum: float = 7.0) -> list[str]:
-    return [f"text {_name(t)} at {t.get_fontsize():.1f} pt (< {minimum} pt)" for t in _visible_texts(fig)
-            if t.get_fontsize() < minimum - 1e-6]
+    return [
+        f"text {_name(t)} at {t.get_fontsize():.1f} pt (< {minimum} pt)"
+        for t in _visible_texts(fig)
+        if t.get_fontsize() < minimum - 1e-6
+    ]
 
 
 def connected_series(fig, fd) -> list[str]:
@@ -279,14 +302,21 @@ def connected_series(fig, fd) -> list[str]:
         by_title.setdefault(ax.get_title(), ax)
     for panel in fd.panels:
         ax = by_title.get(panel)
-        if ax is None or any(isinstance(c, QuadMesh) for c in ax.collections) or any(
-                isinstance(c, BarContainer) for c in ax.containers):
+        if (
+            ax is None
+            or any(isinstance(c, QuadMesh) for c in ax.collections)
+            or any(isinstance(c, BarContainer) for c in ax.containers)
+        ):
             continue  # a heatmap or bars: no line to join
-        lines = [np.asarray(ln.get_ydata(), dtype=float) for ln in ax.get_lines()
-                 if ln.get_visible() and ln.get_linestyle() not in ("None", "none", "", " ") and len(ln.get_xdata()) > 1]
+        lines = [
+            np.asarray(ln.get_ydata(), dtype=float)
+            for ln in ax.get_lines()
+            if ln.get_visible() and ln.get_linestyle() not in ("None", "none", "", " ") and len(ln.get_xdata()) > 1
+        ]
         for s in sorted({r["series"] for r in fd.rows if r["panel"] == panel}):
-            pts = sorted((r["x"], r["y"]) for r in fd.rows
-                         if r["panel"] == panel and r["series"] == s and r.get("y") is not None)
+            pts = sorted(
+                (r["x"], r["y"]) for r in fd.rows if r["panel"] == panel and r["series"] == s and r.get("y") is not None
+            )
             if len({x for x, _ in pts}) < 2 or s.startswith("other"):
                 continue
             ys = np.array([y for _, y in pts])
@@ -331,7 +361,15 @@ def one_point_per_x(fd) -> list[str]:
 def check(fig, fd, *, series_limit: int = 8) -> list[str]:
     fig.canvas.draw()
     r = fig.canvas.get_renderer()
-    return (text_inside_canvas(fig, r) + no_overlaps(fig, r) + text_clear_of_data(fig, r)
-            + data_labels_clear_of_text(fig, r) + tick_labels_apart(fig, r)
-            + series_per_panel(fig, series_limit) + text_size(fig) + connected_series(fig, fd) + values_in_range(fd)
-            + one_point_per_x(fd))
+    return (
+        text_inside_canvas(fig, r)
+        + no_overlaps(fig, r)
+        + text_clear_of_data(fig, r)
+        + data_labels_clear_of_text(fig, r)
+        + tick_labels_apart(fig, r)
+        + series_per_panel(fig, series_limit)
+        + text_size(fig)
+        + connected_series(fig, fd)
+        + values_in_range(fd)
+        + one_point_per_x(fd)
+    )

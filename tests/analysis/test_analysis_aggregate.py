@@ -171,6 +171,7 @@ def test_a_finished_run_the_launcher_found_and_moved_aside_is_no_problem_of_the_
     found = study.raw_dir / f"{run_id}.found-20250101T000000~2"
     shutil.copytree(study.raw_dir / run_id, found)
     by_dir = {u["raw_dir"]: u for u in agg.build_tables(study).unplanned}
-    assert by_dir[found.name]["reason"] == (f"a finished copy of planned run {run_id} that the launcher found in its "
-                                            "place and moved aside (never read)")
+    assert by_dir[found.name]["reason"] == (
+        f"a finished copy of planned run {run_id} that the launcher found in its place and moved aside (never read)"
+    )
     assert not any(found.name in p for p in audit(study, figures=False, claims=False))

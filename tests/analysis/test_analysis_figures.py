@@ -5,9 +5,20 @@ from scalestudy.analysis import aggregate as agg
 from scalestudy.measure.csv_format import read_csv_rows, split_list
 from scalestudy.analysis.figures import FIGURES, drawing, figure_data, prepare, render, render_all, save
 
-EXPECTED = ["collectives_bandwidth", "weak_scaling", "kernel_breakdown", "strong_scaling", "tp_pp_grid",
-            "model_sizes", "hardware_generations", "power", "rank_grid", "rank_memory", "step_time_microbatches",
-            "claim_sensitivity"]
+EXPECTED = [
+    "collectives_bandwidth",
+    "weak_scaling",
+    "kernel_breakdown",
+    "strong_scaling",
+    "tp_pp_grid",
+    "model_sizes",
+    "hardware_generations",
+    "power",
+    "rank_grid",
+    "rank_memory",
+    "step_time_microbatches",
+    "claim_sensitivity",
+]
 
 
 @pytest.fixture(scope="module")
@@ -144,12 +155,25 @@ def test_family_names_the_strategy_never_the_gpu_count():
 
 def test_series_names_add_what_differs_and_never_join_two_configurations_at_one_x():
     def cfg(cid, world, **spec):
-        return {"config_id": cid, "world_size": world, "model": spec.pop("model", "llama2-7b")}, \
-            {"tp": 1, "pp": 1, "dp_replicate": 1, "dp_shard": world, "backend": "torch", "compile": False, **spec}
+        return {"config_id": cid, "world_size": world, "model": spec.pop("model", "llama2-7b")}, {
+            "tp": 1,
+            "pp": 1,
+            "dp_replicate": 1,
+            "dp_shard": world,
+            "backend": "torch",
+            "compile": False,
+            **spec,
+        }
 
-    pairs = [cfg("a8", 8), cfg("a16", 16), cfg("m8", 8, backend="megatron"), cfg("m16", 16, backend="megatron"),
-             cfg("c8", 8, backend="megatron", compile=True), cfg("h16", 16, dp_replicate=2, dp_shard=8),
-             cfg("x8", 8, lr=1e-4)]
+    pairs = [
+        cfg("a8", 8),
+        cfg("a16", 16),
+        cfg("m8", 8, backend="megatron"),
+        cfg("m16", 16, backend="megatron"),
+        cfg("c8", 8, backend="megatron", compile=True),
+        cfg("h16", 16, dp_replicate=2, dp_shard=8),
+        cfg("x8", 8, lr=1e-4),
+    ]
     cfgs = [c for c, _ in pairs]
     specs = {c["config_id"]: s for c, s in pairs}
     names = prepare.series_names(cfgs, specs, "world_size")
@@ -164,12 +188,23 @@ def test_a_measured_oom_verdict_joins_its_configurations_measured_series_of_one_
     from scalestudy.spec.rank_share import MEASURED_BUSY_SERIES, MEASURED_SERIES, MEASURED_SUFFIX
 
     def cfg(world, inputs, tp=2):
-        return {"config_id": f"t{tp}-{world}{MEASURED_SUFFIX}", "world_size": world, "model": "llama2-13b",
-                "measured_inputs": inputs}, {"tp": tp, "pp": 1, "dp_replicate": 1, "dp_shard": world // tp}
+        return {
+            "config_id": f"t{tp}-{world}{MEASURED_SUFFIX}",
+            "world_size": world,
+            "model": "llama2-13b",
+            "measured_inputs": inputs,
+        }, {"tp": tp, "pp": 1, "dp_replicate": 1, "dp_shard": world // tp}
 
     busy = "compute (GPU busy time), memory"
-    pairs = [cfg(8, None), cfg(32, busy), cfg(128, busy), cfg(8, None, tp=4), cfg(32, "compute, memory", tp=4),
-             cfg(128, busy, tp=4), cfg(8, None, tp=8)]
+    pairs = [
+        cfg(8, None),
+        cfg(32, busy),
+        cfg(128, busy),
+        cfg(8, None, tp=4),
+        cfg(32, "compute, memory", tp=4),
+        cfg(128, busy, tp=4),
+        cfg(8, None, tp=8),
+    ]
     names = prepare.series_names([c for c, _ in pairs], {c["config_id"]: s for c, s in pairs}, "world_size")
     assert names["t2-8--measured-inputs"] == names["t2-32--measured-inputs"] == "TP=2" + MEASURED_BUSY_SERIES
     assert names["t4-8--measured-inputs"] == "TP=4" + MEASURED_SERIES  # its series has two kinds: none taken
@@ -184,24 +219,40 @@ def test_measured_suffixes_join_an_oom_verdict_within_the_group_each_figure_name
         return {"config_id": cid + MEASURED_SUFFIX, "world_size": world, "measured_inputs": inputs}
 
     busy = "compute (GPU busy time), memory"
-    cfgs = [cfg("a", 256, None), cfg("b", 256, busy), cfg("c", 256, busy), cfg("d", 512, None),
-            cfg("e", 512, "compute, memory"), cfg("f", 1024, None), {"config_id": "g", "world_size": 1024}]
+    cfgs = [
+        cfg("a", 256, None),
+        cfg("b", 256, busy),
+        cfg("c", 256, busy),
+        cfg("d", 512, None),
+        cfg("e", 512, "compute, memory"),
+        cfg("f", 1024, None),
+        {"config_id": "g", "world_size": 1024},
+    ]
     kind = prepare.measured_suffixes(cfgs, lambda c: c["world_size"])  # as tp_pp_grid's row of panels
     assert kind["a" + MEASURED_SUFFIX] == MEASURED_BUSY_SERIES
     assert kind["d" + MEASURED_SUFFIX] == kind["e" + MEASURED_SUFFIX] == MEASURED_SERIES
     assert kind["f" + MEASURED_SUFFIX] == MEASURED_SERIES  # no measured share beside it: the default kind
     assert kind["g"] == ""  # the model alone has no suffix
-    assert prepare.measured_suffixes(cfgs, lambda c: 0)["a" + MEASURED_SUFFIX] == MEASURED_SERIES  # two kinds: none taken
+    assert (
+        prepare.measured_suffixes(cfgs, lambda c: 0)["a" + MEASURED_SUFFIX] == MEASURED_SERIES
+    )  # two kinds: none taken
 
 
 def test_a_caveat_in_the_summary_notes_marks_the_figure_rows_and_a_short_footnote():
     import pandas as pd
     from types import SimpleNamespace
 
-    summary = pd.DataFrame([{"config_id": "a", "notes": "PREDICTED;caveat: the input x has a known artefact: y"},
-                            {"config_id": "b", "notes": "PREDICTED"}])
-    fd = prepare.FigureData(name="weak_scaling", title="t", rows=[
-        {"config_ids": ["a"], "note": "predicted by the model"}, {"config_ids": ["b"], "note": None}])
+    summary = pd.DataFrame(
+        [
+            {"config_id": "a", "notes": "PREDICTED;caveat: the input x has a known artefact: y"},
+            {"config_id": "b", "notes": "PREDICTED"},
+        ]
+    )
+    fd = prepare.FigureData(
+        name="weak_scaling",
+        title="t",
+        rows=[{"config_ids": ["a"], "note": "predicted by the model"}, {"config_ids": ["b"], "note": None}],
+    )
     foot = prepare.mark_caveats(fd, SimpleNamespace(summary=summary))
     assert fd.rows[0]["note"] == "predicted by the model; " + prepare.CAVEAT_ROW_NOTE
     assert fd.rows[1]["note"] is None

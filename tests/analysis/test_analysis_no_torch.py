@@ -34,7 +34,8 @@ print("no-torch ok")
 
 
 def test_analysis_runs_without_torch(tmp_path):
-    proc = subprocess.run([sys.executable, "-c", CODE, str(TESTS), str(tmp_path)], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", CODE, str(TESTS), str(tmp_path)], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "no-torch ok" in proc.stdout

@@ -47,8 +47,9 @@ def test_provenance_of_a_figure_row(study):
     files = {f["path"]: f for f in run["files"]}
     assert {"run.json", "metrics.jsonl", "traces/rank-00000.json.gz", "status.json"} <= set(files)
     m = files["metrics.jsonl"]
-    assert m["ok"] and m["sha256_now"] == m["sha256_recorded"] == \
-        rawlog.sha256_file(study.raw_dir / spec.run_id / "metrics.jsonl")
+    assert m["ok"] and m["sha256_now"] == m["sha256_recorded"] == rawlog.sha256_file(
+        study.raw_dir / spec.run_id / "metrics.jsonl"
+    )
     assert run["git"]["commit"] == GIT_COMMIT and run["spec"]["model"] == "tiny"
     env = run["environment"]
     assert env["python"] == "3.11.9" and env["nccl"] == "2.26.2" and env["slurm"]["job_id"] == "4242"
@@ -136,8 +137,10 @@ def test_audit_reports_figures_and_claims_made_by_other_code(study, monkeypatch)
     assert audit_mod.made_by_other_code(study.figures_dir) == []
     monkeypatch.setattr("scalestudy.measure.code_version.code_version", lambda: "scalestudy 9+analysis.000000000000")
     problems = audit_mod.made_by_other_code(study.figures_dir)
-    assert f"{study.figures_dir / 'weak_scaling.png'}: made by {made_by}, not by this code " \
-           "(scalestudy 9+analysis.000000000000): rebuild it" in problems, problems
+    assert (
+        f"{study.figures_dir / 'weak_scaling.png'}: made by {made_by}, not by this code "
+        "(scalestudy 9+analysis.000000000000): rebuild it" in problems
+    ), problems
     assert any("weak_scaling.csv" in p for p in problems) and any("claims.md" in p for p in problems)
 
 
@@ -164,8 +167,16 @@ def test_audit_reports_a_model_validation_figure_made_by_another_performance_mod
         else:
             shutil.copy(repo / rel, root / rel)
     _, rows = external.load_ledger(root)
-    rows = [replace(r, published_tokens_per_s_per_device=1000.0 * (i + 1), predicted=1100.0 * (i + 1),
-                    low=900.0 * (i + 1), high=1300.0 * (i + 1)) for i, r in enumerate(rows[:3])]
+    rows = [
+        replace(
+            r,
+            published_tokens_per_s_per_device=1000.0 * (i + 1),
+            predicted=1100.0 * (i + 1),
+            low=900.0 * (i + 1),
+            high=1300.0 * (i + 1),
+        )
+        for i, r in enumerate(rows[:3])
+    ]
     figs.mkdir()
     ledger = figs / model_validation.LEDGER_FILE
     external.write_csv(rows, ledger, root)
@@ -176,14 +187,16 @@ def test_audit_reports_a_model_validation_figure_made_by_another_performance_mod
     (root / external.LEDGER).write_text((root / external.LEDGER).read_text() + "# one more published row\n")
     assert model_version(root) != made_by
     problems = made_by_other_code(figs, root)
-    assert sorted(p.split(":")[0] for p in problems) == \
-        sorted(str(figs / n) for n in ("model_validation.csv", "model_validation.png", model_validation.LEDGER_FILE))
+    assert sorted(p.split(":")[0] for p in problems) == sorted(
+        str(figs / n) for n in ("model_validation.csv", "model_validation.png", model_validation.LEDGER_FILE)
+    )
     assert any(p.startswith(f"{ledger}: made by {made_by}, not by this code ({model_version(root)})") for p in problems)
 
     write_ledger(ledger)  # a ledger that names no model version: its figure is never current
     model_validation.render(ledger, figs / "model_validation")
-    assert any("model_validation.png: made by " in p and "+model.unrecorded" in p
-               for p in made_by_other_code(figs, root))
+    assert any(
+        "model_validation.png: made by " in p and "+model.unrecorded" in p for p in made_by_other_code(figs, root)
+    )
     # the model stays out of the analysis code's version
     assert not any("perfmodel" in p.parts for p in analysis_sources())
 

@@ -5,8 +5,16 @@ import pytest
 from scalestudy.analysis import stats
 
 
-@pytest.mark.parametrize("df,expected", [(1, 12.706204736174698), (2, 4.302652729749464), (4, 2.7764451051977987),
-                                         (10, 2.2281388519862744), (30, 2.0422724563012373)])
+@pytest.mark.parametrize(
+    "df,expected",
+    [
+        (1, 12.706204736174698),
+        (2, 4.302652729749464),
+        (4, 2.7764451051977987),
+        (10, 2.2281388519862744),
+        (30, 2.0422724563012373),
+    ],
+)
 def test_t_quantile_matches_tables(df, expected):
     assert stats.t_quantile(0.975, df) == pytest.approx(expected, rel=1e-9)
 

@@ -77,5 +77,7 @@ def test_failed_points_are_listed_in_the_notes_not_written_over_the_data():
 def test_failed_points_name_their_panel_where_panels_hold_different_configurations(tmp_path):
     study, tables = figure_fixtures.paper_fixture(tmp_path)
     memory = figure_data("rank_memory", tables, study)  # one panel a model
-    assert ("Without a value: llama2-13b, FSDP, micro batch 2: oom at 8 GPUs; llama2-70b, FSDP, micro batch 2: "
-            "oom at 8, 16, 32 GPUs.") in memory.notes, memory.notes
+    assert (
+        "Without a value: llama2-13b, FSDP, micro batch 2: oom at 8 GPUs; llama2-70b, FSDP, micro batch 2: "
+        "oom at 8, 16, 32 GPUs."
+    ) in memory.notes, memory.notes

@@ -18,24 +18,27 @@ import figure_fixtures
 from scalestudy.analysis.figures import drawing, figure_data, prepare
 from scalestudy.analysis.figures import draw as draw_figure
 from scalestudy.analysis.figures.description import Description, Quantity
-from scalestudy.spec.rank_share import (MEASURED_BUSY_SERIES, MEASURED_SERIES, MEASURED_SERIES_SUFFIXES,
-                                         MEASURED_SUFFIX)
+from scalestudy.spec.rank_share import MEASURED_BUSY_SERIES, MEASURED_SERIES, MEASURED_SERIES_SUFFIXES, MEASURED_SUFFIX
 
 matplotlib.use("Agg")
 
 REPO = Path(__file__).resolve().parents[2]
 Q = Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0)
 T = Quantity("tokens/s per device", "tokens/s", "tokens_per_s_per_device")
-DESC = Description(name="t", title="t", paper="p", shows="s", series="s", x=Quantity("GPUs"), quantities=(Q, T),
-                   category="c")
+DESC = Description(
+    name="t", title="t", paper="p", shows="s", series="s", x=Quantity("GPUs"), quantities=(Q, T), category="c"
+)
 
 
 # ---- what a legend shows and what is drawn -----------------------------------------------------------
 def _look(line) -> tuple:
     """What a reader tells a line by: its colour, marker and dash pattern (None: no line)."""
     ls = line.get_linestyle()
-    dashes = None if ls in ("None", "none", "", " ") else tuple(
-        round(float(v), 2) for v in (line._unscaled_dash_pattern[1] or ()))
+    dashes = (
+        None
+        if ls in ("None", "none", "", " ")
+        else tuple(round(float(v), 2) for v in (line._unscaled_dash_pattern[1] or ()))
+    )
     return tuple(round(c, 3) for c in to_rgba(line.get_color())), str(line.get_marker()), dashes
 
 
@@ -63,13 +66,18 @@ def legend_mismatches(fig, fd) -> list[str]:
         lines = [ln for ln in ax.get_lines() if len(ln.get_xdata())]
         for s in sorted({r["series"] for r in fd.rows if r["panel"] == panel}):
             h = handles.get(s)
-            pts = sorted((r["x"], r["y"]) for r in fd.rows
-                         if r["panel"] == panel and r["series"] == s and r.get("y") is not None)
+            pts = sorted(
+                (r["x"], r["y"]) for r in fd.rows if r["panel"] == panel and r["series"] == s and r.get("y") is not None
+            )
             if h is None or not pts or _look(h)[2] is None:  # no entry, no value, or grey points (no line)
                 continue
             ys = np.array([y for _, y in pts])
-            drawn = [ln for ln in lines if len(ln.get_ydata()) == len(ys)
-                     and np.allclose(np.asarray(ln.get_ydata(), dtype=float), ys, rtol=1e-9)]
+            drawn = [
+                ln
+                for ln in lines
+                if len(ln.get_ydata()) == len(ys)
+                and np.allclose(np.asarray(ln.get_ydata(), dtype=float), ys, rtol=1e-9)
+            ]
             if not any(_look(ln) == _look(h) for ln in drawn):
                 out.append(f"{s!r} in panel {panel!r}: drawn as {[_look(ln) for ln in drawn]}, legend {_look(h)}")
     return out
@@ -79,8 +87,9 @@ def _drawn_x(ax, fd, panel: str, series: str) -> dict:
     """x value -> the x its point of `series` is drawn at in ax (a line through its values)."""
     import numpy as np
 
-    pts = sorted((r["x"], r["y"]) for r in fd.rows
-                 if r["panel"] == panel and r["series"] == series and r.get("y") is not None)
+    pts = sorted(
+        (r["x"], r["y"]) for r in fd.rows if r["panel"] == panel and r["series"] == series and r.get("y") is not None
+    )
     ys = np.array([y for _, y in pts])
     for ln in ax.get_lines():
         if len(ln.get_ydata()) == len(ys) and len(ys) and np.allclose(np.asarray(ln.get_ydata(), dtype=float), ys):
@@ -138,10 +147,22 @@ def alike_entries(fig) -> list[str]:
 
 
 def _rows(series_ys: dict, panel: str, xs, y_quantity: str | None = None, spread: float = 0.0) -> list[dict]:
-    return [{"panel": panel, "series": s, "x": x, "y": y, "x_quantity": "GPUs", "y_quantity": y_quantity or panel,
-             "ci95_low": y * (1 - spread) if spread else None, "ci95_high": y * (1 + spread) if spread else None,
-             "config_ids": [f"{s}@{x}@{panel}"]}
-            for s, ys in series_ys.items() for x, y in zip(xs, ys) if y is not None]
+    return [
+        {
+            "panel": panel,
+            "series": s,
+            "x": x,
+            "y": y,
+            "x_quantity": "GPUs",
+            "y_quantity": y_quantity or panel,
+            "ci95_low": y * (1 - spread) if spread else None,
+            "ci95_high": y * (1 + spread) if spread else None,
+            "config_ids": [f"{s}@{x}@{panel}"],
+        }
+        for s, ys in series_ys.items()
+        for x, y in zip(xs, ys)
+        if y is not None
+    ]
 
 
 def _draw(fd, **kw):
@@ -158,10 +179,24 @@ XS = (8, 32, 128, 512, 2048)
 def test_a_series_coinciding_in_one_panel_only_is_drawn_there_as_its_legend_shows_it():
     """model_sizes: llama2-13b lay on another line in the MFU panel only and was drawn there with
     another marker and dashes than its legend (made from the first panel) showed."""
-    tput = _rows({"7b": [11000, 10900, 10800, 10500, 10000], "13b": [6000, 5900, 5800, 5700, 5300],
-                  f"7b{MEASURED_SERIES}": [10500, 10400, 10300, 10000, 9500]}, T.label, XS)
-    mfu = _rows({"7b": [53.0, 53.0, 52.5, 51.0, 48.0], "13b": [54.0, 53.5, 53.0, 52.0, 47.0],
-                 f"7b{MEASURED_SERIES}": [50.0, 50.5, 50.0, 49.5, 46.0]}, Q.label, XS)
+    tput = _rows(
+        {
+            "7b": [11000, 10900, 10800, 10500, 10000],
+            "13b": [6000, 5900, 5800, 5700, 5300],
+            f"7b{MEASURED_SERIES}": [10500, 10400, 10300, 10000, 9500],
+        },
+        T.label,
+        XS,
+    )
+    mfu = _rows(
+        {
+            "7b": [53.0, 53.0, 52.5, 51.0, 48.0],
+            "13b": [54.0, 53.5, 53.0, 52.0, 47.0],
+            f"7b{MEASURED_SERIES}": [50.0, 50.5, 50.0, 49.5, 46.0],
+        },
+        Q.label,
+        XS,
+    )
     fd = prepare.FigureData("t", "t", rows=tput + mfu, panels=[T.label, Q.label], description=DESC)
     fig, _ = _draw(fd)
     assert not legend_mismatches(fig, fd)
@@ -172,9 +207,13 @@ def test_variants_of_one_colour_that_coincide_keep_legend_entries_of_their_own()
     """Two variants of one base (wall step, GPU busy time) lying on each other and on their base:
     each keeps a marker and dashes no other series of its colour has."""
     ys = [10.0, 10.1, 10.0, 9.9, 9.8]
-    fd = prepare.FigureData("t", "t", rows=_rows({"TP=8": ys, f"TP=8{MEASURED_SERIES}": ys,
-                                                  f"TP=8{MEASURED_BUSY_SERIES}": ys}, Q.label, XS),
-                            panels=[Q.label], description=DESC)
+    fd = prepare.FigureData(
+        "t",
+        "t",
+        rows=_rows({"TP=8": ys, f"TP=8{MEASURED_SERIES}": ys, f"TP=8{MEASURED_BUSY_SERIES}": ys}, Q.label, XS),
+        panels=[Q.label],
+        description=DESC,
+    )
     fig, _ = _draw(fd)
     assert not alike_entries(fig) and not legend_mismatches(fig, fd)
 
@@ -192,24 +231,27 @@ def test_a_measured_share_point_is_drawn_beside_the_model_point_at_its_x():
     assert 256 in list(model.get_xdata())
     assert not variants_on_plain_points(fig, fd)
     x = share.get_xdata()[0]
-    assert x > 256 * 2 ** 0.1, x  # a marker or more to the right, not on the model point's x
+    assert x > 256 * 2**0.1, x  # a marker or more to the right, not on the model point's x
     lo, hi = axes[0].get_xlim()
     assert lo < x < hi
 
 
 def test_a_single_series_is_not_dodged():
-    fd = prepare.FigureData("t", "t", rows=_rows({"a": [1.0, 2.0, 3.0, 4.0, 5.0]}, Q.label, XS), panels=[Q.label],
-                            description=DESC)
+    fd = prepare.FigureData(
+        "t", "t", rows=_rows({"a": [1.0, 2.0, 3.0, 4.0, 5.0]}, Q.label, XS), panels=[Q.label], description=DESC
+    )
     _, axes = _draw(fd)
     assert list(next(ln for ln in axes[0].get_lines() if len(ln.get_xdata()) == 5).get_xdata()) == list(XS)
 
 
 def test_dodge_slots_put_a_variant_right_of_its_base_and_coinciding_series_apart():
-    pts = {"FSDP": [{"x": 8, "y": 700.0}, {"x": 16, "y": 700.0}],
-           "HSDP": [{"x": 8, "y": 700.0}, {"x": 16, "y": 700.0}],
-           "PP=2": [{"x": 8, "y": 500.0}, {"x": 16, "y": 490.0}],
-           f"FSDP{MEASURED_SERIES}": [{"x": 8, "y": 650.0}],
-           f"TP=2{MEASURED_SERIES}": [{"x": 16, "y": 300.0}]}
+    pts = {
+        "FSDP": [{"x": 8, "y": 700.0}, {"x": 16, "y": 700.0}],
+        "HSDP": [{"x": 8, "y": 700.0}, {"x": 16, "y": 700.0}],
+        "PP=2": [{"x": 8, "y": 500.0}, {"x": 16, "y": 490.0}],
+        f"FSDP{MEASURED_SERIES}": [{"x": 8, "y": 650.0}],
+        f"TP=2{MEASURED_SERIES}": [{"x": 16, "y": 300.0}],
+    }
     slots = drawing.dodge_slots(pts)
     assert slots["FSDP"] == 0 and slots["PP=2"] == 0
     assert slots["HSDP"] == 1  # on FSDP
@@ -224,8 +266,13 @@ def _power_grid(fsdp_w: float = 700.0):
     measured-share variants of FSDP and of two TP/PP configurations."""
     g = figure_fixtures.Grid()
     worlds = (8, 16, 32, 64)
-    layouts = ((2, 1, True, 4, 700.0, 16.0), (4, 1, True, 8, 700.0, 14.8), (1, 2, False, 2, 600.0, 13.4),
-               (1, 4, False, 2, 590.0, 11.7), (2, 2, True, 4, 680.0, 11.8))
+    layouts = (
+        (2, 1, True, 4, 700.0, 16.0),
+        (4, 1, True, 8, 700.0, 14.8),
+        (1, 2, False, 2, 600.0, 13.4),
+        (1, 4, False, 2, 590.0, 11.7),
+        (2, 2, True, 4, 680.0, 11.8),
+    )
     for w in worlds:
         figure_fixtures._add(g, experiments=["power"], world=w, per_device=11000.0, seeds=1)
         _power(g, fsdp_w, 16.3)
@@ -233,28 +280,44 @@ def _power_grid(fsdp_w: float = 700.0):
             figure_fixtures._add(g, experiments=["power"], world=w, replicate=w // 8, per_device=10900.0, seeds=1)
             _power(g, fsdp_w, 15.9)
         for tp, pp, sp, mb, watts, tpj in layouts:
-            figure_fixtures._add(g, experiments=["power"], world=w, tp=tp, pp=pp, micro_batch=mb,
-                                 per_device=tpj * watts, seeds=1)
+            figure_fixtures._add(
+                g, experiments=["power"], world=w, tp=tp, pp=pp, micro_batch=mb, per_device=tpj * watts, seeds=1
+            )
             _power(g, watts, tpj)
             for r in g.runs[-1:]:
                 r["spec.sequence_parallel"] = sp
-    for base in [c for c in g.summary if c["world_size"] == 32 and (c["tp"], c["pp"]) in ((1, 1), (1, 2), (1, 4))
-                 and c["dp_replicate"] == 1]:
+    for base in [
+        c
+        for c in g.summary
+        if c["world_size"] == 32 and (c["tp"], c["pp"]) in ((1, 1), (1, 2), (1, 4)) and c["dp_replicate"] == 1
+    ]:
         twin = {**base, "config_id": base["config_id"] + MEASURED_SUFFIX, "measured_inputs": "compute, memory"}
         twin["power_w_per_gpu_mean"] *= 0.99
         twin["tokens_per_joule_mean"] *= 0.9
         g.summary.append(twin)
-        g.runs += [{**r, "config_id": twin["config_id"], "run_id": r["run_id"] + MEASURED_SUFFIX}
-                   for r in g.runs if r["config_id"] == base["config_id"]]
+        g.runs += [
+            {**r, "config_id": twin["config_id"], "run_id": r["run_id"] + MEASURED_SUFFIX}
+            for r in g.runs
+            if r["config_id"] == base["config_id"]
+        ]
     return g
 
 
 def _power(g, watts: float, tokens_per_joule: float) -> None:
     row = g.summary[-1]
-    row.update({"power_w_per_gpu_mean": watts, "power_w_per_gpu_n": 1, "power_w_per_gpu_ci95_low": None,
-                "power_w_per_gpu_ci95_high": None, "tokens_per_joule_mean": tokens_per_joule,
-                "tokens_per_joule_n": 1, "tokens_per_joule_ci95_low": None, "tokens_per_joule_ci95_high": None,
-                "measured_inputs": None})
+    row.update(
+        {
+            "power_w_per_gpu_mean": watts,
+            "power_w_per_gpu_n": 1,
+            "power_w_per_gpu_ci95_low": None,
+            "power_w_per_gpu_ci95_high": None,
+            "tokens_per_joule_mean": tokens_per_joule,
+            "tokens_per_joule_n": 1,
+            "tokens_per_joule_ci95_low": None,
+            "tokens_per_joule_ci95_high": None,
+            "measured_inputs": None,
+        }
+    )
 
 
 def _power_figure(g):
@@ -320,16 +383,30 @@ def _strong_grid():
     for w in (16, 32, 64, 128, 256):
         for tp, pp, rate in ((1, 1, 120.0), (2, 1, 110.0), (8, 2, 60.0 if w < 256 else 200.0)):
             if w // (tp * pp) >= 1:
-                figure_fixtures._add(g, experiments=["strong_scaling"], world=w, tp=tp, pp=pp, global_batch=32,
-                                     per_device=32 * rate / w * (1 + 0.002 * w), seeds=1)
+                figure_fixtures._add(
+                    g,
+                    experiments=["strong_scaling"],
+                    world=w,
+                    tp=tp,
+                    pp=pp,
+                    global_batch=32,
+                    per_device=32 * rate / w * (1 + 0.002 * w),
+                    seeds=1,
+                )
     for base in [c for c in g.summary if (c["tp"], c["pp"]) in ((8, 2), (2, 1))]:  # measured twins, 10% lower
-        twin = {**base, "config_id": base["config_id"] + MEASURED_SUFFIX,
-                "measured_inputs": "compute (GPU busy time), memory"}
+        twin = {
+            **base,
+            "config_id": base["config_id"] + MEASURED_SUFFIX,
+            "measured_inputs": "compute (GPU busy time), memory",
+        }
         for k in ("tokens_per_s_mean", "tokens_per_s_ci95_low", "tokens_per_s_ci95_high"):
             twin[k] = None if base[k] is None else base[k] * 0.9
         g.summary.append(twin)
-        g.runs += [{**r, "config_id": twin["config_id"], "run_id": r["run_id"] + MEASURED_SUFFIX}
-                   for r in g.runs if r["config_id"] == base["config_id"]]
+        g.runs += [
+            {**r, "config_id": twin["config_id"], "run_id": r["run_id"] + MEASURED_SUFFIX}
+            for r in g.runs
+            if r["config_id"] == base["config_id"]
+        ]
     return g
 
 
@@ -351,7 +428,7 @@ def test_strong_scaling_says_why_a_configuration_has_two_values_and_draws_them_s
     ax = next(a for a in fig.findobj(matplotlib.axes.Axes) if a.get_title().startswith("global batch"))
     twin_y = next(r["y"] for r in fd.rows if r["x"] == 256 and r["series"].startswith("TP=8×PP=2"))
     twin_line = next(ln for ln in ax.get_lines() if len(ln.get_ydata()) and ln.get_ydata()[-1] == twin_y)
-    assert twin_line.get_xdata()[-1] > 256 * 2 ** 0.1  # beside the best point, not under its marker
+    assert twin_line.get_xdata()[-1] > 256 * 2**0.1  # beside the best point, not under its marker
     handles = _legend(fig)
     best_colour = _look(handles[strong_scaling.BEST])[0]
     coloured = [_look(h)[0] for s, h in handles.items() if MEASURED_SERIES.split(")")[0] in s]
@@ -377,12 +454,26 @@ def _rank_study(tmp_path, name: str, rows: list[dict]):
 
 def _rank_row(model, world, tp, pp, micro_batch, mem_gib, status="ok"):
     gid = f"{model}-w{world}-t{tp}p{pp}-mb{micro_batch}"
-    return {"group_id": gid, "experiments": "model_sizes", "model": model, "world_size": world,
-            "layout": "+".join(["fsdp"] + (["tp"] if tp > 1 else []) + (["pp"] if pp > 1 else [])), "tp": tp,
-            "pp": pp, "dp_replicate": 1, "dp_shard": world // (tp * pp), "micro_batch": micro_batch,
-            "global_batch": 2 * world, "device_memory_cap_gib": 79.6, "status": status, "stages_measured": pp,
-            "stages_planned": pp, "rank_step_time_s": 1.0 if status == "ok" else None,
-            "peak_allocated_bytes": mem_gib * 2**30, "run_ids": f"{gid}-seed0"}
+    return {
+        "group_id": gid,
+        "experiments": "model_sizes",
+        "model": model,
+        "world_size": world,
+        "layout": "+".join(["fsdp"] + (["tp"] if tp > 1 else []) + (["pp"] if pp > 1 else [])),
+        "tp": tp,
+        "pp": pp,
+        "dp_replicate": 1,
+        "dp_shard": world // (tp * pp),
+        "micro_batch": micro_batch,
+        "global_batch": 2 * world,
+        "device_memory_cap_gib": 79.6,
+        "status": status,
+        "stages_measured": pp,
+        "stages_planned": pp,
+        "rank_step_time_s": 1.0 if status == "ok" else None,
+        "peak_allocated_bytes": mem_gib * 2**30,
+        "run_ids": f"{gid}-seed0",
+    }
 
 
 def _rank_figure(study, tables):
@@ -402,8 +493,14 @@ def test_rank_memory_panels_are_in_model_size_order(tmp_path):
 
 def test_model_size_orders_names_by_the_catalog_models_parameters():
     names = ["llama2-70b, TP=8", "llama-1b, FSDP", "llama2-7b", "llama2-13b, TP=2", "FSDP", "llama3.1-405b"]
-    assert sorted(names, key=drawing.model_size) == ["llama-1b, FSDP", "llama2-7b", "llama2-13b, TP=2",
-                                                     "llama2-70b, TP=8", "llama3.1-405b", "FSDP"]
+    assert sorted(names, key=drawing.model_size) == [
+        "llama-1b, FSDP",
+        "llama2-7b",
+        "llama2-13b, TP=2",
+        "llama2-70b, TP=8",
+        "llama3.1-405b",
+        "FSDP",
+    ]
 
 
 def test_a_configuration_has_one_colour_and_marker_in_two_studies(tmp_path):
@@ -427,8 +524,7 @@ def test_a_configuration_has_one_colour_and_marker_in_two_studies(tmp_path):
 
 
 def test_the_memory_cap_is_drawn_from_the_figure_s_data_and_named_in_the_legend(tmp_path):
-    fd, fig = _rank_figure(*_rank_study(tmp_path, "cap", [_rank_row("llama2-7b", w, 1, 1, 2, 70.0)
-                                                          for w in (8, 16)]))
+    fd, fig = _rank_figure(*_rank_study(tmp_path, "cap", [_rank_row("llama2-7b", w, 1, 1, 2, 70.0) for w in (8, 16)]))
     ax = next(a for a in fig.findobj(matplotlib.axes.Axes) if a.get_title() == "llama2-7b")
     assert [ln for ln in ax.get_lines() if list(ln.get_ydata()) == [79.6, 79.6]]
     assert "memory cap 79.6 GiB" in _legend(fig)
@@ -450,9 +546,17 @@ def _committed(study_name: str, name: str):
     return fd, fig
 
 
-@pytest.mark.parametrize("study_name,name", [("paper-rank", "rank_memory"), ("h100-rank", "rank_memory"),
-                                             ("paper-model", "model_sizes"), ("paper-model", "weak_scaling"),
-                                             ("paper-model", "strong_scaling"), ("paper-model", "power")])
+@pytest.mark.parametrize(
+    "study_name,name",
+    [
+        ("paper-rank", "rank_memory"),
+        ("h100-rank", "rank_memory"),
+        ("paper-model", "model_sizes"),
+        ("paper-model", "weak_scaling"),
+        ("paper-model", "strong_scaling"),
+        ("paper-model", "power"),
+    ],
+)
 def test_the_studies_figures_draw_each_series_as_its_legend_shows_it(study_name, name):
     fd, fig = _committed(study_name, name)
     problems = legend_mismatches(fig, fd) + alike_entries(fig) + variants_on_plain_points(fig, fd)

@@ -11,13 +11,33 @@ from scalestudy.analysis.figures.description import Description, Quantity
 matplotlib.use("Agg")
 
 Q = Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0)
-DESC = Description(name="t", title="t", paper="p", shows="s", series="s", x=Quantity("GPUs"), quantities=(Q,),
-                   category="c", paper_values=(("MFU (%)", 59.67, "A100"),))
+DESC = Description(
+    name="t",
+    title="t",
+    paper="p",
+    shows="s",
+    series="s",
+    x=Quantity("GPUs"),
+    quantities=(Q,),
+    category="c",
+    paper_values=(("MFU (%)", 59.67, "A100"),),
+)
 
 
 def _fd(ys_by_series, panel="MFU (%)", xs=(8, 16, 32)):
-    rows = [{"panel": panel, "series": s, "x": x, "y": y, "x_quantity": "GPUs", "y_quantity": panel,
-             "config_ids": [f"{s}{x}"]} for s, ys in ys_by_series.items() for x, y in zip(xs, ys)]
+    rows = [
+        {
+            "panel": panel,
+            "series": s,
+            "x": x,
+            "y": y,
+            "x_quantity": "GPUs",
+            "y_quantity": panel,
+            "config_ids": [f"{s}{x}"],
+        }
+        for s, ys in ys_by_series.items()
+        for x, y in zip(xs, ys)
+    ]
     return prepare.FigureData(name="t", title="t", rows=rows, panels=[panel], description=DESC)
 
 
@@ -105,8 +125,12 @@ def test_the_best_tp_pp_series_names_its_layout_per_point(rich):
 def test_heatmap_cells_are_annotated_by_seaborn_with_value_and_status():
     import matplotlib.pyplot as plt
 
-    cells = [heatmap.Cell(1, 1, 10.0), heatmap.Cell(1, 2, None, "oom", heatmap.FAILED_HATCH),
-             heatmap.Cell(2, 1, 30.0, "oom", heatmap.FAILED_HATCH), heatmap.Cell(2, 2, None, "planned")]
+    cells = [
+        heatmap.Cell(1, 1, 10.0),
+        heatmap.Cell(1, 2, None, "oom", heatmap.FAILED_HATCH),
+        heatmap.Cell(2, 1, 30.0, "oom", heatmap.FAILED_HATCH),
+        heatmap.Cell(2, 2, None, "planned"),
+    ]
     fig, ax = plt.subplots()
     heatmap.heatmap_panel(ax, cells, title="t", value_label="v", fmt="{:g}".format)
     texts = {t.get_text(): t for t in ax.texts}
@@ -136,8 +160,11 @@ def test_muted_series_take_no_palette_colour():
     with matplotlib.rc_context(drawing.style()):
         fig, axes = drawing.figure_for(fd)
         drawing.draw_lines(fig, axes, fd, muted_series={"other"})
-    colours = {tuple(round(c, 4) for c in line.get_color()[:3]) for line in axes[0].get_lines()
-               if line.get_label().startswith("s")}
+    colours = {
+        tuple(round(c, 4) for c in line.get_color()[:3])
+        for line in axes[0].get_lines()
+        if line.get_label().startswith("s")
+    }
     assert colours == {tuple(round(c, 4) for c in rgb) for rgb in drawing.palette(10)}  # the colour-blind 10
 
 

@@ -57,8 +57,10 @@ def test_the_rule_is_one_sided_and_never_drops_the_fastest_seed():
     assert "a" not in agg.seed_outliers({"a": 150.0, "b": 100.0, "c": 101.0})
     # the default follows the device kind's measured run-to-run noise
     assert agg.default_slowdown("cpu") == 0.35 and agg.default_slowdown("cuda") == 0.05
-    runs = [{"config_id": "c", "run_id": f"r{i}", "status": "ok", "device": "cpu", "tokens_per_s": v}
-            for i, v in enumerate((100.0, 75.0, 60.0))]
+    runs = [
+        {"config_id": "c", "run_id": f"r{i}", "status": "ok", "device": "cpu", "tokens_per_s": v}
+        for i, v in enumerate((100.0, 75.0, 60.0))
+    ]
     agg.flag_outliers(runs)
     assert [bool(r["outlier"]) for r in runs] == [False, False, True]
 
@@ -113,8 +115,9 @@ def test_figure_csv_names_left_out_seeds_and_only_the_runs_behind_the_value(tmp_
 def test_every_claim_lists_the_seeds_left_out(tmp_path):
     from test_analysis_claims import runs, tables
 
-    rows = (runs(world=8, values=[1.0, 1.0, 1.0], experiments=("power",), tokens_per_joule=[10.0, 10.1, 9.9])
-            + runs(world=64, values=[1.0, 1.0, 1.0], experiments=("power",), tokens_per_joule=[8.0, 8.1, 7.9]))
+    rows = runs(world=8, values=[1.0, 1.0, 1.0], experiments=("power",), tokens_per_joule=[10.0, 10.1, 9.9]) + runs(
+        world=64, values=[1.0, 1.0, 1.0], experiments=("power",), tokens_per_joule=[8.0, 8.1, 7.9]
+    )
     rows[2]["contaminated"] = True
     c7 = {r["id"]: r for r in claims.evaluate(tables(tmp_path, rows))}["C7"]
     assert len(c7["left_out"]) == 1 and "seed 2" in c7["left_out"][0] and "contaminated" in c7["left_out"][0]
@@ -133,8 +136,9 @@ def _rewrite_run_json(d, **changes):
     rawlog.write_status(d / "status.json", st)
 
 
-@pytest.mark.parametrize("field,value", [("hardware", "H200 SXM, another study"), ("study", "other"),
-                                         ("config_id", "tiny-other-0000000000")])
+@pytest.mark.parametrize(
+    "field,value", [("hardware", "H200 SXM, another study"), ("study", "other"), ("config_id", "tiny-other-0000000000")]
+)
 def test_a_run_of_another_study_or_configuration_is_refused(tmp_path, field, value, capsys):
     s = build(tmp_path)
     d = run_dir(s, 1)
@@ -165,8 +169,7 @@ def test_a_swapped_or_stale_image_fails_the_audit(tmp_path):
     assert manifest[str(png)] == rawlog.sha256_file(png) and str(s.figures_dir / "weak_scaling.csv") in manifest
     shutil.copy(s.figures_dir / "weak_scaling.png", png)  # one figure's image over another's
     # a stale image: drawn from something else than its CSV says (here another hardware line)
-    render("weak_scaling", dataclasses.replace(s, hardware="another GPU"), out_dir=tmp_path / "stale",
-           formats=("pdf",))
+    render("weak_scaling", dataclasses.replace(s, hardware="another GPU"), out_dir=tmp_path / "stale", formats=("pdf",))
     shutil.copy(tmp_path / "stale" / "weak_scaling.pdf", pdf)
     problems = audit(s, claims=False)
     assert len(problems) == 2, problems
@@ -260,6 +263,7 @@ def test_a_full_disk_while_aggregating_leaves_the_tables_as_they_were(tmp_path, 
         if len(calls) == 2:  # runs.csv staged, summary.csv not
             raise rawlog.disk_error(OSError(errno.ENOSPC, "No space left on device"), path)
         return real(path, data)
+
     monkeypatch.setattr(rawlog, "atomic_write_bytes", full)
     with pytest.raises(OSError, match="summary.csv: the disk is full") as e:
         agg.aggregate(s)

@@ -33,9 +33,14 @@ def test_the_model_cannot_express_nvfp4():
 def test_the_harness_refuses_what_only_imported_logs_hold():
     from scalestudy.spec.run import RunSpec
 
-    assert [f for f, _ in RunSpec(model="tiny", precision="fp8", nodes=2, cp=2).harness_problems()] == ["precision", "cp"]
-    assert [f for f, _ in RunSpec(model="tiny", precision="nvfp4", system="gb200-nvidia").harness_problems()] == \
-        ["precision", "system"]
+    assert [f for f, _ in RunSpec(model="tiny", precision="fp8", nodes=2, cp=2).harness_problems()] == [
+        "precision",
+        "cp",
+    ]
+    assert [f for f, _ in RunSpec(model="tiny", precision="nvfp4", system="gb200-nvidia").harness_problems()] == [
+        "precision",
+        "system",
+    ]
     assert RunSpec(model="tiny").harness_problems() == []
 
 
@@ -60,15 +65,20 @@ def test_claims_of_the_committed_mlperf_tables():
     model = {r["id"]: r for r in rows if r["id"].startswith("M-")}
     assert len({r["id"] for r in rows}) == len(rows)
     assert len(decline) == 11 and len(fixed) == 7  # 11 families (v5.1 GB200 NVFP4 in one), 7 with a fit
-    assert {"D-gpt3-175b@h100-eos/pp_stages_per_rank=12/micro_batch=1", "D-llama3.1-405b@gb200-nvidia/precision=nvfp4",
-            "F-llama3.1-405b@h100-eos"} <= {r["id"] for r in rows}
+    assert {
+        "D-gpt3-175b@h100-eos/pp_stages_per_rank=12/micro_batch=1",
+        "D-llama3.1-405b@gb200-nvidia/precision=nvfp4",
+        "F-llama3.1-405b@h100-eos",
+    } <= {r["id"] for r in rows}
     nvfp4 = model["M-llama3.1-405b@gb200-nvidia/precision=nvfp4"]
     assert nvfp4["verdict"] == "not comparable" and "NVFP4" in nvfp4["reason"]
     if getattr(tables, "model_beside", None) is not None:  # the model beside: its error
         eos = model["M-llama3.1-405b@h100-eos"]
         assert eos["verdict"] in ("consistent", "not consistent") and "decline" in eos["reason"]
     (eos,) = [r for r in decline if "h100-eos" in r["claim"] and "pp_stages_per_rank=12" in r["claim"]]
-    assert eos["ours"] < 0 and eos["ours_ci95_low"] < eos["ours"] < eos["ours_ci95_high"] < 0 and eos["n_seeds"] == "3/3"
+    assert (
+        eos["ours"] < 0 and eos["ours_ci95_low"] < eos["ours"] < eos["ours_ci95_high"] < 0 and eos["n_seeds"] == "3/3"
+    )
     (f,) = [r for r in fixed if "h100-eos" in r["claim"] and "pp_stages_per_rank=12" in r["claim"]]
     assert f["n_seeds"] == "21 runs" and 0 < f["ours"] < 1
 
@@ -109,11 +119,22 @@ def test_an_expressible_prediction_is_drawn_beside_its_series(tmp_path):
     study, tables = _study_and_tables()
     cfgs = prepare.experiment_configs(tables, "weak_scaling")
     first = sorted(cfgs, key=lambda c: c["config_id"])[0]
-    beside = [{"config_id": c["config_id"], "world_size": c["world_size"], "expressible": False,
-               "reason": "not expressible: a test's reason"} for c in cfgs]
+    beside = [
+        {
+            "config_id": c["config_id"],
+            "world_size": c["world_size"],
+            "expressible": False,
+            "reason": "not expressible: a test's reason",
+        }
+        for c in cfgs
+    ]
     beside[[c["config_id"] for c in cfgs].index(first["config_id"])].update(
-        expressible=True, reason=None, tokens_per_s_per_device=700.0, tokens_per_s_per_device_low=650.0,
-        tokens_per_s_per_device_high=750.0)
+        expressible=True,
+        reason=None,
+        tokens_per_s_per_device=700.0,
+        tokens_per_s_per_device_low=650.0,
+        tokens_per_s_per_device_high=750.0,
+    )
     tables.model_beside = pd.DataFrame(beside)
     paths = render("weak_scaling", study, tables, tmp_path, formats=("csv", "png"))
     rows = list(csv.DictReader(open(tmp_path / "weak_scaling.csv")))

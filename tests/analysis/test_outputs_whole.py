@@ -47,4 +47,3 @@ def test_a_csv_is_replaced_in_one_step(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         csv_format.write_csv(path, ["a"], [{"a": 2}])
     assert path.read_text() == "a\n1\n" and [p.name for p in tmp_path.iterdir()] == ["t.csv"]
-

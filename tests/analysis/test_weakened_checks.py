@@ -17,7 +17,8 @@ def test_weakened_checks_name_each_switch_the_guard_and_a_dirty_checkout():
     cpu = {"spec": {"device": "cpu"}}
     assert rawlog.weakened_checks(cpu, {}) == []
     assert rawlog.weakened_checks({**cpu, "overrides": {"SCALESTUDY_FOREIGN_CPU_MAX": "off"}}, {}) == [
-        "SCALESTUDY_FOREIGN_CPU_MAX=off (the run guard's foreign-CPU threshold)"]
+        "SCALESTUDY_FOREIGN_CPU_MAX=off (the run guard's foreign-CPU threshold)"
+    ]
     guard_off = {"load": {"foreign_cpu": {"threshold": None, "foreign_cpu_share": 0.536}}}
     assert rawlog.weakened_checks(cpu, guard_off) == ["the run guard's foreign-CPU check was off"]
     raised = {"load": {"foreign_cpu": {"threshold": 0.6}}}
@@ -76,8 +77,9 @@ def test_a_claim_over_a_weakened_seed_says_so(tmp_path):
 
     from scalestudy.analysis import claims
 
-    rows = (runs(world=8, values=[1.0, 1.0, 1.0], experiments=("power",), tokens_per_joule=[10.0, 10.1, 9.9])
-            + runs(world=64, values=[1.0, 1.0, 1.0], experiments=("power",), tokens_per_joule=[8.0, 8.1, 7.9]))
+    rows = runs(world=8, values=[1.0, 1.0, 1.0], experiments=("power",), tokens_per_joule=[10.0, 10.1, 9.9]) + runs(
+        world=64, values=[1.0, 1.0, 1.0], experiments=("power",), tokens_per_joule=[8.0, 8.1, 7.9]
+    )
     rows[4]["weakened"] = ["made from a checkout with uncommitted changes (commit 0123456789ab)"]
     c7 = {r["id"]: r for r in claims.evaluate(tables(tmp_path, rows))}["C7"]
     assert f"1 seed {WEAKENED_NOTE} (made from a checkout with uncommitted changes)" in c7["reason"], c7["reason"]

@@ -71,16 +71,17 @@ def test_a_multi_process_spec_without_torchrun_gets_one_sentence(tmp_path, capsy
     assert err.count("\n") == 1 and not (tmp_path / "r").exists()
 
 
-
 def test_help_and_the_launchers_start_import_no_torch_pandas_or_matplotlib():
     # every run job starts `scalestudy launch`, which must stay light: torch is imported by the
     # run's workers (or a warm server), pandas and matplotlib by the analysis commands only
-    code = ("import sys\n"
-            "from scalestudy.cli import build_parser\n"
-            "from scalestudy.launch import launcher, run_summary, warm_workers\n"
-            "from scalestudy.spec.studies import load_study\n"
-            "build_parser(); load_study('smoke')\n"
-            "print(sorted(m for m in ('torch', 'pandas', 'matplotlib', 'numpy') if m in sys.modules))\n")
+    code = (
+        "import sys\n"
+        "from scalestudy.cli import build_parser\n"
+        "from scalestudy.launch import launcher, run_summary, warm_workers\n"
+        "from scalestudy.spec.studies import load_study\n"
+        "build_parser(); load_study('smoke')\n"
+        "print(sorted(m for m in ('torch', 'pandas', 'matplotlib', 'numpy') if m in sys.modules))\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout[-300:] + out.stderr[-300:]
 

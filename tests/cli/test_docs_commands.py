@@ -22,10 +22,10 @@ def _commands(tool: str) -> list[tuple[str, str]]:
     for doc in DOCS:
         text = doc.read_text()
         for m in re.finditer(rf"^[ \t]*(?:\$ )?((?:[A-Z_]+=\S+ )*{tool} (?:[^\n#]*\\\n)*[^\n#`]*)", text, re.M):
-            out.append((doc, text[:m.start()].count("\n") + 1, m.group(1)))
+            out.append((doc, text[: m.start()].count("\n") + 1, m.group(1)))
         for m in re.finditer(rf"`((?:[A-Z_]+=\S+ )*{tool} [^`]*)`", text):
             if " -" in m.group(1):
-                out.append((doc, text[:m.start()].count("\n") + 1, m.group(1)))
+                out.append((doc, text[: m.start()].count("\n") + 1, m.group(1)))
     seen, result = set(), []
     for doc, n, cmd in out:
         cmd = " ".join(cmd.replace("\\\n", " ").replace("[", " ").replace("]", " ").split())
@@ -47,7 +47,7 @@ def test_the_docs_show_commands():
 @pytest.mark.parametrize("where,cmd", SCALESTUDY, ids=[w for w, _ in SCALESTUDY])
 def test_a_documented_scalestudy_command_parses(where, cmd):
     words = shlex.split(cmd)
-    argv = words[[i for i, w in enumerate(words) if w == "scalestudy"][0] + 1:]
+    argv = words[[i for i, w in enumerate(words) if w == "scalestudy"][0] + 1 :]
     try:
         build_parser().parse_args(argv)
     except SystemExit as e:
@@ -60,7 +60,7 @@ def test_a_documented_snakemake_config_key_exists(where, cmd):
     words = shlex.split(cmd)
     if "--config" not in words:  # noqa: SIM102
         return
-    for w in words[words.index("--config") + 1:]:
+    for w in words[words.index("--config") + 1 :]:
         if w.startswith("-"):
             break
         key = w.split("=", 1)[0]

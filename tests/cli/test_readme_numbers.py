@@ -26,10 +26,12 @@ def paper_cost_sentence(monkeypatch) -> str:
     cost = study_cost(study, load_site(root=REPO), root=REPO)
     largest = max(cost.rows, key=lambda r: r.devices)
     assert cost.gpu and cost.expected_h is not None, cost.expected_from
-    return (f"The paper study is {cost.jobs} jobs ({len(study.runs)} training runs, {len(study.collectives)} "
-            f"collectives benchmarks), {largest.jobs} of them on {largest.devices} GPUs: "
-            f"**{cost.requested_h:,.0f} GPU-hours at the time limits the jobs ask for, "
-            f"about {round(cost.expected_h, -2):,.0f} expected**")
+    return (
+        f"The paper study is {cost.jobs} jobs ({len(study.runs)} training runs, {len(study.collectives)} "
+        f"collectives benchmarks), {largest.jobs} of them on {largest.devices} GPUs: "
+        f"**{cost.requested_h:,.0f} GPU-hours at the time limits the jobs ask for, "
+        f"about {round(cost.expected_h, -2):,.0f} expected**"
+    )
 
 
 def test_the_readme_states_the_paper_studys_cost_as_the_cli_prints_it(monkeypatch):
@@ -37,8 +39,10 @@ def test_the_readme_states_the_paper_studys_cost_as_the_cli_prints_it(monkeypatc
     readme = _flat(README.read_text())
     stated = re.search(r"The paper study is [^*]*\*\*[^*]*\*\*", readme)
     assert stated, "README.md: no sentence 'The paper study is N jobs ... **... expected**'"
-    assert stated.group(0) == want, (f"README.md says\n  {stated.group(0)}\nbut `scalestudy study --study paper` "
-                                     f"computes\n  {want}\nwrite the latter in README.md")
+    assert stated.group(0) == want, (
+        f"README.md says\n  {stated.group(0)}\nbut `scalestudy study --study paper` "
+        f"computes\n  {want}\nwrite the latter in README.md"
+    )
 
 
 def test_every_picture_the_readme_shows_is_in_the_repository():

@@ -44,6 +44,7 @@ def megatron_init(spec: RunSpec):
 
 # ---- tensor-parallel layers -------------------------------------------------------------------
 
+
 def case_tp_layers(rank: int, world: int) -> dict:
     """megatron ColumnParallelLinear -> RowParallelLinear (an MLP's two projections) against the
     torch backend's DTensor ColwiseParallel -> RowwiseParallel and against plain nn.Linear, with
@@ -75,26 +76,42 @@ def case_tp_layers(rank: int, world: int) -> dict:
     mesh = init_device_mesh("cpu", (world,))
     for sp in (False,):
         tag = "sp" if sp else "tp"
-        spec = RunSpec(model="tiny", tp=world, procs_per_node=world, sequence_parallel=sp, seq_len=s,
-                       precision="fp32", device="cpu")
+        spec = RunSpec(
+            model="tiny",
+            tp=world,
+            procs_per_node=world,
+            sequence_parallel=sp,
+            seq_len=s,
+            precision="fp32",
+            device="cpu",
+        )
         megatron_init(spec)
         r, n = parallel_state.get_tensor_model_parallel_rank(), world
-        cfg = TransformerConfig(num_layers=1, hidden_size=d_in, num_attention_heads=n, tensor_model_parallel_size=n,
-                                sequence_parallel=sp, use_cpu_initialization=True, perform_initialization=False,
-                                gradient_accumulation_fusion=False, add_bias_linear=False)
+        cfg = TransformerConfig(
+            num_layers=1,
+            hidden_size=d_in,
+            num_attention_heads=n,
+            tensor_model_parallel_size=n,
+            sequence_parallel=sp,
+            use_cpu_initialization=True,
+            perform_initialization=False,
+            gradient_accumulation_fusion=False,
+            add_bias_linear=False,
+        )
         col = ColumnParallelLinear(d_in, d_hid, config=cfg, init_method=nn.init.zeros_, bias=False, gather_output=False)
-        row = RowParallelLinear(d_hid, d_in, config=cfg, init_method=nn.init.zeros_, bias=False,
-                                input_is_parallel=True, skip_bias_add=False)
+        row = RowParallelLinear(
+            d_hid, d_in, config=cfg, init_method=nn.init.zeros_, bias=False, input_is_parallel=True, skip_bias_add=False
+        )
         h = d_hid // n
         with torch.no_grad():
-            col.weight.copy_(w1[r * h:(r + 1) * h])
-            row.weight.copy_(w2[:, r * h:(r + 1) * h])
+            col.weight.copy_(w1[r * h : (r + 1) * h])
+            row.weight.copy_(w2[:, r * h : (r + 1) * h])
         # megatron's layout [s, b, h]; with sequence parallelism each rank holds s / tp positions
         xm = x_full.transpose(0, 1).contiguous()
         dym = dy_full.transpose(0, 1).contiguous()
         if sp:
             q = s // n
-            xm, dym = xm[r * q:(r + 1) * q].contiguous(), dym[r * q:(r + 1) * q].contiguous()
+            xm, dym = xm[r * q : (r + 1) * q].contiguous(), dym[r * q : (r + 1) * q].contiguous()
         xm.requires_grad_(True)
         hm, _ = col(xm)
         ym, _ = row(hm)
@@ -108,7 +125,7 @@ def case_tp_layers(rank: int, world: int) -> dict:
         if sp:
             plan = {"0": ColwiseParallel(input_layouts=Shard(1)), "1": RowwiseParallel(output_layouts=Shard(1))}
             q = s // n
-            xt, dyt = x_full[:, r * q:(r + 1) * q].clone(), dy_full[:, r * q:(r + 1) * q]
+            xt, dyt = x_full[:, r * q : (r + 1) * q].clone(), dy_full[:, r * q : (r + 1) * q]
         else:
             plan = {"0": ColwiseParallel(), "1": RowwiseParallel()}
             xt, dyt = x_full.clone(), dy_full
@@ -125,8 +142,8 @@ def case_tp_layers(rank: int, world: int) -> dict:
         sl = slice(r * (s // n), (r + 1) * (s // n)) if sp else slice(None)
         checks[f"{tag}_out_vs_linear"] = err(ym_bsh, yr[:, sl])
         checks[f"{tag}_dx_vs_linear"] = err(xm.grad.transpose(0, 1), xr.grad[:, sl])
-        checks[f"{tag}_dw_col_vs_linear"] = err(col.weight.grad, ref[0].weight.grad[r * h:(r + 1) * h])
-        checks[f"{tag}_dw_row_vs_linear"] = err(row.weight.grad, ref[1].weight.grad[:, r * h:(r + 1) * h])
+        checks[f"{tag}_dw_col_vs_linear"] = err(col.weight.grad, ref[0].weight.grad[r * h : (r + 1) * h])
+        checks[f"{tag}_dw_row_vs_linear"] = err(row.weight.grad, ref[1].weight.grad[:, r * h : (r + 1) * h])
     return {"checks": checks}
 
 
@@ -195,6 +212,7 @@ def _dp_block(mesh) -> set[int]:
 
 # ---- GPTModel pieces against the torch backend's Transformer ----------------------------------
 
+
 def _gpt_pieces_forward(gpt, tokens: torch.Tensor) -> torch.Tensor:
     """Embedding, decoder and output layer of a GPTModel chunk on CPU: GPTModel.forward itself
     moves its rotary table to CUDA, so the test computes the same table (the rotate-half form,
@@ -239,14 +257,15 @@ def case_decoder(rank: int, world: int, tp: int | None = None) -> dict:
 
     logits = _gpt_pieces_forward(gpt, tokens)
     # (megatron's cross entropy works in place on the logits it is given: give it a copy)
-    per_token = tensor_parallel.vocab_parallel_cross_entropy(logits.float().clone(),
-                                                             labels.transpose(0, 1).contiguous())
+    per_token = tensor_parallel.vocab_parallel_cross_entropy(
+        logits.float().clone(), labels.transpose(0, 1).contiguous()
+    )
     loss = per_token.mean()
     loss.backward()
 
     v = cfg.vocab_size // tp
     checks = {
-        "logits": err(logits.transpose(0, 1), logits_ref[..., tp_rank * v:(tp_rank + 1) * v]),
+        "logits": err(logits.transpose(0, 1), logits_ref[..., tp_rank * v : (tp_rank + 1) * v]),
         "loss": err(loss, loss_ref),
     }
     grads = {n: p.grad for n, p in ref.named_parameters()}
@@ -266,8 +285,10 @@ def case_pp_chunks(rank: int, world: int) -> dict:
     from scalestudy.harness.pipeline import stage_ids
 
     out = {}
-    for name, kw in {"1f1b": dict(pp=world),
-                     "interleaved": dict(pp=world, pp_schedule="interleaved_1f1b", pp_stages_per_rank=2)}.items():
+    for name, kw in {
+        "1f1b": dict(pp=world),
+        "interleaved": dict(pp=world, pp_schedule="interleaved_1f1b", pp_stages_per_rank=2),
+    }.items():
         spec = RunSpec(model="tiny", procs_per_node=world, seq_len=16, precision="fp32", device="cpu", **kw)
         plan = megatron_init(spec)
         cfg = spec.model_config()
@@ -289,13 +310,22 @@ def case_pp_chunks(rank: int, world: int) -> dict:
                 layer = mmodel.global_layer_index(c, int(m.group(1))) if m else None
                 want, _ = mmodel.megatron_value(pname, layer, cfg, fetch)
                 worst = max(worst, (p - want).abs().max().item())
-        out[name] = {"got_layers": got_layers, "want_layers": want_layers,
-                     "pre_post": [[c.pre_process, c.post_process] for c in chunks], "max_weight_error": worst}
+        out[name] = {
+            "got_layers": got_layers,
+            "want_layers": want_layers,
+            "pre_post": [[c.pre_process, c.post_process] for c in chunks],
+            "max_weight_error": worst,
+        }
     return {"chunks": out}
 
 
-CASES = {"tp_layers": case_tp_layers, "parallel_state": case_parallel_state, "decoder": case_decoder,
-         "decoder_tp1": lambda rank, world: case_decoder(rank, world, tp=1), "pp_chunks": case_pp_chunks}
+CASES = {
+    "tp_layers": case_tp_layers,
+    "parallel_state": case_parallel_state,
+    "decoder": case_decoder,
+    "decoder_tp1": lambda rank, world: case_decoder(rank, world, tp=1),
+    "pp_chunks": case_pp_chunks,
+}
 
 
 def main() -> None:

@@ -25,8 +25,18 @@ from scalestudy.harness.trainer import Trainer  # noqa: E402
 from scalestudy.spec.run import RunSpec  # noqa: E402
 
 WORLD = 4
-BASE = dict(model="tiny", n_layers=2, seq_len=32, micro_batch=1, precision="fp32", optimizer="adamw", nodes=1,
-            procs_per_node=WORLD, warmup_iters=0, measured_iters=1)
+BASE = dict(
+    model="tiny",
+    n_layers=2,
+    seq_len=32,
+    micro_batch=1,
+    precision="fp32",
+    optimizer="adamw",
+    nodes=1,
+    procs_per_node=WORLD,
+    warmup_iters=0,
+    measured_iters=1,
+)
 # layout: (spec fields, ranks the fake process emulates)
 CASES = {
     "fsdp": ({}, [1]),
@@ -61,6 +71,7 @@ def record(case: str, spec: RunSpec, out: Path, rank: int) -> None:
     hooks = []
     for part in trainer.parts:
         for name, mod in part.named_modules():
+
             def hook(m, args, output, name=name):
                 calls[json.dumps([name, _shape(args), _shape(output)])] += 1
 
@@ -75,8 +86,9 @@ def record(case: str, spec: RunSpec, out: Path, rank: int) -> None:
             nbytes["params"] += _local(p).nbytes
     for state in trainer.optimizer.state.values():
         nbytes["optimizer"] += sum(_local(v).nbytes for v in state.values() if isinstance(v, torch.Tensor))
-    (out / f"{case}-rank-{rank}.json").write_text(json.dumps(
-        {"params": params, "calls": dict(sorted(calls.items())), "bytes": nbytes}, indent=0, sort_keys=True))
+    (out / f"{case}-rank-{rank}.json").write_text(
+        json.dumps({"params": params, "calls": dict(sorted(calls.items())), "bytes": nbytes}, indent=0, sort_keys=True)
+    )
 
 
 def spec_of(fields: dict, **extra) -> RunSpec:
@@ -125,10 +137,19 @@ def _forced_fills(out: Path) -> None:
     dist.all_gather_into_tensor(ag, shard)
     frs = funcol.reduce_scatter_tensor(full, "sum", 0, dist.group.WORLD)
     fag = funcol.all_gather_tensor(shard, 0, dist.group.WORLD)
-    (out / "fills.json").write_text(json.dumps({"wrapped": wrapped, "checks": {
-        "reduce_scatter": torch.equal(rs, full[8:12]), "all_gather": torch.equal(ag, shard.repeat(4)),
-        "functional_reduce_scatter": torch.equal(frs, full[8:12]),
-        "functional_all_gather": torch.equal(fag, shard.repeat(4))}}))
+    (out / "fills.json").write_text(
+        json.dumps(
+            {
+                "wrapped": wrapped,
+                "checks": {
+                    "reduce_scatter": torch.equal(rs, full[8:12]),
+                    "all_gather": torch.equal(ag, shard.repeat(4)),
+                    "functional_reduce_scatter": torch.equal(frs, full[8:12]),
+                    "functional_all_gather": torch.equal(fag, shard.repeat(4)),
+                },
+            }
+        )
+    )
 
 
 def _fake_rank(case: str, fields: dict, rank: int, out: Path) -> None:

@@ -20,13 +20,43 @@ def parse(argv):
 
 
 def test_options_are_the_spec_fields():
-    args = parse(["--ops", "all_reduce,all_gather", "--min-bytes", "1K", "--max-bytes", "16M", "--iters", "7",
-                  "--warmup-iters", "0", "--dtype", "bfloat16", "--nodes", "4", "--procs-per-node", "8",
-                  "--seed", "3", "--step-factor", "4"])
+    args = parse(
+        [
+            "--ops",
+            "all_reduce,all_gather",
+            "--min-bytes",
+            "1K",
+            "--max-bytes",
+            "16M",
+            "--iters",
+            "7",
+            "--warmup-iters",
+            "0",
+            "--dtype",
+            "bfloat16",
+            "--nodes",
+            "4",
+            "--procs-per-node",
+            "8",
+            "--seed",
+            "3",
+            "--step-factor",
+            "4",
+        ]
+    )
     spec = collectives_spec_from_args(args)
-    assert spec == CollectivesSpec(ops=("all_reduce", "all_gather"), min_bytes=1024, max_bytes=16 << 20, iters=7,
-                                   warmup_iters=0, dtype="bfloat16", nodes=4, procs_per_node=8, seed=3,
-                                   step_factor=4)
+    assert spec == CollectivesSpec(
+        ops=("all_reduce", "all_gather"),
+        min_bytes=1024,
+        max_bytes=16 << 20,
+        iters=7,
+        warmup_iters=0,
+        dtype="bfloat16",
+        nodes=4,
+        procs_per_node=8,
+        seed=3,
+        step_factor=4,
+    )
     assert args.out_root == "runs" and args.run_dir is None and callable(args.func)
     assert collectives_spec_from_args(parse(["--ops", "all"])).ops == OPS
     assert collectives_spec_from_args(parse([])) == CollectivesSpec()
@@ -51,8 +81,13 @@ def test_plan_skips_sizes_that_round_to_nothing():
     spec = CollectivesSpec(ops=("all_reduce", "all_gather"), min_bytes=16, max_bytes=128, procs_per_node=4)
     messages, skipped = plan(spec, 4)
     assert [(m.op, m.size_bytes) for m in messages] == [
-        ("all_reduce", 16), ("all_reduce", 32), ("all_reduce", 64), ("all_reduce", 128),
-        ("all_gather", 64), ("all_gather", 128)]
+        ("all_reduce", 16),
+        ("all_reduce", 32),
+        ("all_reduce", 64),
+        ("all_reduce", 128),
+        ("all_gather", 64),
+        ("all_gather", 128),
+    ]
     assert [(s["op"], s["requested_bytes"]) for s in skipped] == [("all_gather", 16), ("all_gather", 32)]
     assert "64 B" in skipped[0]["reason"]
 
@@ -72,8 +107,19 @@ def test_mismatches_are_counted_the_same_in_small_blocks(monkeypatch):
 
 
 def launch(nproc, args, env=None):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           "-m", "scalestudy", "collectives", "--procs-per-node", str(nproc), *args]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        "-m",
+        "scalestudy",
+        "collectives",
+        "--procs-per-node",
+        str(nproc),
+        *args,
+    ]
     return subprocess.run(cmd, env=env or child_env(), capture_output=True, text=True, timeout=180)
 
 
@@ -81,8 +127,23 @@ def launch(nproc, args, env=None):
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_every_op_and_size_is_measured_and_correct(tmp_path, nproc):
     d = tmp_path / "run"
-    res = launch(nproc, ["--ops", "all", "--min-bytes", "1K", "--max-bytes", "64K", "--warmup-iters", "1",
-                         "--iters", "3", "--run-dir", str(d)])
+    res = launch(
+        nproc,
+        [
+            "--ops",
+            "all",
+            "--min-bytes",
+            "1K",
+            "--max-bytes",
+            "64K",
+            "--warmup-iters",
+            "1",
+            "--iters",
+            "3",
+            "--run-dir",
+            str(d),
+        ],
+    )
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
     run = rawlog.read_run(d)
     assert run.status["status"] == "ok"
@@ -114,8 +175,23 @@ def test_every_op_and_size_is_measured_and_correct(tmp_path, nproc):
 def test_comm_failure_is_classified_and_exits_0(tmp_path):
     d = tmp_path / "run"
     env = child_env(SCALESTUDY_INJECT_FAULT="comm_error:rank=1:step=1")
-    res = launch(2, ["--ops", "all_reduce", "--min-bytes", "1K", "--max-bytes", "2K", "--iters", "2",
-                     "--run-dir", str(d), "--quiet"], env=env)
+    res = launch(
+        2,
+        [
+            "--ops",
+            "all_reduce",
+            "--min-bytes",
+            "1K",
+            "--max-bytes",
+            "2K",
+            "--iters",
+            "2",
+            "--run-dir",
+            str(d),
+            "--quiet",
+        ],
+        env=env,
+    )
     assert res.returncode == 0, res.stderr[-3000:]
     st = status_of(d)
     assert st["status"] == "comm_error" and 1 in st["culprit_ranks"]

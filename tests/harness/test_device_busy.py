@@ -11,21 +11,26 @@ from scalestudy.harness.device_busy import applies, busy_seconds, measure
 
 
 def test_overlapping_gpu_activities_count_once_and_host_events_not_at_all():
-    events = [{"ph": "X", "cat": "kernel", "ts": 10, "dur": 30},
-              {"ph": "X", "cat": "kernel", "ts": 30, "dur": 30},  # overlaps the first: [10, 60) -> 50 us
-              {"ph": "X", "cat": "gpu_memcpy", "ts": 100, "dur": 5},
-              {"ph": "X", "cat": "gpu_memset", "ts": 200, "dur": 5},
-              {"ph": "X", "cat": "gpu_user_annotation", "ts": 0, "dur": 1000},  # a range, not work
-              {"ph": "X", "cat": "cuda_runtime", "ts": 0, "dur": 1000},  # the host's launch call
-              {"ph": "f", "cat": "kernel", "ts": 0}]
+    events = [
+        {"ph": "X", "cat": "kernel", "ts": 10, "dur": 30},
+        {"ph": "X", "cat": "kernel", "ts": 30, "dur": 30},  # overlaps the first: [10, 60) -> 50 us
+        {"ph": "X", "cat": "gpu_memcpy", "ts": 100, "dur": 5},
+        {"ph": "X", "cat": "gpu_memset", "ts": 200, "dur": 5},
+        {"ph": "X", "cat": "gpu_user_annotation", "ts": 0, "dur": 1000},  # a range, not work
+        {"ph": "X", "cat": "cuda_runtime", "ts": 0, "dur": 1000},  # the host's launch call
+        {"ph": "f", "cat": "kernel", "ts": 0},
+    ]
     assert busy_seconds(events) == (pytest.approx(60e-6), 4)
 
 
-@pytest.mark.parametrize("spec, device, why", [
-    (SimpleNamespace(comm="fake", profile_iters=0), torch.device("cpu"), "not a CUDA run"),
-    (SimpleNamespace(comm="real", profile_iters=0), torch.device("cuda", 0), "not a rank share"),
-    (SimpleNamespace(comm="fake", profile_iters=2), torch.device("cuda", 0), "own torch.profiler window"),
-])
+@pytest.mark.parametrize(
+    "spec, device, why",
+    [
+        (SimpleNamespace(comm="fake", profile_iters=0), torch.device("cpu"), "not a CUDA run"),
+        (SimpleNamespace(comm="real", profile_iters=0), torch.device("cuda", 0), "not a rank share"),
+        (SimpleNamespace(comm="fake", profile_iters=2), torch.device("cuda", 0), "own torch.profiler window"),
+    ],
+)
 def test_the_meter_runs_on_cuda_rank_shares_alone(spec, device, why):
     assert why in applies(spec, device)
 
@@ -63,6 +68,7 @@ def test_a_long_step_is_traced_once():
 def test_a_failing_profiler_is_recorded_not_raised(monkeypatch):
     def broken(step, sync):
         raise RuntimeError("CUPTI said no")
+
     monkeypatch.setattr(device_busy, "traced_step", broken)
     rec = measure(lambda i: None, lambda: None)
     assert rec == {"available": False, "reason": "RuntimeError: CUPTI said no", "method": device_busy.METHOD}

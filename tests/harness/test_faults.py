@@ -14,8 +14,22 @@ from scalestudy.measure import rawlog
 
 pytestmark = pytest.mark.multiproc
 
-ARGS = ["train", "--precision", "fp32", "--n-layers", "2", "--seq-len", "16", "--procs-per-node", "2", "--warmup-iters", "1",
-        "--measured-iters", "3", "--quiet"]
+ARGS = [
+    "train",
+    "--precision",
+    "fp32",
+    "--n-layers",
+    "2",
+    "--seq-len",
+    "16",
+    "--procs-per-node",
+    "2",
+    "--warmup-iters",
+    "1",
+    "--measured-iters",
+    "3",
+    "--quiet",
+]
 
 
 def launch(tmp_path, fault=None, extra=(), nproc=2, starter=warm_workers):
@@ -25,11 +39,14 @@ def launch(tmp_path, fault=None, extra=(), nproc=2, starter=warm_workers):
     return d, res
 
 
-@pytest.mark.parametrize("fault,status,culprits", [
-    ("oom:rank=1:step=2", "oom", [1]),
-    ("timeout:step=1", "timeout", [0, 1]),
-    ("comm_error:rank=0:step=1", "comm_error", [0]),
-])
+@pytest.mark.parametrize(
+    "fault,status,culprits",
+    [
+        ("oom:rank=1:step=2", "oom", [1]),
+        ("timeout:step=1", "timeout", [0, 1]),
+        ("comm_error:rank=0:step=1", "comm_error", [0]),
+    ],
+)
 def test_classified_failure_is_data(tmp_path, fault, status, culprits):
     d, res = launch(tmp_path, fault)
     assert res.returncode == 0, res.stderr[-2000:]
@@ -91,8 +108,12 @@ def test_invalid_spec_on_the_command_line_names_the_field():
     import subprocess
     import sys
 
-    res = subprocess.run([sys.executable, "-m", "scalestudy", "train", "--tp", "3", "--procs-per-node", "3"],
-                         capture_output=True, text=True, env=child_env())
+    res = subprocess.run(
+        [sys.executable, "-m", "scalestudy", "train", "--tp", "3", "--procs-per-node", "3"],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+    )
     assert res.returncode == 2 and "tp:" in res.stderr and "heads" in res.stderr
 
 
@@ -123,8 +144,16 @@ def test_a_classified_failure_releases_its_gloo_group(tmp_path, monkeypatch):
     monkeypatch.setattr(faults, "ignore_sigterm", lambda: None)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{_free_port()}", rank=0, world_size=1)
     try:
-        run = RunContext(spec=None, run_dir=tmp_path, rank=0, world=1, device=torch.device("cpu"),
-                         log=rawlog.RankLog(tmp_path, 0, "r"), injector=faults.FaultInjector(0, ""), facts=[])
+        run = RunContext(
+            spec=None,
+            run_dir=tmp_path,
+            rank=0,
+            world=1,
+            device=torch.device("cpu"),
+            log=rawlog.RankLog(tmp_path, 0, "r"),
+            injector=faults.FaultInjector(0, ""),
+            facts=[],
+        )
         err = torch.distributed.DistNetworkError("injected fault: Connection closed by peer")
         assert run.fail(err, quiet=True) == "comm_error"
         assert not dist.is_initialized()

@@ -16,7 +16,11 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_a_layouts_products_are_megatrons_split():
     gemms = {(g.projection, g.pass_): g for g in layer_gemms("llama3.1-405b", 4096, 8)}
-    assert (gemms["qkv", "fprop"].m, gemms["qkv", "fprop"].n, gemms["qkv", "fprop"].k) == (4096, 16384 // 8 + 2 * 128, 16384)
+    assert (gemms["qkv", "fprop"].m, gemms["qkv", "fprop"].n, gemms["qkv", "fprop"].k) == (
+        4096,
+        16384 // 8 + 2 * 128,
+        16384,
+    )
     assert (gemms["proj", "dgrad"].n, gemms["proj", "dgrad"].k) == (16384 // 8, 16384)
     assert (gemms["fc1", "wgrad"].m, gemms["fc1", "wgrad"].k) == (2 * 53248 // 8, 4096)
     assert gemms["output", "fprop"].n == 128256 // 8
@@ -31,9 +35,29 @@ def test_the_benchmark_writes_a_sealed_portable_raw_log_the_model_reads(tmp_path
     from scalestudy.perfmodel.gemm_rates import read_gemm_rates, shape_factor
 
     run_dir = tmp_path / "raw" / "g"
-    out = subprocess.run([sys.executable, "-m", "scalestudy", "gemm", "--layouts", "tiny/256/1,tiny/128/2",
-                          "--iters", "2", "--warmup-iters", "1", "--settle-s", "0", "--run-dir", str(run_dir),
-                          "--quiet"], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scalestudy",
+            "gemm",
+            "--layouts",
+            "tiny/256/1,tiny/128/2",
+            "--iters",
+            "2",
+            "--warmup-iters",
+            "1",
+            "--settle-s",
+            "0",
+            "--run-dir",
+            str(run_dir),
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert (run_dir / "metrics.jsonl.gz").exists()
     log = read_run(run_dir)

@@ -14,9 +14,28 @@ from conftest import losses_by_step, warm_workers
 pytestmark = pytest.mark.multiproc
 
 # 2 of the tiny model's 8 layers (4 where a run has 4 pipeline stages: one layer a stage)
-COMMON = ["train", "--precision", "fp32", "--seq-len", "32", "--global-batch", "8", "--micro-batch", "1",
-          "--warmup-iters", "1", "--measured-iters", "3", "--quiet", "--optimizer", "sgd", "--lr", "0.5",
-          "--peak-tflops", "1"]
+COMMON = [
+    "train",
+    "--precision",
+    "fp32",
+    "--seq-len",
+    "32",
+    "--global-batch",
+    "8",
+    "--micro-batch",
+    "1",
+    "--warmup-iters",
+    "1",
+    "--measured-iters",
+    "3",
+    "--quiet",
+    "--optimizer",
+    "sgd",
+    "--lr",
+    "0.5",
+    "--peak-tflops",
+    "1",
+]
 # what the one-process reference must share with a layout: the model's depth and the optimizer
 MODEL_FLAGS = ("--n-layers", "--optimizer", "--lr")
 FOUR = ["--n-layers", "4"]
@@ -41,7 +60,10 @@ LAYOUTS = {
     "fsdp-pp-4": (4, ["--pp", "2"]),
     "tp-pp-4": (4, ["--tp", "2", "--pp", "2"]),
     "pp-1f1b-4": (4, FOUR + ["--pp", "4"]),
-    "fsdp-pp-interleaved-4": (4, FOUR + ["--pp", "2", "--pp-schedule", "interleaved_1f1b", "--pp-stages-per-rank", "2"]),
+    "fsdp-pp-interleaved-4": (
+        4,
+        FOUR + ["--pp", "2", "--pp-schedule", "interleaved_1f1b", "--pp-stages-per-rank", "2"],
+    ),
     "ddp-tp-4": (4, ["--nodes", "2", "--dp-replicate", "2", "--tp", "2"]),
     # combinations that need 8 processes
     "hsdp-tp-8": (8, ["--nodes", "2", "--dp-replicate", "2", "--tp", "2"]),

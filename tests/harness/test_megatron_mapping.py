@@ -14,8 +14,9 @@ from scalestudy.harness.megatron_backend.mapping import MegatronUnsupported, pla
 from scalestudy.spec.run import RunSpec, SpecError
 
 HAVE_MEGATRON = megatron_core_version() is not None
-needs_megatron = pytest.mark.skipif(not HAVE_MEGATRON, reason="megatron-core is not installed (pip install "
-                                                               "'scalestudy[megatron]')")
+needs_megatron = pytest.mark.skipif(
+    not HAVE_MEGATRON, reason="megatron-core is not installed (pip install 'scalestudy[megatron]')"
+)
 
 
 def S(**kw) -> RunSpec:
@@ -25,11 +26,18 @@ def S(**kw) -> RunSpec:
 
 # ---- what the plan holds ---------------------------------------------------------------------
 
+
 def test_llama2_7b_shape_and_llama_settings():
     p = plan(S(model="llama2-7b", seq_len=4096, micro_batch=2, activation_checkpointing="full"))
     t = p.transformer
-    assert (t["num_layers"], t["hidden_size"], t["num_attention_heads"], t["num_query_groups"], t["kv_channels"],
-            t["ffn_hidden_size"]) == (32, 4096, 32, 32, 128, 11008)
+    assert (
+        t["num_layers"],
+        t["hidden_size"],
+        t["num_attention_heads"],
+        t["num_query_groups"],
+        t["kv_channels"],
+        t["ffn_hidden_size"],
+    ) == (32, 4096, 32, 32, 128, 11008)
     assert t["normalization"] == "RMSNorm" and t["layernorm_epsilon"] == 1e-5
     assert t["gated_linear_unit"] and t["activation_func"] is torch.nn.functional.silu
     assert not t["add_bias_linear"] and not t["add_qkv_bias"]
@@ -41,8 +49,12 @@ def test_llama2_7b_shape_and_llama_settings():
     assert m["vocab_size"] == 32000 and m["max_sequence_length"] == 4096
     assert m["position_embedding_type"] == "rope" and m["rotary_base"] == 10000
     assert m["share_embeddings_and_output_weights"] is False
-    assert p.schedule == {"name": "forward_backward_no_pipelining", "num_microbatches": 1, "micro_batch_size": 2,
-                          "seq_length": 4096}
+    assert p.schedule == {
+        "name": "forward_backward_no_pipelining",
+        "num_microbatches": 1,
+        "micro_batch_size": 2,
+        "seq_length": 4096,
+    }
     assert p.data_parallel == "none"
     assert p.ddp["grad_reduce_in_fp32"] and not p.ddp["use_distributed_optimizer"]
 
@@ -55,22 +67,35 @@ def test_gqa_70b_and_1b():
 
 def test_optimizer_is_the_torch_backends():
     o = plan(S()).optimizer
-    assert (o["optimizer"], o["adam_beta1"], o["adam_beta2"], o["adam_eps"], o["weight_decay"]) == \
-        ("adam", 0.9, 0.95, 1e-8, 0.1)
+    assert (o["optimizer"], o["adam_beta1"], o["adam_beta2"], o["adam_eps"], o["weight_decay"]) == (
+        "adam",
+        0.9,
+        0.95,
+        1e-8,
+        0.1,
+    )
     assert o["decoupled_weight_decay"] and o["clip_grad"] == 0.0 and o["lr"] == o["min_lr"] == 3e-4
     o = plan(S(optimizer="sgd", lr=0.5)).optimizer
-    assert (o["optimizer"], o["sgd_momentum"], o["weight_decay"], o["clip_grad"], o["lr"]) == \
-        ("sgd", 0.0, 0.0, 0.0, 0.5)
+    assert (o["optimizer"], o["sgd_momentum"], o["weight_decay"], o["clip_grad"], o["lr"]) == (
+        "sgd",
+        0.0,
+        0.0,
+        0.0,
+        0.5,
+    )
     o = plan(S(precision="fp32")).optimizer
     assert not o["bf16"] and o["params_dtype"] is torch.float32
 
 
-@pytest.mark.parametrize("kw, kind, distopt, instances", [
-    (dict(procs_per_node=8), "distributed_optimizer", True, 1),  # flat FSDP
-    (dict(procs_per_node=8, dp_replicate=8), "ddp", False, 1),
-    (dict(nodes=2, procs_per_node=4, dp_replicate=2), "partial_distributed_optimizer", True, 2),  # HSDP
-    (dict(procs_per_node=2, tp=2), "none", False, 1),
-])
+@pytest.mark.parametrize(
+    "kw, kind, distopt, instances",
+    [
+        (dict(procs_per_node=8), "distributed_optimizer", True, 1),  # flat FSDP
+        (dict(procs_per_node=8, dp_replicate=8), "ddp", False, 1),
+        (dict(nodes=2, procs_per_node=4, dp_replicate=2), "partial_distributed_optimizer", True, 2),  # HSDP
+        (dict(procs_per_node=2, tp=2), "none", False, 1),
+    ],
+)
 def test_data_parallel_counterparts(kw, kind, distopt, instances):
     p = plan(S(**kw))
     assert p.data_parallel == kind
@@ -84,9 +109,13 @@ def test_data_parallel_counterparts(kw, kind, distopt, instances):
 
 def test_model_parallel_degrees_and_schedules():
     p = plan(S(procs_per_node=8, tp=2, pp=2, sequence_parallel=True, global_batch=16, pp_microbatches=8))
-    assert p.parallel == {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2,
-                          "virtual_pipeline_model_parallel_size": None, "context_parallel_size": 1,
-                          "order": "tp-cp-ep-dp-pp"}
+    assert p.parallel == {
+        "tensor_model_parallel_size": 2,
+        "pipeline_model_parallel_size": 2,
+        "virtual_pipeline_model_parallel_size": None,
+        "context_parallel_size": 1,
+        "order": "tp-cp-ep-dp-pp",
+    }
     assert p.transformer["sequence_parallel"] and p.transformer["deallocate_pipeline_outputs"]
     assert p.schedule["name"] == "forward_backward_pipelining_without_interleaving"
     assert p.schedule["num_microbatches"] == 8
@@ -138,7 +167,7 @@ def test_refused_with_a_clear_error(name):
 
 
 def test_pipeline_accumulation_refusal_says_what_to_set():
-    (field, reason), = refusals(S(procs_per_node=2, pp=2, global_batch=8))  # 4 schedules of 2 microbatches
+    ((field, reason),) = refusals(S(procs_per_node=2, pp=2, global_batch=8))  # 4 schedules of 2 microbatches
     assert field == "pp_microbatches" and "set pp_microbatches=8" in reason
     assert not refusals(S(procs_per_node=2, pp=2, global_batch=8, pp_microbatches=8))
 
@@ -191,11 +220,17 @@ def test_megatron_core_accepts_the_plan(name):
     DistributedDataParallelConfig(**p.ddp)
     OptimizerConfig(**p.optimizer)
     inspect.signature(parallel_state.initialize_model_parallel).bind(**p.parallel)
-    inspect.signature(GPTModel.__init__).bind(None, None, None, pre_process=True, post_process=True, vp_stage=None,
-                                              **{k: v for k, v in p.model.items()
-                                                 if k not in ("vocab_size", "max_sequence_length")},
-                                              vocab_size=p.model["vocab_size"],
-                                              max_sequence_length=p.model["max_sequence_length"])
+    inspect.signature(GPTModel.__init__).bind(
+        None,
+        None,
+        None,
+        pre_process=True,
+        post_process=True,
+        vp_stage=None,
+        **{k: v for k, v in p.model.items() if k not in ("vocab_size", "max_sequence_length")},
+        vocab_size=p.model["vocab_size"],
+        max_sequence_length=p.model["max_sequence_length"],
+    )
 
 
 @needs_megatron

@@ -16,8 +16,9 @@ from scalestudy.harness.megatron_backend import megatron_core_version
 
 pytestmark = [
     pytest.mark.multiproc,
-    pytest.mark.skipif(megatron_core_version() is None, reason="megatron-core is not installed "
-                                                               "(pip install 'scalestudy[megatron]')"),
+    pytest.mark.skipif(
+        megatron_core_version() is None, reason="megatron-core is not installed (pip install 'scalestudy[megatron]')"
+    ),
 ]
 
 WORKER = Path(__file__).with_name("megatron_worker.py")
@@ -27,8 +28,16 @@ def run_worker(cases: list[str], nproc: int, out: Path, timeout: float = 240) ->
     """The cases in one torchrun of `nproc` processes (one torch and megatron import for all):
     each case's result, rank by rank."""
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
-           str(WORKER), ",".join(cases), str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc_per_node={nproc}",
+        str(WORKER),
+        ",".join(cases),
+        str(out),
+    ]
     res = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=timeout)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
     return {c: [json.loads((out / c / f"rank-{r}.json").read_text()) for r in range(nproc)] for c in cases}

@@ -27,8 +27,12 @@ class FakeNVMLError(Exception):
     pass
 
 
-def fake_pynvml(*, energy_supported: bool = True, uuids: tuple[str, ...] = ("GPU-aaaa", "GPU-bbbb", "GPU-cccc"),
-                fail_init: bool = False) -> types.ModuleType:
+def fake_pynvml(
+    *,
+    energy_supported: bool = True,
+    uuids: tuple[str, ...] = ("GPU-aaaa", "GPU-bbbb", "GPU-cccc"),
+    fail_init: bool = False,
+) -> types.ModuleType:
     m = types.ModuleType("pynvml")
     m.NVMLError = FakeNVMLError
     m.calls = {"init": 0, "shutdown": 0}

@@ -37,8 +37,11 @@ def test_trace_holds_exactly_the_traced_steps(tmp_path, warmup, start, iters):
         run_iterations(window, spec.warmup_iters + spec.measured_iters)
     first = warmup + start
     rec = window.record()
-    assert rec == {"trace_file": "traces/rank-00003.json.gz", "steps": [first, first + iters - 1],
-                   "activities": ["cpu"]}
+    assert rec == {
+        "trace_file": "traces/rank-00003.json.gz",
+        "steps": [first, first + iters - 1],
+        "activities": ["cpu"],
+    }
     assert profiler_steps(tmp_path / rec["trace_file"]) == list(range(first, first + iters))
     assert sorted(p.name for p in (tmp_path / "traces").iterdir()) == ["rank-00003.json.gz"]
 
@@ -67,7 +70,6 @@ def test_window_cut_short_writes_no_trace(tmp_path):
         run_iterations(window, 3)  # stops inside the traced steps 2..3
     assert window.record() is None
     assert not (tmp_path / "traces").exists() or not any((tmp_path / "traces").iterdir())
-
 
 
 def test_only_rank_0_hears_kineto():

@@ -22,11 +22,16 @@ from rank_share_worker import CASES  # noqa: E402
 def records(tmp_path_factory):
     out = tmp_path_factory.mktemp("rank_share")
     env = child_env()
-    real = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4",
-                             WORKER, "real", str(out)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    fake = subprocess.run([sys.executable, WORKER, "fake", str(out)], env=env, capture_output=True, text=True,
-                          timeout=300)
+    real = subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4", WORKER, "real", str(out)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    fake = subprocess.run(
+        [sys.executable, WORKER, "fake", str(out)], env=env, capture_output=True, text=True, timeout=300
+    )
     real_out, _ = real.communicate(timeout=300)
     assert fake.returncode == 0, fake.stdout[-3000:] + fake.stderr[-3000:]
     assert real.returncode == 0, real_out[-3000:]

@@ -17,8 +17,22 @@ from scalestudy.measure import rawlog
 from scalestudy.spec.run import LR_MAX, RunSpec, SpecError
 from scalestudy.spec.studies import StudyError, study_from_dict
 
-ARGS = ["train", "--precision", "fp32", "--n-layers", "2", "--seq-len", "16", "--procs-per-node", "2",
-        "--warmup-iters", "1", "--measured-iters", "3", "--quiet"]
+ARGS = [
+    "train",
+    "--precision",
+    "fp32",
+    "--n-layers",
+    "2",
+    "--seq-len",
+    "16",
+    "--procs-per-node",
+    "2",
+    "--warmup-iters",
+    "1",
+    "--measured-iters",
+    "3",
+    "--quiet",
+]
 
 
 # ---- the rule itself -----------------------------------------------------------------------
@@ -43,10 +57,13 @@ def test_the_loss_band_and_the_step_time_rule():
 
 # ---- a run that did not train, end to end ----------------------------------------------------
 @pytest.mark.multiproc
-@pytest.mark.parametrize("fault,status,step,culprits", [
-    ("nan:step=2", "diverged", 2, [0, 1]),  # the global loss: every rank sees it and stops at once
-    ("zero_time:rank=1:step=1", "invalid", 1, [1]),  # one rank's clock: the other stops on its lost peer
-])
+@pytest.mark.parametrize(
+    "fault,status,step,culprits",
+    [
+        ("nan:step=2", "diverged", 2, [0, 1]),  # the global loss: every rank sees it and stops at once
+        ("zero_time:rank=1:step=1", "invalid", 1, [1]),  # one rank's clock: the other stops on its lost peer
+    ],
+)
 def test_a_run_that_did_not_train_is_not_ok(tmp_path, fault, status, step, culprits):
     d = tmp_path / "run"
     res = warm_workers(2, ARGS + ["--run-dir", str(d)], env=child_env(SCALESTUDY_INJECT_FAULT=fault))
@@ -82,17 +99,28 @@ def test_an_ok_run_with_a_step_time_of_zero_is_refused_when_read(tmp_path):
     # a raw log that says ok but holds what check_step stops at (an older harness, an edit): refused,
     # naming the file, never averaged
     d = write_train_run(tmp_path / "raw", INTEGRITY_SPEC, step_time_s=[0.5, 0.0, 0.5, 0.5])
-    with pytest.raises(rawlog.CorruptLogError, match=r"status.json: contradicts the metrics: status ok, but step 2 "
-                                                     r"has step time 0.0 s"):
+    with pytest.raises(
+        rawlog.CorruptLogError,
+        match=r"status.json: contradicts the metrics: status ok, but step 2 "
+        r"has step time 0.0 s",
+    ):
         rawlog.read_run(d)
-    assert rawlog.status_contradictions(
-        {"spec": {"measured_iters": 1, "comm": "fake"}}, {"status": "ok"},
-        [{"key": "iteration", "value": {"step": 0, "phase": "measured", "step_time_s": 1.0, "loss": float("nan")}}]
-    ) == []  # a fake-communication run's loss is no training loss (the committed paper-rank runs: NaN)
-    assert "diverged" in rawlog.status_contradictions(
-        {"spec": {"measured_iters": 1}}, {"status": "ok"},
-        [{"key": "iteration", "value": {"step": 0, "phase": "measured", "step_time_s": 1.0, "loss": float("nan")}}]
-    )[0]
+    assert (
+        rawlog.status_contradictions(
+            {"spec": {"measured_iters": 1, "comm": "fake"}},
+            {"status": "ok"},
+            [{"key": "iteration", "value": {"step": 0, "phase": "measured", "step_time_s": 1.0, "loss": float("nan")}}],
+        )
+        == []
+    )  # a fake-communication run's loss is no training loss (the committed paper-rank runs: NaN)
+    assert (
+        "diverged"
+        in rawlog.status_contradictions(
+            {"spec": {"measured_iters": 1}},
+            {"status": "ok"},
+            [{"key": "iteration", "value": {"step": 0, "phase": "measured", "step_time_s": 1.0, "loss": float("nan")}}],
+        )[0]
+    )
 
 
 # ---- the learning rate the harness trains with -----------------------------------------------
@@ -107,8 +135,13 @@ def test_the_lr_bound_is_what_the_harness_trains_with():
         RunSpec(model="tiny", optimizer="sgd", lr=1000)
     schema = json.loads((REPO / "workflow" / "schemas" / "study.schema.json").read_text())
     assert schema["$defs"]["fields"]["properties"]["lr"]["maximum"] == max(LR_MAX.values())
-    base = {"description": "d", "hardware": "h", "seeds": [0], "defaults": {"model": "tiny", "device": "cpu"},
-            "experiments": [{"name": "weak_scaling", "grid": {"procs_per_node": [1]}}]}
+    base = {
+        "description": "d",
+        "hardware": "h",
+        "seeds": [0],
+        "defaults": {"model": "tiny", "device": "cpu"},
+        "experiments": [{"name": "weak_scaling", "grid": {"procs_per_node": [1]}}],
+    }
     for lr, words in ((1000, "lr"), (0.5, "lr: 0.5 is above 0.1")):
         bad = json.loads(json.dumps(base))
         bad["defaults"]["lr"] = lr
@@ -118,8 +151,13 @@ def test_the_lr_bound_is_what_the_harness_trains_with():
 
 # ---- the outlier rule's threshold: a typed study setting ------------------------------------
 def test_outlier_slowdown_is_a_typed_study_field():
-    base = {"description": "d", "hardware": "h", "seeds": [0], "defaults": {"model": "tiny", "device": "cpu"},
-            "experiments": [{"name": "weak_scaling", "grid": {"procs_per_node": [1]}}]}
+    base = {
+        "description": "d",
+        "hardware": "h",
+        "seeds": [0],
+        "defaults": {"model": "tiny", "device": "cpu"},
+        "experiments": [{"name": "weak_scaling", "grid": {"procs_per_node": [1]}}],
+    }
     study = study_from_dict("s", base, root=REPO)
     assert study.outlier_slowdown is None and agg.outlier_slowdown(study) is None  # the device kind's default
     study = study_from_dict("s", {**base, "outlier_slowdown": 0.2}, root=REPO)

@@ -87,7 +87,9 @@ def test_a_run_directory_is_named_by_its_sealed_status_and_read_only_whole(tmp_p
     assert content_sha256(REPO / BURST) == hashlib.sha256((REPO / BURST).read_bytes()).hexdigest()
     assert content_sha256(tmp_path / "nothing") is None
     metrics = run / "metrics.jsonl.gz"
-    metrics.write_bytes(gzip.compress(gzip.decompress(metrics.read_bytes()).replace(b'"tflops": 680.', b'"tflops": 780.')))
+    metrics.write_bytes(
+        gzip.compress(gzip.decompress(metrics.read_bytes()).replace(b'"tflops": 680.', b'"tflops": 780.'))
+    )
     for read in (read_instrument, content_sha256, burst_check.rows):
         with pytest.raises(RawLogError, match="sha256 differs from the one recorded in status.json"):
             read(run)

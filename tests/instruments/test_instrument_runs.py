@@ -52,8 +52,24 @@ def test_the_matmul_sweep_runs_on_cpu_into_a_sealed_raw_log_the_audit_reads(tmp_
     run_dir = tmp_path / "raw" / "sweep"
     spec_file = tmp_path / "sweep.yaml"
     spec_file.write_text("device: cpu\ngrid: [16, 32]\nllama: [tiny/64]\nwarmup_iters: 1\niters: 5\n")
-    assert main(["instrument", "matmul-sweep", "--spec", str(spec_file), "--tp", "1,2", "--iters", "2",
-                 "--run-dir", str(run_dir), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "instrument",
+                "matmul-sweep",
+                "--spec",
+                str(spec_file),
+                "--tp",
+                "1,2",
+                "--iters",
+                "2",
+                "--run-dir",
+                str(run_dir),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert (run_dir / "metrics.jsonl.gz").exists() and verify_checksums(tmp_path / "raw") == []
     log = read_run(run_dir)
     assert log.status["status"] == "ok" and log.run["kind"] == "matmul-sweep"
@@ -72,12 +88,15 @@ def test_the_matmul_sweep_runs_on_cpu_into_a_sealed_raw_log_the_audit_reads(tmp_
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU host the command would measure")
-@pytest.mark.parametrize("name, sentence", [
-    ("power-duty", "power-duty measures an NVIDIA GPU and torch sees no CUDA device here; run it on a GPU host"),
-    ("comm-power", "comm-power measures an NVIDIA GPU and torch sees no CUDA device here; run it on a GPU host"),
-    ("burst-rate", "burst-rate measures an NVIDIA GPU and torch sees no CUDA device here; run it on a GPU host"),
-    ("matmul-sweep", "device 'cuda' was asked for but torch sees no CUDA device"),
-])
+@pytest.mark.parametrize(
+    "name, sentence",
+    [
+        ("power-duty", "power-duty measures an NVIDIA GPU and torch sees no CUDA device here; run it on a GPU host"),
+        ("comm-power", "comm-power measures an NVIDIA GPU and torch sees no CUDA device here; run it on a GPU host"),
+        ("burst-rate", "burst-rate measures an NVIDIA GPU and torch sees no CUDA device here; run it on a GPU host"),
+        ("matmul-sweep", "device 'cuda' was asked for but torch sees no CUDA device"),
+    ],
+)
 def test_a_measurement_without_cuda_is_refused_in_one_sentence(name, sentence, tmp_path, capsys, in_process):
     assert main(["instrument", name, "--run-dir", str(tmp_path / "r")]) == 2
     assert capsys.readouterr().err == f"scalestudy instrument: {sentence}\n"
@@ -85,27 +104,47 @@ def test_a_measurement_without_cuda_is_refused_in_one_sentence(name, sentence, t
 
 
 def test_without_nvml_or_cupy_the_refusal_names_what_is_missing():
-    with pytest.raises(InvalidConfig, match=r"^power-duty reads the GPU's board power through NVML, which does not "
-                                            r"answer here \(NVMLError: Driver Not Loaded\)$"):
+    with pytest.raises(
+        InvalidConfig,
+        match=r"^power-duty reads the GPU's board power through NVML, which does not "
+        r"answer here \(NVMLError: Driver Not Loaded\)$",
+    ):
         open_board("power-duty", nvml=FakeNVML(fail_init=True))
     if importlib.util.find_spec("cupy") is None:
-        with pytest.raises(InvalidConfig, match="^comm-power compiles its CUDA kernels with cupy, which does not import"):
+        with pytest.raises(
+            InvalidConfig, match="^comm-power compiles its CUDA kernels with cupy, which does not import"
+        ):
             comm_power.require_cupy()
 
 
 def test_the_duty_cycles_phases_and_samples_with_a_fake_board(tmp_path):
-    spec = PowerDutySpec(warmup_compute_s=0.005, warmup_copy_s=0.005, idle_s=0.01, continuous_s=0.01,
-                         duty_periods_s=(0.002, 0.004), duty_s=0.01, alternate_period_s=0.004, alternate_s=0.01,
-                         together_s=0.01, **FAST_SAMPLES)
+    spec = PowerDutySpec(
+        warmup_compute_s=0.005,
+        warmup_copy_s=0.005,
+        idle_s=0.01,
+        continuous_s=0.01,
+        duty_periods_s=(0.002, 0.004),
+        duty_s=0.01,
+        alternate_period_s=0.004,
+        alternate_s=0.01,
+        together_s=0.01,
+        **FAST_SAMPLES,
+    )
     board = open_board("power-duty", nvml=FakeNVML(watts=300.0))
-    run_dir = record_run(tmp_path / spec.run_id, spec, fake_measurement(board, power_duty.method(spec)),
-                         lambda log: power_duty.duty_cycles(spec, DutyStub(), board, log, quiet=True))
+    run_dir = record_run(
+        tmp_path / spec.run_id,
+        spec,
+        fake_measurement(board, power_duty.method(spec)),
+        lambda log: power_duty.duty_cycles(spec, DutyStub(), board, log, quiet=True),
+    )
     duty = read_instrument(run_dir, "power-duty")
     phases = duty.of("phase")
     assert [p["phase"] for p in phases] == [name for name, *_ in spec.phases()]
     for p in phases:
         assert p["t0"] < p["t1"] and p["wall_s"] == pytest.approx(p["t1"] - p["t0"])
-        assert p["mean_power_w"] == pytest.approx(300.0, rel=0.05) and p["energy_j"] == pytest.approx(300 * p["wall_s"], rel=0.05)
+        assert p["mean_power_w"] == pytest.approx(300.0, rel=0.05) and p["energy_j"] == pytest.approx(
+            300 * p["wall_s"], rel=0.05
+        )
         assert 0 <= p["compute_share"] <= 1 and 0 <= p["copy_share"] <= 1
         if p["pattern"] == "idle":
             assert p["compute_s"] == p["copy_s"] == 0.0
@@ -126,8 +165,12 @@ def test_the_duty_cycles_phases_and_samples_with_a_fake_board(tmp_path):
 def test_the_communication_phases_with_a_fake_board_are_the_committed_phases(tmp_path):
     spec = CommPowerSpec(phase_s=0.01, gap_s=0.0, **FAST_SAMPLES)
     board = open_board("comm-power", nvml=FakeNVML(watts=150.0))
-    run_dir = record_run(tmp_path / spec.run_id, spec, fake_measurement(board, comm_power.method(spec, None)),
-                         lambda log: comm_power.comm_phases(spec, CommStub(), board, log, quiet=True))
+    run_dir = record_run(
+        tmp_path / spec.run_id,
+        spec,
+        fake_measurement(board, comm_power.method(spec, None)),
+        lambda log: comm_power.comm_phases(spec, CommStub(), board, log, quiet=True),
+    )
     phases = read_instrument(run_dir, "comm-power").of("phase")
     want = [p["phase"] for p in committed("data/comm-power/h200-comm-power.jsonl.gz") if p["kind"] == "phase"]
     assert [p["phase"] for p in phases] == want
@@ -144,15 +187,27 @@ def test_the_bursts_bookkeeping_with_a_fake_board(tmp_path):
     from scalestudy.perfmodel.burst_check import rows
 
     product_s = 2e-4
-    spec = BurstRateSpec(bursts_ms=(1, 2), gap_ms=0.5, phase_s=0.01, rest_s=0.0, warmup_products=2,
-                         reference_products=5, back_to_back_group=4, **FAST_SAMPLES)
+    spec = BurstRateSpec(
+        bursts_ms=(1, 2),
+        gap_ms=0.5,
+        phase_s=0.01,
+        rest_s=0.0,
+        warmup_products=2,
+        reference_products=5,
+        back_to_back_group=4,
+        **FAST_SAMPLES,
+    )
     board = open_board("burst-rate", nvml=FakeNVML(watts=500.0))
-    run_dir = record_run(tmp_path / spec.run_id, spec, fake_measurement(board, burst_rate.method(spec)),
-                         lambda log: burst_rate.burst_phases(spec, BurstStub(product_s), board, log, quiet=True))
+    run_dir = record_run(
+        tmp_path / spec.run_id,
+        spec,
+        fake_measurement(board, burst_rate.method(spec)),
+        lambda log: burst_rate.burst_phases(spec, BurstStub(product_s), board, log, quiet=True),
+    )
     phases = read_instrument(run_dir, "burst-rate").of("phase")
     assert [p["phase"] for p in phases] == ["back_to_back", "burst_1ms", "burst_2ms", "back_to_back_end"]
     for p in phases:
-        assert p["tflops"] == pytest.approx(2 * 8192 ** 3 / product_s / 1e12)
+        assert p["tflops"] == pytest.approx(2 * 8192**3 / product_s / 1e12)
         assert p["gpu_s"] == pytest.approx(p["products"] * product_s) and 0 < p["compute_share"] <= 1
         assert p["mean_power_w"] == pytest.approx(500.0, rel=0.05)
         if p["burst_ms_target"] is None:
@@ -165,8 +220,9 @@ def test_the_bursts_bookkeeping_with_a_fake_board(tmp_path):
 
 def test_the_defaults_are_the_committed_runs_constants():
     duty = committed("data/power-duty/h200-power-duty.jsonl.gz")[0]
-    assert {k: duty[k] for k in ("matmul", "copy", "sample_s")} == \
-        {k: power_duty.method(PowerDutySpec())[k] for k in ("matmul", "copy", "sample_s")}
+    assert {k: duty[k] for k in ("matmul", "copy", "sample_s")} == {
+        k: power_duty.method(PowerDutySpec())[k] for k in ("matmul", "copy", "sample_s")
+    }
     comm = committed("data/comm-power/h200-comm-power.jsonl.gz")
     keys = ("threads_per_block", "phase_s", "gap_s", "ring_bytes", "chunk_network_bytes", "bytes_note")
     assert {k: comm[0][k] for k in keys} == {k: comm_power.method(CommPowerSpec(), None)[k] for k in keys}

@@ -38,7 +38,11 @@ def test_every_field_is_documented(cls):
     for f in fields(cls):
         d = field_doc(f)
         assert d.meaning.strip() and d.allowed, f"{cls.__name__}.{f.name}"
-        if str(f.type) in ("int", "float") or str(f.type).startswith("tuple[int") or str(f.type).startswith("tuple[float"):
+        if (
+            str(f.type) in ("int", "float")
+            or str(f.type).startswith("tuple[int")
+            or str(f.type).startswith("tuple[float")
+        ):
             assert d.unit, f"{cls.__name__}.{f.name} has no unit"
 
 
@@ -48,8 +52,16 @@ def test_the_sweep_times_the_committed_sweeps_shapes_in_its_order():
     spec = MatmulSweepSpec()
     assert (spec.warmup_iters, spec.iters) == (machine["warmup"], machine["iters"])
     got = [({**w, "index": i}, m, n, k) for i, (w, m, n, k) in enumerate(spec.shapes())]
-    want = [({k: v for k, v in r["metadata"].items() if k not in ("power_w", "sm_clock_mhz")},
-             r["value"]["m"], r["value"]["n"], r["value"]["k"]) for r in recs if r["key"] == "gemm"]
+    want = [
+        (
+            {k: v for k, v in r["metadata"].items() if k not in ("power_w", "sm_clock_mhz")},
+            r["value"]["m"],
+            r["value"]["n"],
+            r["value"]["k"],
+        )
+        for r in recs
+        if r["key"] == "gemm"
+    ]
     assert len(got) == 742 and got == want
 
 
@@ -62,21 +74,24 @@ def test_the_duty_cycles_are_the_committed_phases():
     assert len(want) == 28
 
 
-@pytest.mark.parametrize("cls, fields_, field, words", [
-    (MatmulSweepSpec, {"grid": (0, 64)}, "grid", "0 is below 1"),
-    (MatmulSweepSpec, {"llama": ("llama2-7b",)}, "llama", "is not MODEL/TOKENS"),
-    (MatmulSweepSpec, {"llama": ("nope/64",)}, "llama", "unknown model 'nope'"),
-    (MatmulSweepSpec, {"iters": 0}, "iters", "must be at least 1"),
-    (MatmulSweepSpec, {"device": "tpu"}, "device", "'tpu' is not one of cpu, cuda"),
-    (PowerDutySpec, {"on_fractions": (0.5, 1.0)}, "on_fractions", "each above 0 and below 1"),
-    (PowerDutySpec, {"alternations": ("0.7/0.5",)}, "alternations", "sum at most 1"),
-    (PowerDutySpec, {"duty_s": 0.0}, "duty_s", "must be above 0"),
-    (CommPowerSpec, {"ring_bytes": 3 << 20, "chunk_bytes": 2 << 20}, "ring_bytes", "a multiple of chunk_bytes"),
-    (CommPowerSpec, {"threads": 2048}, "threads", "1 to 1024 threads"),
-    (CommPowerSpec, {"blocks": ()}, "blocks", "at least one value"),
-    (BurstRateSpec, {"bursts_ms": (5, 0)}, "bursts_ms", "0 is below 1"),
-    (BurstRateSpec, {"seed": -1}, "seed", "must not be negative"),
-])
+@pytest.mark.parametrize(
+    "cls, fields_, field, words",
+    [
+        (MatmulSweepSpec, {"grid": (0, 64)}, "grid", "0 is below 1"),
+        (MatmulSweepSpec, {"llama": ("llama2-7b",)}, "llama", "is not MODEL/TOKENS"),
+        (MatmulSweepSpec, {"llama": ("nope/64",)}, "llama", "unknown model 'nope'"),
+        (MatmulSweepSpec, {"iters": 0}, "iters", "must be at least 1"),
+        (MatmulSweepSpec, {"device": "tpu"}, "device", "'tpu' is not one of cpu, cuda"),
+        (PowerDutySpec, {"on_fractions": (0.5, 1.0)}, "on_fractions", "each above 0 and below 1"),
+        (PowerDutySpec, {"alternations": ("0.7/0.5",)}, "alternations", "sum at most 1"),
+        (PowerDutySpec, {"duty_s": 0.0}, "duty_s", "must be above 0"),
+        (CommPowerSpec, {"ring_bytes": 3 << 20, "chunk_bytes": 2 << 20}, "ring_bytes", "a multiple of chunk_bytes"),
+        (CommPowerSpec, {"threads": 2048}, "threads", "1 to 1024 threads"),
+        (CommPowerSpec, {"blocks": ()}, "blocks", "at least one value"),
+        (BurstRateSpec, {"bursts_ms": (5, 0)}, "bursts_ms", "0 is below 1"),
+        (BurstRateSpec, {"seed": -1}, "seed", "must not be negative"),
+    ],
+)
 def test_a_field_that_cannot_work_is_refused_by_name(cls, fields_, field, words):
     with pytest.raises(SpecError) as e:
         cls(**fields_)

@@ -172,12 +172,15 @@ def gres_conf_text(gpus: int, device_files: list[str] | None) -> tuple[str, str 
     note = None
     if not device_files:
         if gpus > len(STAND_IN_DEVICES):
-            raise ValueError(f"no /dev/nvidiaN device files, and at most {len(STAND_IN_DEVICES)} stand-ins "
-                             f"for {gpus} GPUs")
+            raise ValueError(
+                f"no /dev/nvidiaN device files, and at most {len(STAND_IN_DEVICES)} stand-ins for {gpus} GPUs"
+            )
         device_files = list(STAND_IN_DEVICES[:gpus])
-        note = (f"no /dev/nvidiaN device files for {gpus} GPU(s): gres.conf names stand-in character devices "
-                f"({', '.join(device_files)}); SLURM counts and assigns the GPUs (CUDA_VISIBLE_DEVICES), "
-                "binds no device")
+        note = (
+            f"no /dev/nvidiaN device files for {gpus} GPU(s): gres.conf names stand-in character devices "
+            f"({', '.join(device_files)}); SLURM counts and assigns the GPUs (CUDA_VISIBLE_DEVICES), "
+            "binds no device"
+        )
     lines = [f"Name=gpu File={f}" for f in device_files]
     return f"{MARK}\n" + "".join(ln + "\n" for ln in lines), note
 
@@ -197,8 +200,10 @@ def why_cgroup_stub(fs_type: str | None) -> str | None:
     fails ("No filesystem mounted on /sys/fs/cgroup") unless it finds cgroup v1 (a tmpfs) or v2."""
     if fs_type in ("tmpfs", "cgroup2fs"):
         return None
-    return (f"/sys/fs/cgroup is {'a ' + fs_type + ' file system' if fs_type else 'not there'}, no cgroup v1 or v2: "
-            f"cgroup.conf points slurmd's cgroup plugin at an empty directory (nothing of this cluster uses cgroups)")
+    return (
+        f"/sys/fs/cgroup is {'a ' + fs_type + ' file system' if fs_type else 'not there'}, no cgroup v1 or v2: "
+        f"cgroup.conf points slurmd's cgroup plugin at an empty directory (nothing of this cluster uses cgroups)"
+    )
 
 
 def cgroup_stub_text(mountpoint: Path) -> str:
@@ -208,14 +213,24 @@ def cgroup_stub_text(mountpoint: Path) -> str:
     return f"{MARK}\nCgroupPlugin=cgroup/v1\nCgroupMountpoint={mountpoint}\n"
 
 
-def slurm_conf_text(*, cluster_name: str, ctl: str, node_lines: list[str], partition: str, kill_wait_s: int,
-                    workdir: Path, gpus: int = 0) -> str:
+def slurm_conf_text(
+    *,
+    cluster_name: str,
+    ctl: str,
+    node_lines: list[str],
+    partition: str,
+    kill_wait_s: int,
+    workdir: Path,
+    gpus: int = 0,
+) -> str:
     """/etc/slurm/slurm.conf of a LocalSlurm cluster (node_lines without their GRES: `gpus` > 0
     adds GresTypes=gpu and Gres=gpu:N to each node)."""
     w = workdir
     if gpus > 0:
-        node_lines = [ln.replace(" State=", f" Gres=gpu:{gpus} State=", 1) if " State=" in ln
-                      else f"{ln} Gres=gpu:{gpus}" for ln in node_lines]
+        node_lines = [
+            ln.replace(" State=", f" Gres=gpu:{gpus} State=", 1) if " State=" in ln else f"{ln} Gres=gpu:{gpus}"
+            for ln in node_lines
+        ]
     # (not AccountingStorageTRES=gres/gpu: without slurmdbd slurmctld refuses to start with it)
     gres = "GresTypes=gpu\n" if gpus > 0 else ""
     return f"""{MARK}
@@ -239,12 +254,12 @@ ReturnToService=2
 MinJobAge=600
 KillWait={kill_wait_s}
 SlurmdParameters=config_overrides
-StateSaveLocation={w / 'state'}
-SlurmdSpoolDir={w / 'spool'}/slurmd.%n
-SlurmctldPidFile={w / 'state'}/slurmctld.pid
-SlurmdPidFile={w / 'spool'}/slurmd.%n.pid
-SlurmctldLogFile={w / 'log'}/slurmctld.log
-SlurmdLogFile={w / 'log'}/slurmd.%n.log
+StateSaveLocation={w / "state"}
+SlurmdSpoolDir={w / "spool"}/slurmd.%n
+SlurmctldPidFile={w / "state"}/slurmctld.pid
+SlurmdPidFile={w / "spool"}/slurmd.%n.pid
+SlurmctldLogFile={w / "log"}/slurmctld.log
+SlurmdLogFile={w / "log"}/slurmd.%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 {gres}{chr(10).join(node_lines)}
@@ -255,8 +270,15 @@ PartitionName={partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 class LocalSlurm:
     """One controller and `nodes` compute nodes on this machine (see the module doc)."""
 
-    def __init__(self, workdir: os.PathLike | str, nodes: int = 1, partition: str = "debug",
-                 kill_wait_s: int = 20, gpus: int = 0, cgroup_stub: bool | None = None):
+    def __init__(
+        self,
+        workdir: os.PathLike | str,
+        nodes: int = 1,
+        partition: str = "debug",
+        kill_wait_s: int = 20,
+        gpus: int = 0,
+        cgroup_stub: bool | None = None,
+    ):
         if nodes not in (1, 2):
             raise ValueError("nodes must be 1 or 2")
         if gpus < 0:
@@ -311,8 +333,11 @@ class LocalSlurm:
                 self._check_network()
             self._write_conf()
             self._spawn("slurmctld", ["slurmctld", "-D", "-c", "-i"])
-            self._wait_for(lambda: _run(["scontrol", "ping"], check=False).stdout.count("UP") >= 1,
-                           timeout_s, "slurmctld to answer")
+            self._wait_for(
+                lambda: _run(["scontrol", "ping"], check=False).stdout.count("UP") >= 1,
+                timeout_s,
+                "slurmctld to answer",
+            )
             self._start_slurmd()
             self._wait_for(self._all_idle, timeout_s, f"{self.nodes} node(s) to be idle")
         except BaseException:
@@ -340,9 +365,13 @@ class LocalSlurm:
         if shutil.which("setpriv"):
             as_munge = ["setpriv", "--reuid=munge", "--regid=munge", "--init-groups"]
         else:  # no util-linux setpriv (a minimal image): drop to the munge user in Python, then exec
-            as_munge = [sys.executable, "-c", "import os, pwd, sys; u = pwd.getpwnam('munge'); "
-                        "os.initgroups('munge', u.pw_gid); os.setgid(u.pw_gid); os.setuid(u.pw_uid); "
-                        "os.execvp(sys.argv[1], sys.argv[1:])"]
+            as_munge = [
+                sys.executable,
+                "-c",
+                "import os, pwd, sys; u = pwd.getpwnam('munge'); "
+                "os.initgroups('munge', u.pw_gid); os.setgid(u.pw_gid); os.setuid(u.pw_uid); "
+                "os.execvp(sys.argv[1], sys.argv[1:])",
+            ]
         self._spawn("munged", [*as_munge, "munged", "-F", "--force"])
         self._wait_for(munge_answers, 30, "munged to answer")
 
@@ -371,21 +400,33 @@ class LocalSlurm:
 
     def _check_network(self) -> None:
         """Node 1 must reach node 2 through the bridge (a host firewall may drop bridged traffic)."""
-        listen = ("import socket; s = socket.socket(); s.bind(('', 29399)); s.listen(); "
-                  "s.settimeout(10); c, _ = s.accept(); c.sendall(b'ok')")
-        connect = (f"import socket; c = socket.create_connection(('{SUBNET}.12', 29399), timeout=5); "
-                   "print(c.recv(2).decode())")
-        server = subprocess.Popen(["nsenter", f"--net=/run/netns/{self._netns[1]}", sys.executable, "-c", listen],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        listen = (
+            "import socket; s = socket.socket(); s.bind(('', 29399)); s.listen(); "
+            "s.settimeout(10); c, _ = s.accept(); c.sendall(b'ok')"
+        )
+        connect = (
+            f"import socket; c = socket.create_connection(('{SUBNET}.12', 29399), timeout=5); print(c.recv(2).decode())"
+        )
+        server = subprocess.Popen(
+            ["nsenter", f"--net=/run/netns/{self._netns[1]}", sys.executable, "-c", listen],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             for _ in range(20):
-                out = subprocess.run(["nsenter", f"--net=/run/netns/{self._netns[0]}", sys.executable, "-c", connect],
-                                     capture_output=True, text=True, timeout=15)
+                out = subprocess.run(
+                    ["nsenter", f"--net=/run/netns/{self._netns[0]}", sys.executable, "-c", connect],
+                    capture_output=True,
+                    text=True,
+                    timeout=15,
+                )
                 if out.stdout.strip() == "ok":
                     return
                 time.sleep(0.25)
-            raise TwoNodesUnusable(f"node 1 cannot reach node 2 across the bridge {BRIDGE}: "
-                                   f"{out.stderr.strip().splitlines()[-1:] or out.stdout}")
+            raise TwoNodesUnusable(
+                f"node 1 cannot reach node 2 across the bridge {BRIDGE}: "
+                f"{out.stderr.strip().splitlines()[-1:] or out.stdout}"
+            )
         finally:
             server.kill()
             server.wait()
@@ -399,11 +440,19 @@ class LocalSlurm:
             node_lines = [f"NodeName={self.hostname} NodeAddr=127.0.0.1 {hw_text} State=UNKNOWN"]
         else:
             ctl = f"SlurmctldHost={self.hostname}({HOST_ADDR})"
-            node_lines = [f"NodeName={n} NodeAddr={SUBNET}.{10 + i} NodeHostname={n} {hw_text} State=UNKNOWN"
-                          for i, n in enumerate(self.node_names, 1)]
-        conf = slurm_conf_text(cluster_name=self.cluster_name, ctl=ctl, node_lines=node_lines,
-                               partition=self.partition, kill_wait_s=self.kill_wait_s, workdir=self.workdir,
-                               gpus=self.gpus)
+            node_lines = [
+                f"NodeName={n} NodeAddr={SUBNET}.{10 + i} NodeHostname={n} {hw_text} State=UNKNOWN"
+                for i, n in enumerate(self.node_names, 1)
+            ]
+        conf = slurm_conf_text(
+            cluster_name=self.cluster_name,
+            ctl=ctl,
+            node_lines=node_lines,
+            partition=self.partition,
+            kill_wait_s=self.kill_wait_s,
+            workdir=self.workdir,
+            gpus=self.gpus,
+        )
         SLURM_CONF.parent.mkdir(parents=True, exist_ok=True)
         if SLURM_CONF.exists() and MARK not in SLURM_CONF.read_text():
             self._conf_backup = self.workdir / "slurm.conf.before"
@@ -438,13 +487,24 @@ class LocalSlurm:
         for ns, name in zip(self._netns, self.node_names):
             # its own network namespace (address) and UTS namespace (hostname): a node of its own
             # nsenter, not `ip netns exec`: that one remounts /sys, hiding the cgroup tree slurmd wants
-            self._spawn(f"slurmd-{name}", ["nsenter", f"--net=/run/netns/{ns}", "unshare", "--uts", "sh", "-c",
-                                           f"hostname {name} && exec slurmd -D -N {name}"])
+            self._spawn(
+                f"slurmd-{name}",
+                [
+                    "nsenter",
+                    f"--net=/run/netns/{ns}",
+                    "unshare",
+                    "--uts",
+                    "sh",
+                    "-c",
+                    f"hostname {name} && exec slurmd -D -N {name}",
+                ],
+            )
 
     def _spawn(self, name: str, cmd: list[str]) -> None:
         log = open(self.workdir / "log" / f"{name}.out", "w")
-        self.procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                            start_new_session=True)
+        self.procs[name] = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
         log.close()
 
     def _wait_for(self, ok, timeout_s: float, what: str) -> None:
@@ -452,8 +512,10 @@ class LocalSlurm:
         while time.monotonic() < end:
             for name, p in self.procs.items():
                 if p.poll() is not None:
-                    raise RuntimeError(f"{name} exited ({p.returncode}) while waiting for {what}; "
-                                       f"see {self.workdir / 'log'}:\n{self.logs_tail()}")
+                    raise RuntimeError(
+                        f"{name} exited ({p.returncode}) while waiting for {what}; "
+                        f"see {self.workdir / 'log'}:\n{self.logs_tail()}"
+                    )
             if ok():
                 return
             time.sleep(0.5)
@@ -479,8 +541,17 @@ class LocalSlurm:
         state = None
         while time.monotonic() < end:
             state = self.job_state(job_id)
-            if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "PREEMPTED", "NODE_FAIL",
-                         "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"):
+            if state in (
+                "COMPLETED",
+                "FAILED",
+                "CANCELLED",
+                "TIMEOUT",
+                "PREEMPTED",
+                "NODE_FAIL",
+                "OUT_OF_MEMORY",
+                "BOOT_FAIL",
+                "DEADLINE",
+            ):
                 return state
             time.sleep(0.5)
         raise TimeoutError(f"job {job_id} still {state} after {timeout_s:.0f} s")
@@ -564,12 +635,22 @@ class LocalSlurm:
 
     # for the command line: remember what was started, to stop it from another process
     def _save_state(self) -> None:
-        (self.workdir / "cluster.json").write_text(json.dumps({
-            "pids": {k: p.pid for k, p in self.procs.items()}, "netns": self._netns, "bridge": self._bridge,
-            "hosts": self._hosts_added, "conf_backup": str(self._conf_backup or ""), "partition": self.partition,
-            "cluster_name": self.cluster_name, "gpus": self.gpus,
-            "gres_backup": str(self._gres_backup or ""), "cgroup_backup": str(self._cgroup_backup or ""),
-        }))
+        (self.workdir / "cluster.json").write_text(
+            json.dumps(
+                {
+                    "pids": {k: p.pid for k, p in self.procs.items()},
+                    "netns": self._netns,
+                    "bridge": self._bridge,
+                    "hosts": self._hosts_added,
+                    "conf_backup": str(self._conf_backup or ""),
+                    "partition": self.partition,
+                    "cluster_name": self.cluster_name,
+                    "gpus": self.gpus,
+                    "gres_backup": str(self._gres_backup or ""),
+                    "cgroup_backup": str(self._cgroup_backup or ""),
+                }
+            )
+        )
 
     @classmethod
     def stop_saved(cls, workdir: Path) -> None:
@@ -597,8 +678,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=1)
     ap.add_argument("--gpus", type=int, default=0, help="GPUs a node, as GRES gpu (default 0: none)")
     ap.add_argument("--timeout", type=float, default=90, help="seconds to wait for each daemon (default 90)")
-    ap.add_argument("--cgroup-stub", choices=("auto", "yes", "no"), default="auto",
-                    help="cgroup.conf on an empty directory for slurmd (auto: where /sys/fs/cgroup has no cgroups)")
+    ap.add_argument(
+        "--cgroup-stub",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="cgroup.conf on an empty directory for slurmd (auto: where /sys/fs/cgroup has no cgroups)",
+    )
     ap.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "scalestudy-slurm"))
     args = ap.parse_args(argv)
     workdir = Path(args.workdir)

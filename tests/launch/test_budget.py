@@ -17,8 +17,15 @@ FIVE = {
     "hardware": "CPU, one process",
     "seeds": [0, 1, 2, 3, 4],
     "time_limit_s": 60,
-    "defaults": {"model": "tiny", "n_layers": 2, "device": "cpu", "precision": "fp32", "seq_len": 32,
-                 "warmup_iters": 1, "measured_iters": 1},
+    "defaults": {
+        "model": "tiny",
+        "n_layers": 2,
+        "device": "cpu",
+        "precision": "fp32",
+        "seq_len": 32,
+        "warmup_iters": 1,
+        "measured_iters": 1,
+    },
     "experiments": [{"name": "weak_scaling", "set": {"procs_per_node": 1}}],
     "figures": ["weak_scaling"],
 }
@@ -66,8 +73,18 @@ def test_two_calls_with_a_budget_make_a_five_run_study(five):
     root, study = five
 
     def launch(budget):
-        cmd = [sys.executable, "-m", "scalestudy", "launch", "--study", "five", "--root", str(root),
-               "--budget-gpu-s", str(budget)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "scalestudy",
+            "launch",
+            "--study",
+            "five",
+            "--root",
+            str(root),
+            "--budget-gpu-s",
+            str(budget),
+        ]
         return subprocess.run(cmd, cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=240)
 
     finished = lambda: sorted(p.parent.name for p in study.raw_dir.glob(f"*/{rawlog.STATUS_FILE}"))  # noqa: E731

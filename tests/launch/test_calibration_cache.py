@@ -86,8 +86,11 @@ def test_the_fingerprint_covers_what_model_version_hashes():
     """model_fingerprint reads whole wings instead of following imports: every source model_version
     follows must be among them."""
     wings = tuple(PACKAGE_DIR / d for d in cc.MODEL_CODE)
-    outside = [p for p in analysis_sources(MODEL_ROOTS)
-               if p != PACKAGE_DIR / "__init__.py" and not any(w in p.parents for w in wings)]
+    outside = [
+        p
+        for p in analysis_sources(MODEL_ROOTS)
+        if p != PACKAGE_DIR / "__init__.py" and not any(w in p.parents for w in wings)
+    ]
     assert not outside, outside
 
 
@@ -97,11 +100,13 @@ def test_a_damaged_entry_is_ignored_and_rewritten(raw, calls, tmp_path, damage):
     cc.load_calibration([CAL], raw, directory=cache)
     entry = cc.entry_path([CAL], raw, cache)
     good = entry.read_bytes()
-    bad = {"garbage": b"\x80not a cache entry\n" * 10,
-           "truncated": good[: len(good) // 2],
-           "flipped": good[:-10] + bytes([good[-10] ^ 0xFF]) + good[-9:],
-           "empty": b"",
-           "other-key": good.replace(good.split(b"\n")[1], b"0" * 64, 1)}[damage]
+    bad = {
+        "garbage": b"\x80not a cache entry\n" * 10,
+        "truncated": good[: len(good) // 2],
+        "flipped": good[:-10] + bytes([good[-10] ^ 0xFF]) + good[-9:],
+        "empty": b"",
+        "other-key": good.replace(good.split(b"\n")[1], b"0" * 64, 1),
+    }[damage]
     entry.write_bytes(bad)
     cal = cc.load_calibration([CAL], raw, directory=cache)
     assert len(calls) == 2 and isinstance(cal, predict.Calibration)

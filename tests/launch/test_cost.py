@@ -99,17 +99,21 @@ def test_status_asks_squeue_for_the_runs_jobs(tmp_path, monkeypatch, capsys):
     (tmp_path / "workflow/studies").mkdir(parents=True)
     (tmp_path / "workflow/studies/smoke.yaml").write_text(yaml.safe_dump(data))
     ids, coll = [r.run_id for r in study.runs], study.collectives[0].run_id
-    queue = [f"101|PENDING|{job_comment('run', 'smoke', ids[0])}",
-             f"102|RUNNING|{job_comment('run', 'smoke', ids[1])}",
-             f"103|SUSPENDED|{job_comment('collectives', 'smoke', coll)}",
-             f"104|RUNNING|{job_comment('run', 'smoke-other', ids[2])}",  # another study's job
-             "105|PENDING|rule_aggregate_wildcards_smoke"]  # not a run
+    queue = [
+        f"101|PENDING|{job_comment('run', 'smoke', ids[0])}",
+        f"102|RUNNING|{job_comment('run', 'smoke', ids[1])}",
+        f"103|SUSPENDED|{job_comment('collectives', 'smoke', coll)}",
+        f"104|RUNNING|{job_comment('run', 'smoke-other', ids[2])}",  # another study's job
+        "105|PENDING|rule_aggregate_wildcards_smoke",
+    ]  # not a run
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "squeue"
-    fake.write_text("#!/bin/sh\necho \"$@\" > \"$(dirname \"$0\")/args\"\n"
-                    "[ -n \"$FAIL\" ] && { echo 'squeue: error: slurm_load_jobs: Unable to contact slurm controller' >&2; "
-                    "exit 1; }\ncat <<'END'\n" + "\n".join(queue) + "\nEND\n")
+    fake.write_text(
+        '#!/bin/sh\necho "$@" > "$(dirname "$0")/args"\n'
+        "[ -n \"$FAIL\" ] && { echo 'squeue: error: slurm_load_jobs: Unable to contact slurm controller' >&2; "
+        "exit 1; }\ncat <<'END'\n" + "\n".join(queue) + "\nEND\n"
+    )
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     assert main(["status", "--study", "smoke", "--root", str(tmp_path), "--json"]) == 0

@@ -25,8 +25,16 @@ from scalestudy.spec.site import Site, SiteError, load_site
 
 pytestmark = pytest.mark.multiproc
 
-SPEC = RunSpec(model="tiny", n_layers=2, device="cpu", precision="fp32", procs_per_node=1, seq_len=32,
-               warmup_iters=1, measured_iters=2)
+SPEC = RunSpec(
+    model="tiny",
+    n_layers=2,
+    device="cpu",
+    precision="fp32",
+    procs_per_node=1,
+    seq_len=32,
+    warmup_iters=1,
+    measured_iters=2,
+)
 
 
 def launch_env(**extra) -> dict:
@@ -41,8 +49,9 @@ def test_identity_is_recorded_and_a_run_of_another_study_is_refused(tmp_path):
     env = launch_env()
     env.pop(run_guard.LOCK_DIR_ENV, None)  # the site file's lock_dir decides
     site = Site(lock_dir=str(tmp_path / "site-locks"))
-    out = launch(SPEC, run_dir, env=env, site=site, identity={"study": "a", "hardware": "CPU A"},
-                 log_path=tmp_path / "a.log")
+    out = launch(
+        SPEC, run_dir, env=env, site=site, identity={"study": "a", "hardware": "CPU A"}, log_path=tmp_path / "a.log"
+    )
     assert out.exit_code == 0 and out.status == "ok", out.message + (tmp_path / "a.log").read_text()
     run = json.loads((run_dir / "run.json").read_text())
     assert (run["study"], run["hardware"], run["config_id"]) == ("a", "CPU A", SPEC.config_id)
@@ -62,8 +71,9 @@ def test_identity_is_recorded_and_a_run_of_another_study_is_refused(tmp_path):
 
     # launched again where a finished run already lies: moved aside, named, never deleted
     first = rawlog.read_run(run_dir).status["seal"]
-    out = launch(SPEC, run_dir, env=env, site=site, identity={"study": "a", "hardware": "CPU A"},
-                 log_path=tmp_path / "again.log")
+    out = launch(
+        SPEC, run_dir, env=env, site=site, identity={"study": "a", "hardware": "CPU A"}, log_path=tmp_path / "again.log"
+    )
     assert out.exit_code == 0 and out.status == "ok", out.message
     (found,) = raw_a.glob(f"{SPEC.run_id}.found-*")
     assert rawlog.read_run(found).status["seal"] == first  # the first measurement, whole
@@ -71,8 +81,9 @@ def test_identity_is_recorded_and_a_run_of_another_study_is_refused(tmp_path):
     log = (tmp_path / "again.log").read_text()
     assert "already held a finished run (status ok)" in log and f"moved aside to {found}" in log
     # the aggregation lists the found copy as unplanned (the audit counts it), never reads it instead
-    unplanned = agg.unplanned_runs(make_study(tmp_path, [planned(SPEC, ("weak_scaling",), "FSDP")], name="a",
-                                              hardware="CPU A"))
+    unplanned = agg.unplanned_runs(
+        make_study(tmp_path, [planned(SPEC, ("weak_scaling",), "FSDP")], name="a", hardware="CPU A")
+    )
     assert any(found.name in json.dumps(u, default=str) for u in unplanned), unplanned
 
 
@@ -102,8 +113,13 @@ def test_the_lock_directory_does_not_follow_tmpdir(tmp_path):
 def test_a_busy_process_outside_the_run_guard_makes_the_run_contaminated(tmp_path):
     # a neighbour nobody launched through the guard: no token, and not a descendant of the launcher
     # (here the test process itself, whose children the watch counts as the run's), so started detached
-    out = subprocess.run(["sh", "-c", f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
-                         env=child_env(), capture_output=True, text=True, timeout=30)
+    out = subprocess.run(
+        ["sh", "-c", f"'{sys.executable}' -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     busy_pid = int(out.stdout.strip())
     try:
         time.sleep(0.5)
@@ -134,8 +150,12 @@ class Procs:
 def test_the_foreign_cpu_share_counts_only_other_processes():
     me = os.getpid()
     # pid 101: a worker of the run (the launcher's child), pid 202: someone else's process
-    quiet = Procs([{me: (1.0, 1, "launcher"), 101: (0.0, me, "python"), 202: (5.0, 1, "sshd")},
-                   {me: (1.1, 1, "launcher"), 101: (2.0, me, "python"), 202: (5.01, 1, "sshd")}])
+    quiet = Procs(
+        [
+            {me: (1.0, 1, "launcher"), 101: (0.0, me, "python"), 202: (5.0, 1, "sshd")},
+            {me: (1.1, 1, "launcher"), 101: (2.0, me, "python"), 202: (5.01, 1, "sshd")},
+        ]
+    )
     w = run_guard.LoadWatch(token="t", processes=quiet)
     w.sample()
     time.sleep(0.2)
@@ -144,9 +164,12 @@ def test_the_foreign_cpu_share_counts_only_other_processes():
     # (the reason may also name processes of other runs of the package that this host runs now)
     assert "other processes used" not in (rec["reason"] or "")
     assert rec["foreign_cpu"]["foreign_cpu_s"] == pytest.approx(0.01) and rec["foreign_cpu"]["foreign_cpu_share"] < 0.1
-    busy = Procs([{me: (1.0, 1, "launcher"), 101: (0.0, me, "python"), 202: (5.0, 1, "burn")},
-                  {me: (1.1, 1, "launcher"), 101: (0.1, me, "python"), 202: (5.2, 1, "burn"),
-                   303: (0.1, 1, "new")}])
+    busy = Procs(
+        [
+            {me: (1.0, 1, "launcher"), 101: (0.0, me, "python"), 202: (5.0, 1, "burn")},
+            {me: (1.1, 1, "launcher"), 101: (0.1, me, "python"), 202: (5.2, 1, "burn"), 303: (0.1, 1, "new")},
+        ]
+    )
     w = run_guard.LoadWatch(token="t", processes=busy)
     w.sample()
     time.sleep(0.2)
@@ -155,8 +178,9 @@ def test_the_foreign_cpu_share_counts_only_other_processes():
     assert rec["contaminated"] and "other processes used" in rec["reason"] and "burn (pid 202" in rec["reason"]
     assert rec["foreign_cpu"]["foreign_cpu_s"] == pytest.approx(0.3)  # a process new since: all its time
     # a threshold of None (SCALESTUDY_FOREIGN_CPU_MAX=off): recorded, never flagged
-    w = run_guard.LoadWatch(token="t", processes=Procs([{202: (1.0, 1, "b")}, {202: (9.0, 1, "b")}]),
-                            cpu_share_max=None)
+    w = run_guard.LoadWatch(
+        token="t", processes=Procs([{202: (1.0, 1, "b")}, {202: (9.0, 1, "b")}]), cpu_share_max=None
+    )
     w.sample()
     time.sleep(0.1)
     w.sample()
@@ -166,16 +190,17 @@ def test_the_foreign_cpu_share_counts_only_other_processes():
     assert run_guard.foreign_cpu_threshold({run_guard.FOREIGN_CPU_ENV: "off"}) is None
 
 
-
 def test_a_run_process_stays_the_runs_while_it_exits(monkeypatch):
     """A warm worker (the server's grandchild, not the launcher's descendant) is the run's by its
     token; while it exits its environment reads empty before it is a zombie, and its last CPU time
     is still the run's. A new process under the same pid (its CPU time lower) is not."""
     me = os.getpid()
-    snapshots = [{me: (1.0, 1, "launcher"), 50: (3.0, 1, "server"), 101: (0.0, 50, "python")},
-                 {me: (1.0, 1, "launcher"), 50: (3.0, 1, "server"), 101: (0.5, 50, "python")},
-                 {me: (1.0, 1, "launcher"), 50: (3.0, 1, "server"), 101: (1.4, 50, "python")},
-                 {me: (1.0, 1, "launcher"), 50: (3.0, 1, "server"), 101: (0.3, 1, "other")}]
+    snapshots = [
+        {me: (1.0, 1, "launcher"), 50: (3.0, 1, "server"), 101: (0.0, 50, "python")},
+        {me: (1.0, 1, "launcher"), 50: (3.0, 1, "server"), 101: (0.5, 50, "python")},
+        {me: (1.0, 1, "launcher"), 50: (3.0, 1, "server"), 101: (1.4, 50, "python")},
+        {me: (1.0, 1, "launcher"), 50: (3.0, 1, "server"), 101: (0.3, 1, "other")},
+    ]
     tokens = [{101: "t"}, {101: "t"}, {}, {}]  # the third: 101 is exiting, its environment empty
     monkeypatch.setattr(run_guard, "run_tokens", lambda: tokens.pop(0))
     w = run_guard.LoadWatch(token="t", processes=Procs(snapshots))
@@ -184,6 +209,7 @@ def test_a_run_process_stays_the_runs_while_it_exits(monkeypatch):
     assert w.cpu_series[-1][1] == 0.0 and not w.cpu_by_pid
     w.sample()
     assert w.cpu_series[-1][1] == pytest.approx(0.3) and list(w.cpu_by_pid) == [101]
+
 
 # ---- a run found after the DAG was built, under the workflow ---------------------------------
 STUDY_YAML = """description: a run found where the workflow was about to measure
@@ -210,8 +236,14 @@ def test_the_workflow_keeps_a_run_found_in_place(tmp_path):
     study.write_text(STUDY_YAML)
 
     def snakemake(*args):
-        out = subprocess.run([*snakemake_cmd(), "--cores", "1", "--config", f"study={study}", *args], cwd=tmp_path,
-                             capture_output=True, text=True, timeout=400, env=child_env())
+        out = subprocess.run(
+            [*snakemake_cmd(), "--cores", "1", "--config", f"study={study}", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=400,
+            env=child_env(),
+        )
         assert out.returncode == 0, (out.stdout + out.stderr)[-3000:]
         return out.stdout + out.stderr
 

@@ -15,8 +15,15 @@ from conftest import REPO, child_env
 from scalestudy.launch import run_guard
 from scalestudy.measure import rawlog
 
-TINY1 = {"model": "tiny", "device": "cpu", "precision": "fp32", "procs_per_node": 1, "seq_len": 32,
-         "warmup_iters": 1, "measured_iters": 100000}  # runs until the test stops it
+TINY1 = {
+    "model": "tiny",
+    "device": "cpu",
+    "precision": "fp32",
+    "procs_per_node": 1,
+    "seq_len": 32,
+    "warmup_iters": 1,
+    "measured_iters": 100000,
+}  # runs until the test stops it
 
 
 def _env_of(pid: int) -> dict:
@@ -38,8 +45,11 @@ def run_processes(launcher_pid: int) -> list[int]:
     """Live processes started for the launch with this pid (torchrun and its workers)."""
     out = []
     for entry in os.listdir("/proc"):
-        if entry.isdigit() and _env_of(int(entry)).get(run_guard.LAUNCHER_PID_ENV) == str(launcher_pid) \
-                and _state(int(entry)) not in (None, "Z"):
+        if (
+            entry.isdigit()
+            and _env_of(int(entry)).get(run_guard.LAUNCHER_PID_ENV) == str(launcher_pid)
+            and _state(int(entry)) not in (None, "Z")
+        ):
             out.append(int(entry))
     return out
 
@@ -65,17 +75,34 @@ def workers(launcher_pid: int) -> list[int]:
     return [p for p in pids if _ppid(p) in pids]
 
 
-def start_launch(tmp_path: Path, name: str, *, lock_dir: Path, env: dict | None = None,
-                 **launch_args: str) -> tuple[subprocess.Popen, Path]:
+def start_launch(
+    tmp_path: Path, name: str, *, lock_dir: Path, env: dict | None = None, **launch_args: str
+) -> tuple[subprocess.Popen, Path]:
     spec = tmp_path / f"{name}.json"
     spec.write_text(json.dumps(TINY1))
     run_dir = tmp_path / name
-    args = [sys.executable, "-m", "scalestudy", "launch", "--spec-json", str(spec), "--run-dir", str(run_dir),
-            "--log", str(tmp_path / f"{name}.log")]
+    args = [
+        sys.executable,
+        "-m",
+        "scalestudy",
+        "launch",
+        "--spec-json",
+        str(spec),
+        "--run-dir",
+        str(run_dir),
+        "--log",
+        str(tmp_path / f"{name}.log"),
+    ]
     for k, v in launch_args.items():
         args += [f"--{k.replace('_', '-')}", v]
-    proc = subprocess.Popen(args, cwd=REPO, env=child_env(SCALESTUDY_LOCK_DIR=str(lock_dir), **(env or {})),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        args,
+        cwd=REPO,
+        env=child_env(SCALESTUDY_LOCK_DIR=str(lock_dir), **(env or {})),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     return proc, run_dir
 
 
@@ -108,9 +135,12 @@ def three_runs(tmp_path_factory):
     would have to cover a slow start on a loaded machine)."""
     tmp = tmp_path_factory.mktemp("faults")
     runs = {}
-    for name, env, extra in (("killed", {}, {}), ("torchrun", {"SCALESTUDY_LOCAL_LAUNCHER": "torchrun"}, {}),
-                             ("stopped", {}, {"grace_s": "2"}),
-                             ("warm", {"SCALESTUDY_LOCAL_LAUNCHER": "warm", "SCALESTUDY_WARM_IDLE_S": "30"}, {})):
+    for name, env, extra in (
+        ("killed", {}, {}),
+        ("torchrun", {"SCALESTUDY_LOCAL_LAUNCHER": "torchrun"}, {}),
+        ("stopped", {}, {"grace_s": "2"}),
+        ("warm", {"SCALESTUDY_LOCAL_LAUNCHER": "warm", "SCALESTUDY_WARM_IDLE_S": "30"}, {}),
+    ):
         runs[name] = start_launch(tmp, name, lock_dir=tmp / f"locks-{name}", env=env, **extra)
     for name, (proc, _) in runs.items():
         wait_until_training(proc, tmp, name)
@@ -126,9 +156,23 @@ def test_kill_9_of_the_launcher_leaves_no_process_and_a_second_launch_is_refused
     tmp, runs = three_runs
     proc, run_dir = runs["killed"]
     # the same run id launched again while the first launch runs: refused at once, naming the holder
-    second = subprocess.run([sys.executable, "-m", "scalestudy", "launch", "--spec-json", str(tmp / "killed.json"),
-                             "--run-dir", str(run_dir)], cwd=REPO, env=child_env(), capture_output=True, text=True,
-                            timeout=120)
+    second = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scalestudy",
+            "launch",
+            "--spec-json",
+            str(tmp / "killed.json"),
+            "--run-dir",
+            str(run_dir),
+        ],
+        cwd=REPO,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert second.returncode == 2, second.stdout + second.stderr
     assert "being launched already" in second.stderr and f"launcher pid {proc.pid}" in second.stderr
     assert workers(proc.pid)
@@ -183,11 +227,14 @@ def test_a_second_run_on_the_same_devices_waits_for_the_first(tmp_path):
     env = {run_guard.LOCK_DIR_ENV: str(tmp_path)}
     waited = []
     with run_guard.device_lock(["host-cpu"], "first", env):
-        code = ("import sys; from scalestudy.launch import run_guard as g\n"
-                "with g.device_lock(['host-cpu'], 'second', {'SCALESTUDY_LOCK_DIR': sys.argv[1]},"
-                " on_wait=lambda p, h: print('WAIT', h, flush=True)) as l: print('GOT', flush=True)\n")
-        second = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], env=child_env(), stdout=subprocess.PIPE,
-                                  text=True)
+        code = (
+            "import sys; from scalestudy.launch import run_guard as g\n"
+            "with g.device_lock(['host-cpu'], 'second', {'SCALESTUDY_LOCK_DIR': sys.argv[1]},"
+            " on_wait=lambda p, h: print('WAIT', h, flush=True)) as l: print('GOT', flush=True)\n"
+        )
+        second = subprocess.Popen(
+            [sys.executable, "-c", code, str(tmp_path)], env=child_env(), stdout=subprocess.PIPE, text=True
+        )
         line = second.stdout.readline()
         assert line.strip() == "WAIT first", line
         waited.append(second.poll() is None)

@@ -15,8 +15,15 @@ from scalestudy.measure import rawlog
 from scalestudy.spec.run import RunSpec
 from scalestudy.spec.studies import load_study
 
-TINY = {"model": "tiny", "device": "cpu", "precision": "fp32", "procs_per_node": 2, "seq_len": 32,
-        "warmup_iters": 1, "measured_iters": 2}
+TINY = {
+    "model": "tiny",
+    "device": "cpu",
+    "precision": "fp32",
+    "procs_per_node": 2,
+    "seq_len": 32,
+    "warmup_iters": 1,
+    "measured_iters": 2,
+}
 
 
 def run_launch(args: list[str], *, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
@@ -31,8 +38,13 @@ def spec_file(tmp_path: Path, **changes) -> Path:
 
 
 def test_cli_registers_launch():
-    out = subprocess.run([sys.executable, "-m", "scalestudy", "launch", "--help"], capture_output=True, text=True,
-                         env=child_env(), timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-m", "scalestudy", "launch", "--help"],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert "--run-id" in out.stdout and "--time-limit-s" in out.stdout
 
@@ -41,8 +53,12 @@ def test_cli_registers_launch():
 def test_every_thread_variable_is_shared_out_among_a_nodes_processes():
     env = {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2", "OPENBLAS_NUM_THREADS": "8", "NUMEXPR_NUM_THREADS": "x"}
     share_threads(env, 4)
-    assert env == {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "2",
-                   "NUMEXPR_NUM_THREADS": "x"}
+    assert env == {
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "2",
+        "NUMEXPR_NUM_THREADS": "x",
+    }
 
 
 def test_launch_a_planned_two_process_run(tmp_path):
@@ -74,7 +90,9 @@ def test_launch_a_planned_two_process_run(tmp_path):
     assert f"raw log {run_dir}" in summaries[0]
     # both ranks traced the profiled step; Kineto's start and stop lines came from rank 0 alone
     assert run.spec.profile_iters and sorted(p.name for p in (run_dir / "traces").iterdir()) == [
-        "rank-00000.json.gz", "rank-00001.json.gz"]
+        "rank-00000.json.gz",
+        "rank-00001.json.gz",
+    ]
     assert text.count("profiler_start") == 1 and text.count("profiler_stop") == 1, text
 
 
@@ -83,8 +101,20 @@ def test_a_run_stopped_at_its_time_limit_is_timeout(tmp_path):
     run_dir, log = tmp_path / "run", tmp_path / "run.log"
     spec = spec_file(tmp_path, measured_iters=100000)
     t0 = time.monotonic()
-    out = run_launch(["--spec-json", str(spec), "--run-dir", str(run_dir), "--log", str(log),
-                      "--time-limit-s", "10", "--grace-s", "20"])  # stopped in training, or before it on a loaded machine
+    out = run_launch(
+        [
+            "--spec-json",
+            str(spec),
+            "--run-dir",
+            str(run_dir),
+            "--log",
+            str(log),
+            "--time-limit-s",
+            "10",
+            "--grace-s",
+            "20",
+        ]
+    )  # stopped in training, or before it on a loaded machine
     assert out.returncode == 0, out.stderr
     assert time.monotonic() - t0 < 90
     status = json.loads((run_dir / "status.json").read_text())
@@ -130,8 +160,10 @@ def test_a_rank_that_dies_without_status_makes_the_run_crashed(tmp_path):
 def test_an_unclassified_harness_error_fails_loudly_and_keeps_the_log(tmp_path):
     run_dir = tmp_path / "raw" / "run"
     env = child_env(SCALESTUDY_INJECT_FAULT="crash:rank=1:step=1")
-    out = run_launch(["--spec-json", str(spec_file(tmp_path)), "--run-dir", str(run_dir),
-                      "--log", str(tmp_path / "run.log")], env=env)
+    out = run_launch(
+        ["--spec-json", str(spec_file(tmp_path)), "--run-dir", str(run_dir), "--log", str(tmp_path / "run.log")],
+        env=env,
+    )
     assert out.returncode == 1
     assert "could not classify" in out.stderr and "ZeroDivisionError: injected fault" in out.stderr
     kept = list((tmp_path / "crashed").glob("run.*"))
@@ -143,8 +175,9 @@ def test_launch_a_collectives_benchmark(tmp_path):
     study = load_study("smoke", REPO)
     bench = next(c for c in study.collectives if c.world_size == 2)
     run_dir = tmp_path / bench.run_id
-    out = run_launch(["--study", "smoke", "--run-id", bench.run_id, "--run-dir", str(run_dir),
-                      "--log", str(tmp_path / "c.log")])
+    out = run_launch(
+        ["--study", "smoke", "--run-id", bench.run_id, "--run-dir", str(run_dir), "--log", str(tmp_path / "c.log")]
+    )
     assert out.returncode == 0, out.stderr + (tmp_path / "c.log").read_text()
     got = rawlog.read_run(run_dir)
     assert got.run["kind"] == "collectives" and got.status["status"] == "ok"
@@ -167,8 +200,9 @@ def test_job_resources_follow_the_spec():
     r = job_resources(cpu)
     assert (r["threads"], r["nodes"], r["tasks"], r["gpus"]) == (4, 1, 1, 0)
     assert r["runtime"] * 60 > r["time_limit_s"] >= default_time_limit_s(cpu)
-    gpu = RunSpec.from_dict({"model": "llama2-7b", "device": "cuda", "nodes": 4, "procs_per_node": 8,
-                             "seq_len": 4096, "micro_batch": 2})
+    gpu = RunSpec.from_dict(
+        {"model": "llama2-7b", "device": "cuda", "nodes": 4, "procs_per_node": 8, "seq_len": 4096, "micro_batch": 2}
+    )
     r = job_resources(gpu, time_limit_s=3600)
     assert (r["nodes"], r["tasks"], r["gpus"], r["time_limit_s"]) == (4, 4, 32, 3600)
     assert "--gpus-per-node=8" in r["slurm_extra"] and r["runtime"] >= 60
@@ -184,8 +218,14 @@ def test_cpu_runs_on_one_host_start_without_torchrun(monkeypatch, tmp_path):
     cmd = launch_command(spec, tmp_path / "s.json", tmp_path / "r")
     assert cmd[1:6] == ["-m", "scalestudy", "workers", "--nproc=2", "--"] and cmd[6] == "train"
     monkeypatch.setenv(LAUNCHER_ENV, "warm")  # the workflow's choice: forked by a warm server
-    assert launch_command(spec, tmp_path / "s.json", tmp_path / "r")[1:4] == ["-m", "scalestudy.launch.warm_workers", "--nproc=2"]
-    assert launch_command(spec.replace(device="cuda"), tmp_path / "s.json", tmp_path / "r")[2] == "torch.distributed.run"
+    assert launch_command(spec, tmp_path / "s.json", tmp_path / "r")[1:4] == [
+        "-m",
+        "scalestudy.launch.warm_workers",
+        "--nproc=2",
+    ]
+    assert (
+        launch_command(spec.replace(device="cuda"), tmp_path / "s.json", tmp_path / "r")[2] == "torch.distributed.run"
+    )
     monkeypatch.setenv(LAUNCHER_ENV, "torchrun")
     assert launch_command(spec, tmp_path / "s.json", tmp_path / "r")[1:3] == ["-m", "torch.distributed.run"]
     monkeypatch.setenv(LAUNCHER_ENV, "mpirun")

@@ -54,8 +54,10 @@ def cluster(tmp_path_factory):
         c = sc.LocalSlurm(tmp_path_factory.mktemp("slurm"), nodes=1)
         c.start()
     c.why_one_node = why_one
-    print(f"\n[slurm] {c.nodes} node(s) {' '.join(c.node_names)} up in {time.monotonic() - t0:.1f} s"
-          + (f" (one node: {why_one})" if why_one else ""))
+    print(
+        f"\n[slurm] {c.nodes} node(s) {' '.join(c.node_names)} up in {time.monotonic() - t0:.1f} s"
+        + (f" (one node: {why_one})" if why_one else "")
+    )
     yield c
     c.stop()
 
@@ -75,8 +77,9 @@ def test_srun_and_sbatch_on_every_node(cluster, tmp_path):
     out = sh(["srun", f"--nodes={cluster.nodes}", "--ntasks-per-node=1", "hostname"], timeout=60)
     assert out.returncode == 0, out.stderr
     assert sorted(out.stdout.split()) == sorted(cluster.node_names)
-    jid = sbatch(["--output", str(tmp_path / "%j.out"), "--wrap", "echo job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"],
-                 tmp_path)
+    jid = sbatch(
+        ["--output", str(tmp_path / "%j.out"), "--wrap", "echo job $SLURM_JOB_ID on $SLURM_JOB_NODELIST"], tmp_path
+    )
     assert cluster.wait_job(jid, 60) == "COMPLETED"
     assert (tmp_path / f"{jid}.out").read_text().startswith(f"job {jid} on ")
 
@@ -98,8 +101,12 @@ def test_status_counts_the_jobs_squeue_lists_for_the_study(cluster, tmp_path, ca
     jobs = []
 
     def submit(comment: str | None, *args: str) -> str:
-        jobs.append(sbatch([*([f"--comment={comment}"] if comment else []), *args, "--output=/dev/null",
-                            "--wrap", "sleep 60"], tmp_path))
+        jobs.append(
+            sbatch(
+                [*([f"--comment={comment}"] if comment else []), *args, "--output=/dev/null", "--wrap", "sleep 60"],
+                tmp_path,
+            )
+        )
         return jobs[-1]
 
     try:
@@ -115,8 +122,12 @@ def test_status_counts_the_jobs_squeue_lists_for_the_study(cluster, tmp_path, ca
         assert "|(null)" in listed, listed  # what the parser must pass over
         out = sh([sys.executable, "-m", "scalestudy", "status", "--study", STUDY, "--root", str(tmp_path), "--json"])
         assert out.returncode == 0, out.stderr
-        assert json.loads(out.stdout)["queue"] == {"pending": [runs[0]], "running": [coll], "other": {},
-                                                   "error": None}, listed
+        assert json.loads(out.stdout)["queue"] == {
+            "pending": [runs[0]],
+            "running": [coll],
+            "other": {},
+            "error": None,
+        }, listed
         assert main(["status", "--study", STUDY, "--root", str(tmp_path)]) == 0
         assert "squeue       1 pending, 1 running  (SLURM jobs of its runs)" in capsys.readouterr().out
         assert queued_runs("other-study", [*runs, coll]) == QueuedRuns([runs[1]], [], {})
@@ -145,9 +156,18 @@ def workflow_run(cluster, tmp_path_factory):
     # the launcher's ranks write into the attempt's own directory, moved to raw/ at the end
     attempts = root / "data" / STUDY / "attempts"
 
-    cmd = [*snakemake_cmd(), "--profile", "slurm", "--config", f"study={STUDY}",
-           # a small cluster answers at once: poll it often, do not wait for a slow file system
-           "--slurm-init-seconds-before-status-checks", "2", "--latency-wait", "5"]
+    cmd = [
+        *snakemake_cmd(),
+        "--profile",
+        "slurm",
+        "--config",
+        f"study={STUDY}",
+        # a small cluster answers at once: poll it often, do not wait for a slow file system
+        "--slurm-init-seconds-before-status-checks",
+        "2",
+        "--latency-wait",
+        "5",
+    ]
     log = open(root / "snakemake.out", "w")
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=root, env=env_for_jobs(), stdout=log, stderr=subprocess.STDOUT)
@@ -172,11 +192,20 @@ def workflow_run(cluster, tmp_path_factory):
     finally:
         log.close()
     wall = time.monotonic() - t0
-    print(f"\n[slurm] snakemake --profile slurm: {len(planned.runs)} runs + {len(planned.collectives)} "
-          f"collectives, exit {proc.returncode}, {wall:.0f} s")
-    return {"root": root, "rc": proc.returncode, "study": planned, "target": target, "cancelled": cancelled,
-            "cancelled_at_iteration": cancelled_at_iteration, "wall_s": wall,
-            "output": (root / "snakemake.out").read_text()}
+    print(
+        f"\n[slurm] snakemake --profile slurm: {len(planned.runs)} runs + {len(planned.collectives)} "
+        f"collectives, exit {proc.returncode}, {wall:.0f} s"
+    )
+    return {
+        "root": root,
+        "rc": proc.returncode,
+        "study": planned,
+        "target": target,
+        "cancelled": cancelled,
+        "cancelled_at_iteration": cancelled_at_iteration,
+        "wall_s": wall,
+        "output": (root / "snakemake.out").read_text(),
+    }
 
 
 def test_snakemake_profile_slurm_runs_the_reduced_study(workflow_run):
@@ -210,7 +239,8 @@ def test_every_run_went_through_sbatch(workflow_run, cluster):
     listed = sh(["squeue", "--noheader", "--states=all", "--format=%i|%k"]).stdout.splitlines()
     comments = dict(line.split("|", 1) for line in listed)
     assert {r: comments.get(j) for r, j in job_ids.items()} == {
-        r: job_comment("collectives" if r in study.collectives_ids else "run", STUDY, r) for r in job_ids}
+        r: job_comment("collectives" if r in study.collectives_ids else "run", STUDY, r) for r in job_ids
+    }
 
 
 def test_a_two_node_run_meets_in_one_rendezvous(workflow_run, cluster):
@@ -266,20 +296,36 @@ def test_a_cancelled_run_is_preempted_kept_aside_and_run_again(workflow_run, clu
     assert all(r["status"] == "ok" for r in rows)
 
 
-@pytest.mark.skipif(not os.environ.get("SCALESTUDY_SLURM_SLOW"),
-                    reason="SLURM's shortest time limit is a minute: set SCALESTUDY_SLURM_SLOW=1 to run (about 100 s)")
+@pytest.mark.skipif(
+    not os.environ.get("SCALESTUDY_SLURM_SLOW"),
+    reason="SLURM's shortest time limit is a minute: set SCALESTUDY_SLURM_SLOW=1 to run (about 100 s)",
+)
 def test_a_run_at_slurms_time_limit_is_timeout_and_kept_aside(cluster, tmp_path):
     """sbatch -t 1 around a run that would train for hours: SLURM stops it at one minute, the
     launcher hears Reason=TimeLimit, the run is `timeout`, kept under interrupted/, exit 3."""
     from scalestudy.measure.rawlog import read_run
 
-    (tmp_path / "long.json").write_text(json.dumps({
-        "model": "tiny", "n_layers": 2, "device": "cpu", "precision": "fp32", "seq_len": 128,
-        "procs_per_node": 2, "warmup_iters": 1, "measured_iters": 100000}))
-    launch = (f"exec {sys.executable} -m scalestudy launch --spec-json long.json --run-dir data/s/raw/long "
-              "--log data/s/long.log --attempt 1 --max-attempts 2")
-    jid = sbatch(["--time=1", "--nodes=1", "--cpus-per-task=2", "--output", str(tmp_path / "%j.out"),
-                  "--wrap", launch], tmp_path)
+    (tmp_path / "long.json").write_text(
+        json.dumps(
+            {
+                "model": "tiny",
+                "n_layers": 2,
+                "device": "cpu",
+                "precision": "fp32",
+                "seq_len": 128,
+                "procs_per_node": 2,
+                "warmup_iters": 1,
+                "measured_iters": 100000,
+            }
+        )
+    )
+    launch = (
+        f"exec {sys.executable} -m scalestudy launch --spec-json long.json --run-dir data/s/raw/long "
+        "--log data/s/long.log --attempt 1 --max-attempts 2"
+    )
+    jid = sbatch(
+        ["--time=1", "--nodes=1", "--cpus-per-task=2", "--output", str(tmp_path / "%j.out"), "--wrap", launch], tmp_path
+    )
     assert cluster.wait_job(jid, 240) == "TIMEOUT"
     assert not (tmp_path / "data" / "s" / "raw" / "long").exists()
     kept = list((tmp_path / "data" / "s" / "interrupted").glob("long.attempt1.*"))

@@ -11,9 +11,15 @@ NODE = "NodeName=gpu1 NodeAddr=127.0.0.1 CPUs=16 RealMemory=130000 State=UNKNOWN
 
 
 def conf(gpus: int) -> str:
-    return sc.slurm_conf_text(cluster_name="scalestudy-test-1", ctl="SlurmctldHost=gpu1(127.0.0.1)",
-                              node_lines=[NODE], partition="debug", kill_wait_s=20, workdir=Path("/tmp/w"),
-                              gpus=gpus)
+    return sc.slurm_conf_text(
+        cluster_name="scalestudy-test-1",
+        ctl="SlurmctldHost=gpu1(127.0.0.1)",
+        node_lines=[NODE],
+        partition="debug",
+        kill_wait_s=20,
+        workdir=Path("/tmp/w"),
+        gpus=gpus,
+    )
 
 
 def lines(text: str) -> list[str]:
@@ -37,9 +43,16 @@ def test_no_gpus_leaves_the_configuration_as_before():
     text = conf(0)
     assert "GresTypes" not in text and "Gres=" not in text and "AccountingStorageTRES" not in text
     assert NODE in lines(text)
-    for key in ("SelectType=select/cons_tres", "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none",
-                "AccountingStorageType=accounting_storage/none", "MinJobAge=600", "KillWait=20",
-                "StateSaveLocation=/tmp/w/state", "SlurmdSpoolDir=/tmp/w/spool/slurmd.%n"):
+    for key in (
+        "SelectType=select/cons_tres",
+        "ProctrackType=proctrack/linuxproc",
+        "TaskPlugin=task/none",
+        "AccountingStorageType=accounting_storage/none",
+        "MinJobAge=600",
+        "KillWait=20",
+        "StateSaveLocation=/tmp/w/state",
+        "SlurmdSpoolDir=/tmp/w/spool/slurmd.%n",
+    ):
         assert key in lines(text)
 
 
@@ -99,4 +112,7 @@ def test_a_cgroup_stub_only_where_slurmd_finds_no_cgroup_file_system(tmp_path):
     assert "sysfs" in sc.why_cgroup_stub("sysfs")
     assert "not there" in sc.why_cgroup_stub(None)
     assert lines(sc.cgroup_stub_text(tmp_path / "cgroup-stub")) == [
-        sc.MARK, "CgroupPlugin=cgroup/v1", f"CgroupMountpoint={tmp_path / 'cgroup-stub'}"]
+        sc.MARK,
+        "CgroupPlugin=cgroup/v1",
+        f"CgroupMountpoint={tmp_path / 'cgroup-stub'}",
+    ]

@@ -35,42 +35,95 @@ TRAIN = ["scalestudy", "train", "--spec", "spec.json", "--run-dir", "runs/x", "-
 
 # ---- the launch line ------------------------------------------------------------------
 def test_launch_line_one_node():
-    cmd = srun_torchrun_command(nodes=1, procs_per_node=8, first_host="gpu017", job_id="4242", module_args=TRAIN,
-                                python="python", cpus_per_task=8, gpus_per_node=8)
+    cmd = srun_torchrun_command(
+        nodes=1,
+        procs_per_node=8,
+        first_host="gpu017",
+        job_id="4242",
+        module_args=TRAIN,
+        python="python",
+        cpus_per_task=8,
+        gpus_per_node=8,
+    )
     assert cmd == [
-        "srun", "--nodes=1", "--ntasks=1", "--ntasks-per-node=1", "--cpus-per-task=8", "--gpus-per-node=8",
+        "srun",
+        "--nodes=1",
+        "--ntasks=1",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=8",
+        "--gpus-per-node=8",
         "--kill-on-bad-exit=0",
-        "python", "-m", "torch.distributed.run", "--nnodes=1", "--nproc_per_node=8", "--rdzv-backend=c10d",
-        "--rdzv-endpoint=gpu017:29742", "--rdzv-id=4242", "--max-restarts=0",
-        "-m", "scalestudy", "train", "--spec", "spec.json", "--run-dir", "runs/x", "--quiet",
+        "python",
+        "-m",
+        "torch.distributed.run",
+        "--nnodes=1",
+        "--nproc_per_node=8",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=gpu017:29742",
+        "--rdzv-id=4242",
+        "--max-restarts=0",
+        "-m",
+        "scalestudy",
+        "train",
+        "--spec",
+        "spec.json",
+        "--run-dir",
+        "runs/x",
+        "--quiet",
     ]
 
 
 def test_launch_line_two_nodes_rendezvous_on_the_first_host():
     alloc_hosts = expand_hostlist("node[07-08]")
-    cmd = srun_torchrun_command(nodes=2, procs_per_node=4, first_host=alloc_hosts[0], job_id=123456,
-                                module_args=TRAIN, python="/opt/env/bin/python", cpus_per_task=4, gpus_per_node=4)
-    assert cmd[:cmd.index("/opt/env/bin/python")] == [
-        "srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=4", "--gpus-per-node=4",
-        "--kill-on-bad-exit=0"]
-    torchrun = cmd[cmd.index("/opt/env/bin/python"):]
+    cmd = srun_torchrun_command(
+        nodes=2,
+        procs_per_node=4,
+        first_host=alloc_hosts[0],
+        job_id=123456,
+        module_args=TRAIN,
+        python="/opt/env/bin/python",
+        cpus_per_task=4,
+        gpus_per_node=4,
+    )
+    assert cmd[: cmd.index("/opt/env/bin/python")] == [
+        "srun",
+        "--nodes=2",
+        "--ntasks=2",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=4",
+        "--gpus-per-node=4",
+        "--kill-on-bad-exit=0",
+    ]
+    torchrun = cmd[cmd.index("/opt/env/bin/python") :]
     assert torchrun[:3] == ["/opt/env/bin/python", "-m", "torch.distributed.run"]
     assert "--nnodes=2" in torchrun and "--nproc_per_node=4" in torchrun
     assert "--rdzv-backend=c10d" in torchrun and "--rdzv-endpoint=node07:29956" in torchrun
     assert "--rdzv-id=123456" in torchrun
-    assert torchrun[torchrun.index("-m", 3):] == ["-m", *TRAIN]
+    assert torchrun[torchrun.index("-m", 3) :] == ["-m", *TRAIN]
 
 
 def test_launch_line_256_nodes_of_8_gpus():
     hosts = expand_hostlist("h100-[0001-0256]")
     assert len(hosts) == 256 and hosts[0] == "h100-0001" and hosts[-1] == "h100-0256"
-    cmd = srun_torchrun_command(nodes=256, procs_per_node=8, first_host=hosts[0], job_id="9000001",
-                                module_args=TRAIN, cpus_per_task=64, gpus_per_node=8, srun_extra="--cpu-bind=none")
+    cmd = srun_torchrun_command(
+        nodes=256,
+        procs_per_node=8,
+        first_host=hosts[0],
+        job_id="9000001",
+        module_args=TRAIN,
+        cpus_per_task=64,
+        gpus_per_node=8,
+        srun_extra="--cpu-bind=none",
+    )
     text = " ".join(cmd)
-    assert text.startswith("srun --nodes=256 --ntasks=256 --ntasks-per-node=1 --cpus-per-task=64 "
-                           "--gpus-per-node=8 --kill-on-bad-exit=0 --cpu-bind=none python -m torch.distributed.run ")
-    assert "--nnodes=256 --nproc_per_node=8 --rdzv-backend=c10d --rdzv-endpoint=h100-0001:29501 " \
-           "--rdzv-id=9000001 --max-restarts=0 -m scalestudy train" in text
+    assert text.startswith(
+        "srun --nodes=256 --ntasks=256 --ntasks-per-node=1 --cpus-per-task=64 "
+        "--gpus-per-node=8 --kill-on-bad-exit=0 --cpu-bind=none python -m torch.distributed.run "
+    )
+    assert (
+        "--nnodes=256 --nproc_per_node=8 --rdzv-backend=c10d --rdzv-endpoint=h100-0001:29501 "
+        "--rdzv-id=9000001 --max-restarts=0 -m scalestudy train" in text
+    )
 
 
 def test_launch_line_on_cpu_asks_no_gpus_and_can_overlap_a_step():
@@ -88,15 +141,18 @@ def test_rdzv_port_differs_between_jobs_and_stays_in_range():
 
 
 # ---- hostlists and the allocation -----------------------------------------------------
-@pytest.mark.parametrize("expr,hosts", [
-    ("vm", ["vm"]),
-    ("node[1-3]", ["node1", "node2", "node3"]),
-    ("gpu[001-003,010],login1", ["gpu001", "gpu002", "gpu003", "gpu010", "login1"]),
-    ("a[9-11]", ["a9", "a10", "a11"]),
-    ("b[08-10]", ["b08", "b09", "b10"]),
-    ("rack[1-2]-n[1-2]", ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]),
-    ("x[1],y[2-3]z", ["x1", "y2z", "y3z"]),
-])
+@pytest.mark.parametrize(
+    "expr,hosts",
+    [
+        ("vm", ["vm"]),
+        ("node[1-3]", ["node1", "node2", "node3"]),
+        ("gpu[001-003,010],login1", ["gpu001", "gpu002", "gpu003", "gpu010", "login1"]),
+        ("a[9-11]", ["a9", "a10", "a11"]),
+        ("b[08-10]", ["b08", "b09", "b10"]),
+        ("rack[1-2]-n[1-2]", ["rack1-n1", "rack1-n2", "rack2-n1", "rack2-n2"]),
+        ("x[1],y[2-3]z", ["x1", "y2z", "y3z"]),
+    ],
+)
 def test_expand_hostlist(expr, hosts):
     assert expand_hostlist(expr) == hosts
 
@@ -113,8 +169,13 @@ def test_expand_hostlist_agrees_with_scontrol(tmp_path):
     conf = tmp_path / "slurm.conf"
     conf.write_text("ClusterName=x\nSlurmctldHost=localhost\n")
     expr = "gpu[001-003,010],login1,rack[1-2]-n[1-2],a[9-11],b[08-10]"
-    out = subprocess.run(["scontrol", "show", "hostnames", expr], capture_output=True, text=True, timeout=30,
-                         env={**os.environ, "SLURM_CONF": str(conf)})
+    out = subprocess.run(
+        ["scontrol", "show", "hostnames", expr],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, "SLURM_CONF": str(conf)},
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == expand_hostlist(expr)
 
@@ -131,21 +192,38 @@ def test_current_allocation_from_the_environment():
 
 
 # ---- why SLURM stopped a job ----------------------------------------------------------
-@pytest.mark.parametrize("state,status", [
-    ("TIMEOUT", "timeout"), ("DEADLINE", "timeout"), ("PREEMPTED", "preempted"), ("CANCELLED", "preempted"),
-    ("CANCELLED by 0", "preempted"), ("NODE_FAIL", "preempted"), ("REQUEUED", "preempted"),
-    ("COMPLETED", None), ("FAILED", None), ("OUT_OF_MEMORY", None), ("RUNNING", None), ("", None), (None, None),
-])
+@pytest.mark.parametrize(
+    "state,status",
+    [
+        ("TIMEOUT", "timeout"),
+        ("DEADLINE", "timeout"),
+        ("PREEMPTED", "preempted"),
+        ("CANCELLED", "preempted"),
+        ("CANCELLED by 0", "preempted"),
+        ("NODE_FAIL", "preempted"),
+        ("REQUEUED", "preempted"),
+        ("COMPLETED", None),
+        ("FAILED", None),
+        ("OUT_OF_MEMORY", None),
+        ("RUNNING", None),
+        ("", None),
+        (None, None),
+    ],
+)
 def test_classify_job_state(state, status):
     assert classify_job_state(state) == status
 
 
 # what `scontrol show job -o` said inside a job at the moment SLURM sent SIGTERM (slurm 22.05):
-AT_TIME_LIMIT = ("JobId=3 JobName=sig.sh UserId=root(0) JobState=COMPLETING Reason=TimeLimit Dependency=(null) "
-                 "RunTime=00:01:09 TimeLimit=00:01:00 TimeMin=N/A StartTime=2026-12-02T14:26:44 "
-                 "EndTime=2026-12-02T14:27:53 NodeList=vm")
-AT_SCANCEL = ("JobId=4 JobName=sig.sh UserId=root(0) JobState=COMPLETING Reason=None Dependency=(null) "
-              "RunTime=00:00:04 TimeLimit=00:10:00 TimeMin=N/A NodeList=vm")
+AT_TIME_LIMIT = (
+    "JobId=3 JobName=sig.sh UserId=root(0) JobState=COMPLETING Reason=TimeLimit Dependency=(null) "
+    "RunTime=00:01:09 TimeLimit=00:01:00 TimeMin=N/A StartTime=2026-12-02T14:26:44 "
+    "EndTime=2026-12-02T14:27:53 NodeList=vm"
+)
+AT_SCANCEL = (
+    "JobId=4 JobName=sig.sh UserId=root(0) JobState=COMPLETING Reason=None Dependency=(null) "
+    "RunTime=00:00:04 TimeLimit=00:10:00 TimeMin=N/A NodeList=vm"
+)
 
 
 def test_classify_a_stop_from_scontrol():
@@ -204,9 +282,19 @@ def test_site_defaults_and_refusals(tmp_path, monkeypatch):
 def test_job_resources_one_node_and_many():
     site = Site(partition="gpu", account="proj", constraint="h100", gpus_per_node=8, cpus_per_gpu=8)
     one = job_resources(nodes=1, procs_per_node=8, cuda=True, runtime_min=30, mem_mb=131072, site=site)
-    assert one == {"nodes": 1, "tasks": 1, "cpus_per_task": 64, "mpi": None, "mem_mb": 131072, "runtime": 30,
-                   "slurm_partition": "gpu", "slurm_account": "proj", "qos": None, "constraint": "h100",
-                   "slurm_extra": "--ntasks-per-node=1 --gpus-per-node=8 --exclusive"}  # whole nodes by default
+    assert one == {
+        "nodes": 1,
+        "tasks": 1,
+        "cpus_per_task": 64,
+        "mpi": None,
+        "mem_mb": 131072,
+        "runtime": 30,
+        "slurm_partition": "gpu",
+        "slurm_account": "proj",
+        "qos": None,
+        "constraint": "h100",
+        "slurm_extra": "--ntasks-per-node=1 --gpus-per-node=8 --exclusive",
+    }  # whole nodes by default
     many = job_resources(nodes=256, procs_per_node=8, cuda=True, runtime_min=3, mem_mb=1, site=site)
     assert many["nodes"] == many["tasks"] == 256 and many["mpi"] == "srun"
     assert many["runtime"] == site.min_runtime_min
@@ -257,8 +345,15 @@ def test_the_profile_names_options_that_snakemake_and_the_plugin_know():
 from scalestudy.launch import launcher  # noqa: E402
 from scalestudy.spec.run import RunSpec  # noqa: E402
 
-TINY = {"model": "tiny", "device": "cpu", "precision": "fp32", "procs_per_node": 2, "seq_len": 32,
-        "warmup_iters": 1, "measured_iters": 2}
+TINY = {
+    "model": "tiny",
+    "device": "cpu",
+    "precision": "fp32",
+    "procs_per_node": 2,
+    "seq_len": 32,
+    "warmup_iters": 1,
+    "measured_iters": 2,
+}
 
 
 def test_the_launcher_picks_torchrun_or_srun():
@@ -275,13 +370,20 @@ def test_the_launcher_picks_torchrun_or_srun():
     # the batch script of a job (Snakemake's job step of an mpi job): srun on the job's nodes
     batch = slurm.Allocation("6", "n[1-2]", ("n1", "n2"), in_step=False)
     cmd = launcher.launch_command(two, spec_file, run_dir, "py", batch, Site(rdzv_port=40000, srun_extra="--mpi=none"))
-    assert cmd[:6] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--cpus-per-task=2",
-                       "--kill-on-bad-exit=0"]
+    assert cmd[:6] == [
+        "srun",
+        "--nodes=2",
+        "--ntasks=2",
+        "--ntasks-per-node=1",
+        "--cpus-per-task=2",
+        "--kill-on-bad-exit=0",
+    ]
     assert "--mpi=none" in cmd and "--rdzv-endpoint=n1:40006" in cmd and "--rdzv-id=6" in cmd
     assert cmd[-7:] == ["scalestudy", "train", "--spec", "s.json", "--run-dir", "raw/r", "--quiet"]
     # a multi-node run from inside a step shares the step's resources
-    assert "--overlap" in launcher.launch_command(two, spec_file, run_dir, "py",
-                                                  slurm.Allocation("7", "n[1-2]", ("n1", "n2"), in_step=True))
+    assert "--overlap" in launcher.launch_command(
+        two, spec_file, run_dir, "py", slurm.Allocation("7", "n[1-2]", ("n1", "n2"), in_step=True)
+    )
     with pytest.raises(launcher.LaunchError, match="outside a SLURM job"):
         launcher.launch_command(two, spec_file, run_dir, "py")
     with pytest.raises(launcher.LaunchError, match="SLURM job 5 has 1"):
@@ -289,16 +391,24 @@ def test_the_launcher_picks_torchrun_or_srun():
 
 
 def test_a_cuda_run_asks_its_gpus_a_node():
-    spec = RunSpec.from_dict({"model": "llama2-7b", "device": "cuda", "nodes": 256, "procs_per_node": 8,
-                              "seq_len": 4096, "micro_batch": 2})
+    spec = RunSpec.from_dict(
+        {"model": "llama2-7b", "device": "cuda", "nodes": 256, "procs_per_node": 8, "seq_len": 4096, "micro_batch": 2}
+    )
     hosts = tuple(expand_hostlist("gpu[0001-0256]"))
-    cmd = launcher.launch_command(spec, Path("s.json"), Path("raw/r"), "python",
-                                  slurm.Allocation("31337", "gpu[0001-0256]", hosts, False),
-                                  Site(gpus_per_node=8, cpus_per_gpu=12))
-    assert " ".join(cmd).startswith("srun --nodes=256 --ntasks=256 --ntasks-per-node=1 --cpus-per-task=96 "
-                                    "--gpus-per-node=8 --kill-on-bad-exit=0 python -m torch.distributed.run "
-                                    "--nnodes=256 --nproc_per_node=8 --rdzv-backend=c10d "
-                                    "--rdzv-endpoint=gpu0001:29837 --rdzv-id=31337")
+    cmd = launcher.launch_command(
+        spec,
+        Path("s.json"),
+        Path("raw/r"),
+        "python",
+        slurm.Allocation("31337", "gpu[0001-0256]", hosts, False),
+        Site(gpus_per_node=8, cpus_per_gpu=12),
+    )
+    assert " ".join(cmd).startswith(
+        "srun --nodes=256 --ntasks=256 --ntasks-per-node=1 --cpus-per-task=96 "
+        "--gpus-per-node=8 --kill-on-bad-exit=0 python -m torch.distributed.run "
+        "--nnodes=256 --nproc_per_node=8 --rdzv-backend=c10d "
+        "--rdzv-endpoint=gpu0001:29837 --rdzv-id=31337"
+    )
     res = launcher.job_resources(spec, 3600, Site(gpus_per_node=8, partition="gpu"))
     assert (res["nodes"], res["tasks"], res["mpi"], res["slurm_partition"]) == (256, 256, "srun", "gpu")
     assert res["slurm_extra"] == "--ntasks-per-node=1 --gpus-per-node=8 --exclusive"
@@ -317,15 +427,17 @@ def _fake_python(tmp_path: Path) -> Path:
 def test_a_stopped_run_is_kept_aside_and_retried_then_recorded(tmp_path):
     spec, fake = RunSpec.from_dict(TINY), _fake_python(tmp_path)
     run_dir = tmp_path / "data" / "s" / "raw" / spec.run_id
-    first = launcher.launch(spec, run_dir, time_limit_s=1, grace_s=1, python=str(fake), attempt=1, max_attempts=2,
-                            log_path=tmp_path / "log")
+    first = launcher.launch(
+        spec, run_dir, time_limit_s=1, grace_s=1, python=str(fake), attempt=1, max_attempts=2, log_path=tmp_path / "log"
+    )
     assert (first.status, first.exit_code) == ("timeout", launcher.EXIT_RETRY)
     assert not run_dir.exists()  # never counted
     kept = sorted((tmp_path / "data" / "s" / "interrupted").iterdir())
     assert [p.name.split(".")[:2] for p in kept] == [[spec.run_id, "attempt1"]]
     assert json.loads((kept[0] / "status.json").read_text())["status"] == "timeout"
-    last = launcher.launch(spec, run_dir, time_limit_s=1, grace_s=1, python=str(fake), attempt=2, max_attempts=2,
-                           log_path=tmp_path / "log")
+    last = launcher.launch(
+        spec, run_dir, time_limit_s=1, grace_s=1, python=str(fake), attempt=2, max_attempts=2, log_path=tmp_path / "log"
+    )
     assert (last.status, last.exit_code) == ("timeout", launcher.EXIT_CLASSIFIED)  # the last attempt: data
     assert json.loads((run_dir / "status.json").read_text())["status"] == "timeout"
     assert not (tmp_path / "data" / "s" / "attempts").exists()
@@ -352,9 +464,12 @@ def test_slurm_stopping_the_job_makes_the_run_preempted(tmp_path, monkeypatch):
     bindir = tmp_path / "bin"
     bindir.mkdir()
     scontrol = bindir / "scontrol"
-    scontrol.write_text("#!/bin/sh\n"
-                        "if [ \"$1 $2\" = 'show job' ]; then echo '" + AT_SCANCEL.replace("JobId=4", "JobId=77") +
-                        "'; else echo vm; fi\n")
+    scontrol.write_text(
+        "#!/bin/sh\n"
+        "if [ \"$1 $2\" = 'show job' ]; then echo '"
+        + AT_SCANCEL.replace("JobId=4", "JobId=77")
+        + "'; else echo vm; fi\n"
+    )
     scontrol.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}{os.pathsep}{os.environ['PATH']}")
     env = {**os.environ, "SLURM_JOB_ID": "77", "SLURM_JOB_NODELIST": "vm", "SLURM_STEP_ID": "0"}
@@ -374,8 +489,17 @@ def test_slurm_stopping_the_job_makes_the_run_preempted(tmp_path, monkeypatch):
     stopper = threading.Thread(target=stop_when_handled, daemon=True)
     stopper.start()
     try:
-        out = launcher.launch(spec, run_dir, time_limit_s=60, grace_s=1, python=str(_fake_python(tmp_path)),
-                              env=env, log_path=tmp_path / "log", attempt=1, max_attempts=1)
+        out = launcher.launch(
+            spec,
+            run_dir,
+            time_limit_s=60,
+            grace_s=1,
+            python=str(_fake_python(tmp_path)),
+            env=env,
+            log_path=tmp_path / "log",
+            attempt=1,
+            max_attempts=1,
+        )
     finally:
         done.set()
         stopper.join()
@@ -393,8 +517,11 @@ def test_slurm_stopping_the_job_makes_the_run_preempted(tmp_path, monkeypatch):
 
 def test_record_scheduler_stop_turns_the_ranks_timeout_into_preempted(tmp_path):
     status = tmp_path / "status.json"
-    status.write_text(json.dumps({"status": "timeout", "error": "RunTimeout: received signal SIGTERM",
-                                  "culprit_ranks": [0, 1], "ranks": []}))
+    status.write_text(
+        json.dumps(
+            {"status": "timeout", "error": "RunTimeout: received signal SIGTERM", "culprit_ranks": [0, 1], "ranks": []}
+        )
+    )
     launcher._record_scheduler_stop(status, {"scheduler": "slurm", "job_id": "9", "status": "preempted"}, "scancel")
     got = json.loads(status.read_text())
     assert got["status"] == "preempted" and got["culprit_ranks"] == [] and got["error"].startswith("scancel")
@@ -409,8 +536,14 @@ def test_snakemake_profile_slurm_plans_the_paper_study_as_typed():
     pytest.importorskip("snakemake")
     pytest.importorskip("snakemake_executor_plugin_slurm")
     env = {k: v for k, v in os.environ.items() if k != SITE_ENV}
-    out = subprocess.run([*snakemake_cmd(), "--profile", "slurm", "-n", "--config", "study=paper"], cwd=REPO, env=env,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [*snakemake_cmd(), "--profile", "slurm", "-n", "--config", "study=paper"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-3000:] + out.stdout[-3000:]
     assert "Using profiles slurm and workflow specific profile profiles/default" in out.stderr + out.stdout
     text = out.stdout
@@ -424,13 +557,14 @@ def test_snakemake_profile_slurm_plans_the_paper_study_as_typed():
     total = re.search(r"^total\s+(\d+)$", text, re.M)
     stated = re.search(r"plan the paper's whole grid \((\d+) jobs\)", (REPO / "README.md").read_text())
     assert total and stated and stated.group(1) == total.group(1), (
-        f"README.md says {stated and stated.group(1)} jobs; snakemake -n plans {total and total.group(1)}")
+        f"README.md says {stated and stated.group(1)} jobs; snakemake -n plans {total and total.group(1)}"
+    )
 
 
 def test_a_host_that_cannot_submit_is_told_why_in_one_sentence():
     from scalestudy.launch.slurm import submit_problem
 
-    have = lambda *tools: (lambda name: f"/usr/bin/{name}" if name in tools else None)  # noqa: E731
+    have = lambda *tools: lambda name: f"/usr/bin/{name}" if name in tools else None  # noqa: E731
     assert submit_problem(Site(), which=have("sbatch", "squeue", "sacct", "sacctmgr")) is None
     assert "sbatch is not on this host's PATH" in submit_problem(Site(), which=have())
     msg = submit_problem(Site(), which=have("sbatch", "squeue"))

@@ -64,8 +64,12 @@ def test_the_server_key_ignores_the_run_identity_but_not_the_environment():
 
 
 def _server_pids(lock_dir: Path) -> list[int]:
-    return [int(line.split()[3]) for log in lock_dir.glob("warm-*.log") for line in log.read_text().splitlines()
-            if line.startswith("[scalestudy warm_workers] pid ")]
+    return [
+        int(line.split()[3])
+        for log in lock_dir.glob("warm-*.log")
+        for line in log.read_text().splitlines()
+        if line.startswith("[scalestudy warm_workers] pid ")
+    ]
 
 
 @pytest.mark.multiproc
@@ -92,16 +96,46 @@ def test_two_launches_fork_from_one_server_which_the_workflow_retires(tmp_path):
     assert len(str(lock_dir / f"warm-{'0' * 16}.sock")) > 108
     env = child_env(**{LAUNCHER_ENV: "warm", IDLE_ENV: "60", run_guard.LOCK_DIR_ENV: str(lock_dir)})
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"model": "tiny", "device": "cpu", "precision": "fp32", "procs_per_node": 2,
-                                "seq_len": 32, "n_layers": 2, "warmup_iters": 1, "measured_iters": 1}))
+    spec.write_text(
+        json.dumps(
+            {
+                "model": "tiny",
+                "device": "cpu",
+                "precision": "fp32",
+                "procs_per_node": 2,
+                "seq_len": 32,
+                "n_layers": 2,
+                "warmup_iters": 1,
+                "measured_iters": 1,
+            }
+        )
+    )
     for n in (1, 2):
         run_dir, log = tmp_path / f"run{n}", tmp_path / f"run{n}.log"
-        out = subprocess.run([sys.executable, "-m", "scalestudy", "launch", "--spec-json", str(spec), "--run-dir",
-                              str(run_dir), "--log", str(log)], cwd=REPO, env=env, capture_output=True, text=True,
-                             timeout=240)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "scalestudy",
+                "launch",
+                "--spec-json",
+                str(spec),
+                "--run-dir",
+                str(run_dir),
+                "--log",
+                str(log),
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
         text = log.read_text()
         assert out.returncode == 0, out.stderr + text
-        assert "-m scalestudy.launch.warm_workers --nproc=2 -- train" in text and "starting the workers here" not in text
+        assert (
+            "-m scalestudy.launch.warm_workers --nproc=2 -- train" in text and "starting the workers here" not in text
+        )
         got = rawlog.read_run(run_dir)
         assert got.status["status"] == "ok", got.status
         assert not (set(got.status["load"]["other_run_processes"]) & set(_server_pids(lock_dir))), got.status["load"]
@@ -111,11 +145,16 @@ def test_two_launches_fork_from_one_server_which_the_workflow_retires(tmp_path):
     assert servers[0] not in run_guard.foreign_run_processes(None)
     assert stop_servers({run_guard.LOCK_DIR_ENV: str(lock_dir)})
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and run_guard.start_ticks(servers[0]) is not None \
-            and "Z" not in Path(f"/proc/{servers[0]}/stat").read_text().rsplit(")", 1)[1].split()[0]:
+    while (
+        time.monotonic() < deadline
+        and run_guard.start_ticks(servers[0]) is not None
+        and "Z" not in Path(f"/proc/{servers[0]}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    ):
         time.sleep(0.2)
-    alive = run_guard.start_ticks(servers[0]) is not None and \
-        "Z" not in Path(f"/proc/{servers[0]}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    alive = (
+        run_guard.start_ticks(servers[0]) is not None
+        and "Z" not in Path(f"/proc/{servers[0]}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    )
     if alive:
         os.kill(servers[0], signal.SIGKILL)
     assert not alive, "the retired server did not end"

@@ -30,12 +30,28 @@ def kernel(name, ts, dur, stream=7, corr=None):
 
 
 def launch(ts, corr):
-    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": MAIN, "ts": ts, "dur": 1,
-            "args": {"correlation": corr}}
+    return {
+        "ph": "X",
+        "cat": "cuda_runtime",
+        "name": "cudaLaunchKernel",
+        "pid": 1,
+        "tid": MAIN,
+        "ts": ts,
+        "dur": 1,
+        "args": {"correlation": corr},
+    }
 
 
 def step(n, ts, dur):
-    return {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": MAIN, "ts": ts, "dur": dur}
+    return {
+        "ph": "X",
+        "cat": "user_annotation",
+        "name": f"ProfilerStep#{n}",
+        "pid": 1,
+        "tid": MAIN,
+        "ts": ts,
+        "dur": dur,
+    }
 
 
 def op(name, ts, dur, tid=MAIN, cat="cpu_op"):
@@ -49,7 +65,8 @@ def trace(*events, **top):
 # ---- GPU kernels ------------------------------------------------------------------------
 def test_nested_and_overlapping_kernels_on_several_streams_partial_overlap():
     t = trace(
-        kernel("ampere_bf16_gemm", 0, 10, stream=7), kernel("elementwise", 20, 10, stream=7),
+        kernel("ampere_bf16_gemm", 0, 10, stream=7),
+        kernel("elementwise", 20, 10, stream=7),
         kernel("flash_fwd", 5, 20, stream=8),  # bridges the gap on stream 7: compute is [0, 30)
         kernel("tiny_kernel", 2, 2, stream=9),  # inside other compute: counted once
         kernel("ncclDevKernel_AllGather_RING_LL", 25, 15, stream=20),  # [25, 40): 5 hidden, 10 exposed
@@ -67,8 +84,13 @@ def test_nested_and_overlapping_kernels_on_several_streams_partial_overlap():
 
 
 def test_comm_fully_hidden():
-    r = analyse_trace(trace(kernel("gemm", 0, 100, stream=7), kernel("gemm", 100, 50, stream=8),
-                            kernel("ncclDevKernel_AllReduce_Sum_f32", 40, 100, stream=20)))
+    r = analyse_trace(
+        trace(
+            kernel("gemm", 0, 100, stream=7),
+            kernel("gemm", 100, 50, stream=8),
+            kernel("ncclDevKernel_AllReduce_Sum_f32", 40, 100, stream=20),
+        )
+    )
     assert r.exposed_comm_s == 0
     assert r.overlap_fraction == 1.0
 
@@ -82,13 +104,18 @@ def test_comm_alone_is_all_exposed_and_no_comm_gives_null_overlap():
 
 def test_per_step_split_by_profiler_step_assigns_kernels_to_their_launch_step():
     t = trace(
-        step(5, 0, 100), step(6, 100, 100),
+        step(5, 0, 100),
+        step(6, 100, 100),
         # launched in step 5, runs after step 5's CPU window ended
-        launch(90, corr=1), kernel("gemm", 105, 20, stream=7, corr=1),
-        launch(95, corr=2), kernel("ncclDevKernel_AllGather", 110, 30, stream=20, corr=2),
+        launch(90, corr=1),
+        kernel("gemm", 105, 20, stream=7, corr=1),
+        launch(95, corr=2),
+        kernel("ncclDevKernel_AllGather", 110, 30, stream=20, corr=2),
         # step 6: comm exposed for 10 of its 20
-        launch(150, corr=3), kernel("gemm", 160, 10, stream=7, corr=3),
-        launch(151, corr=4), kernel("ncclDevKernel_ReduceScatter", 160, 20, stream=20, corr=4),
+        launch(150, corr=3),
+        kernel("gemm", 160, 10, stream=7, corr=3),
+        launch(151, corr=4),
+        kernel("ncclDevKernel_ReduceScatter", 160, 20, stream=20, corr=4),
         kernel("gemm_without_correlation", 300, 5),  # after every step: left out
     )
     r = analyse_trace(t)
@@ -110,7 +137,8 @@ def test_cpu_gloo_classification():
         step(1, 0, 1000),
         op("aten::mm", 0, 100),
         # a collective call: its copy is communication, not computation
-        op("c10d::_allgather_base_", 100, 50), op("aten::copy_", 110, 30),
+        op("c10d::_allgather_base_", 100, 50),
+        op("aten::copy_", 110, 30),
         op("gloo:all_gather", 150, 200, tid=GLOO, cat="user_annotation"),  # [150, 350)
         op("aten::copy_", 350, 20, tid=GLOO),  # gloo's own copy-out: communication
         op("aten::mm", 200, 50),  # overlaps the all-gather
@@ -134,7 +162,8 @@ def test_cpu_comm_running_past_its_step_counts_within_the_step_only():
     # a gloo wait (PP send/recv) that starts in step 1 and ends in step 2: before, step 1 counted
     # all of it and its exposed communication exceeded the step's length (share > 100%)
     t = trace(
-        step(1, 0, 100), step(2, 100, 100),
+        step(1, 0, 100),
+        step(2, 100, 100),
         op("aten::mm", 0, 40),
         op("gloo:recv", 60, 120, tid=GLOO, cat="user_annotation"),  # [60, 180): 40 in step 1
         op("aten::mm", 100, 50),
@@ -261,16 +290,28 @@ def test_hta_overlap_without_hta(monkeypatch, tmp_path):
 def test_hta_agrees_on_gpu_traces(tmp_path):
     pytest.importorskip("hta.trace_analysis")
     for rank, shift in ((0, 0), (1, 10)):
-        events = [step(1, 0, 100), step(2, 100, 100), step(3, 200, 100),
-                  launch(10, 1), kernel("ampere_gemm", 10, 40, corr=1),
-                  launch(11, 2), kernel("ncclDevKernel_AllGather_RING_LL", 30 + shift, 40, stream=20, corr=2),
-                  launch(110, 3), kernel("ampere_gemm", 110, 10, corr=3),
-                  launch(111, 4), kernel("ncclDevKernel_ReduceScatter_RING", 115, 30, stream=20, corr=4),
-                  launch(210, 5), kernel("ampere_gemm", 210, 10, corr=5)]  # HTA drops the last step
+        events = [
+            step(1, 0, 100),
+            step(2, 100, 100),
+            step(3, 200, 100),
+            launch(10, 1),
+            kernel("ampere_gemm", 10, 40, corr=1),
+            launch(11, 2),
+            kernel("ncclDevKernel_AllGather_RING_LL", 30 + shift, 40, stream=20, corr=2),
+            launch(110, 3),
+            kernel("ampere_gemm", 110, 10, corr=3),
+            launch(111, 4),
+            kernel("ncclDevKernel_ReduceScatter_RING", 115, 30, stream=20, corr=4),
+            launch(210, 5),
+            kernel("ampere_gemm", 210, 10, corr=5),
+        ]  # HTA drops the last step
         for e in events:
             e.setdefault("args", {})["External id"] = 0
-        t = trace(*events, distributedInfo={"backend": "nccl", "rank": rank, "world_size": 2},
-                  deviceProperties=[{"id": 0, "name": "NVIDIA H200"}])
+        t = trace(
+            *events,
+            distributedInfo={"backend": "nccl", "rank": rank, "world_size": 2},
+            deviceProperties=[{"id": 0, "name": "NVIDIA H200"}],
+        )
         with gzip.open(tmp_path / f"rank-{rank:05d}.json.gz", "wt") as f:
             json.dump(t, f)
     ours = {r.rank: r.overlap_fraction for r in (analyse_trace(p) for p in sorted(tmp_path.glob("*.json.gz")))}

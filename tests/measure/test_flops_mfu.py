@@ -70,15 +70,23 @@ def test_user_peak_wins_and_is_recorded():
 
 
 def _it(rank, step, phase, dt, tokens=4096):
-    return {"key": "iteration", "value": {"step": step, "phase": phase, "step_time_s": dt, "tokens": tokens},
-            "metadata": {"rank": rank}}
+    return {
+        "key": "iteration",
+        "value": {"step": step, "phase": phase, "step_time_s": dt, "tokens": tokens},
+        "metadata": {"rank": rank},
+    }
 
 
 def test_throughput_uses_measured_steps_and_the_slowest_rank():
-    recs = [_it(0, 0, "warmup", 10.0), _it(1, 0, "warmup", 10.0),
-            _it(0, 1, "measured", 1.0), _it(1, 1, "measured", 2.0),
-            _it(0, 2, "measured", 3.0), _it(1, 2, "measured", 1.0),
-            {"key": "flops", "value": {}, "metadata": {"rank": 0}}]
+    recs = [
+        _it(0, 0, "warmup", 10.0),
+        _it(1, 0, "warmup", 10.0),
+        _it(0, 1, "measured", 1.0),
+        _it(1, 1, "measured", 2.0),
+        _it(0, 2, "measured", 3.0),
+        _it(1, 2, "measured", 1.0),
+        {"key": "flops", "value": {}, "metadata": {"rank": 0}},
+    ]
     out = throughput(recs, world_size=2)
     assert out["n_steps"] == 2
     assert out["tokens_per_s"] == pytest.approx(2 * 4096 / (2.0 + 3.0))

@@ -13,18 +13,25 @@ from scalestudy.measure.run_import import host_paths
 
 def sealed_run(d, provenance):
     d.mkdir(parents=True)
-    rawlog.atomic_write_json(d / rawlog.RUN_FILE, {"run_id": d.name, "kind": "collectives", "spec": {},
-                                                   "provenance": provenance})
+    rawlog.atomic_write_json(
+        d / rawlog.RUN_FILE, {"run_id": d.name, "kind": "collectives", "spec": {}, "provenance": provenance}
+    )
     rawlog.atomic_write_text(d / rawlog.METRICS_FILE, json.dumps(rawlog.record("x", 1)) + "\n")
     files = {n: rawlog.sha256_file(d / n) for n in (rawlog.RUN_FILE, rawlog.METRICS_FILE)}
-    rawlog.write_status(d / rawlog.STATUS_FILE, {"schema": rawlog.SCHEMA, "status": "ok", "error": None,
-                                                  "files_sha256": files})
+    rawlog.write_status(
+        d / rawlog.STATUS_FILE, {"schema": rawlog.SCHEMA, "status": "ok", "error": None, "files_sha256": files}
+    )
     return d
 
 
 def test_paths_made_portable_said_in_the_run_and_sealed_again(tmp_path):
-    a = sealed_run(tmp_path / "raw" / "a", {"command": ["/work/main/src/scalestudy/__main__.py", "train", "--run-dir",
-                                                         "/root/out/raw/a"], "environment": {"CUDA_HOME": "/usr/local/cuda"}})
+    a = sealed_run(
+        tmp_path / "raw" / "a",
+        {
+            "command": ["/work/main/src/scalestudy/__main__.py", "train", "--run-dir", "/root/out/raw/a"],
+            "environment": {"CUDA_HOME": "/usr/local/cuda"},
+        },
+    )
     b = sealed_run(tmp_path / "raw" / "b", {"command": ["scalestudy", "train"], "environment": {}})
     before_b = {p.name: p.read_bytes() for p in b.iterdir()}
     metrics_a = (a / rawlog.METRICS_FILE).read_bytes()

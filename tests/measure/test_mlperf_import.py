@@ -10,8 +10,14 @@ import pytest
 from scalestudy.measure import mllog, rawlog
 from scalestudy.measure.metrics import throughput
 from scalestudy.measure.mlperf_config import read_shell
-from scalestudy.measure.mlperf_import import (BEYOND_WINDOW, ImportOptions, MLPerfImportError, import_results,
-                                              open_tree, select_results)
+from scalestudy.measure.mlperf_import import (
+    BEYOND_WINDOW,
+    ImportOptions,
+    MLPerfImportError,
+    import_results,
+    open_tree,
+    select_results,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SYSTEM = "box_n2_ngc99.01_nemo"
@@ -20,42 +26,70 @@ IMPL = "NVIDIA/benchmarks/gpt3/implementations/pytorch"
 
 
 def _event(t, key, value=None, kind="POINT_IN_TIME", **meta):
-    return ":::MLLOG " + json.dumps({"namespace": "", "time_ms": t, "event_type": kind, "key": key, "value": value,
-                                     "metadata": {"file": "x.py", "lineno": 1, **meta}})
+    return ":::MLLOG " + json.dumps(
+        {
+            "namespace": "",
+            "time_ms": t,
+            "event_type": kind,
+            "key": key,
+            "value": value,
+            "metadata": {"file": "x.py", "lineno": 1, **meta},
+        }
+    )
 
 
 def result_text(n_steps=12, gbs=8, ga=2, step_s=0.5):
-    lines = ["some console output", _event(0, "submission_benchmark", "gpt3"), _event(0, "submission_org", "NVIDIA"),
-             _event(0, "submission_platform", "2xNVIDIA DGX H100"), _event(0, "seed", 1234),
-             _event(0, "global_batch_size", gbs), _event(0, "gradient_accumulation_steps", ga),
-             _event(0, "max_sequence_length", 128), _event(0, "opt_base_learning_rate", 2e-5),
-             _event(1000, "run_start", kind="INTERVAL_START"), _event(1000, "block_start", kind="INTERVAL_START")]
+    lines = [
+        "some console output",
+        _event(0, "submission_benchmark", "gpt3"),
+        _event(0, "submission_org", "NVIDIA"),
+        _event(0, "submission_platform", "2xNVIDIA DGX H100"),
+        _event(0, "seed", 1234),
+        _event(0, "global_batch_size", gbs),
+        _event(0, "gradient_accumulation_steps", ga),
+        _event(0, "max_sequence_length", 128),
+        _event(0, "opt_base_learning_rate", 2e-5),
+        _event(1000, "run_start", kind="INTERVAL_START"),
+        _event(1000, "block_start", kind="INTERVAL_START"),
+    ]
     t = 1000
     for i in range(n_steps):
         t += step_s * 1000
         lines.append(_event(t, "tracked_stats", {"train_step_timing": step_s}, step=(i + 1) * gbs * 128))
         if i == n_steps // 2:
-            lines += [_event(t, "block_stop", kind="INTERVAL_END"), _event(t, "eval_start", kind="INTERVAL_START"),
-                      _event(t + 300, "eval_accuracy", 2.7), _event(t + 300, "eval_stop", kind="INTERVAL_END"),
-                      _event(t + 300, "block_start", kind="INTERVAL_START")]
+            lines += [
+                _event(t, "block_stop", kind="INTERVAL_END"),
+                _event(t, "eval_start", kind="INTERVAL_START"),
+                _event(t + 300, "eval_accuracy", 2.7),
+                _event(t + 300, "eval_stop", kind="INTERVAL_END"),
+                _event(t + 300, "block_start", kind="INTERVAL_START"),
+            ]
             t += 300
-    lines += [_event(t, "block_stop", kind="INTERVAL_END"), _event(t, "run_stop", kind="INTERVAL_END", status="success")]
+    lines += [
+        _event(t, "block_stop", kind="INTERVAL_END"),
+        _event(t, "run_stop", kind="INTERVAL_END", status="success"),
+    ]
     return "\n".join(lines) + "\n"
 
 
 def make_repo(root: Path, *, minibs=2, result=None) -> Path:
     files = {
         RESULT: result if result is not None else result_text(),
-        f"NVIDIA/systems/{SYSTEM}.json": json.dumps({"number_of_nodes": "2", "accelerators_per_node": "8",
-                                                     "accelerator_model_name": "NVIDIA H100-SXM5-80GB"}),
+        f"NVIDIA/systems/{SYSTEM}.json": json.dumps(
+            {"number_of_nodes": "2", "accelerators_per_node": "8", "accelerator_model_name": "NVIDIA H100-SXM5-80GB"}
+        ),
         f"{IMPL}/config_DGXH100_2x8x{minibs}x2x2_mbs1.sh": (
             f"export MINIBS={minibs}\nexport TENSOR_MODEL_PARALLEL=2\nexport PIPELINE_MODEL_PARALLEL=2\n"
             "export DGXNNODES=2\nsource $(dirname ${BASH_SOURCE[0]})/config_common.sh\n"
-            "export MICRO_BATCH_SIZE=1\n"),
-        f"{IMPL}/config_common.sh": ("export MICRO_BATCH_SIZE=4\nexport FP8=True\n"
-                                     "if [[ \"${X:-0}\" -eq 1 ]]; then\n  export MAX_STEPS=500\nfi\n"),
-        f"{IMPL}/conf/custom.yaml": ("model:\n  virtual_pipeline_model_parallel_size: ${oc.decode:${oc.env:INTERLEAVED_PIPELINE,2}}\n"
-                                     "  encoder_seq_length: 128\n"),
+            "export MICRO_BATCH_SIZE=1\n"
+        ),
+        f"{IMPL}/config_common.sh": (
+            'export MICRO_BATCH_SIZE=4\nexport FP8=True\nif [[ "${X:-0}" -eq 1 ]]; then\n  export MAX_STEPS=500\nfi\n'
+        ),
+        f"{IMPL}/conf/custom.yaml": (
+            "model:\n  virtual_pipeline_model_parallel_size: ${oc.decode:${oc.env:INTERLEAVED_PIPELINE,2}}\n"
+            "  encoder_seq_length: 128\n"
+        ),
     }
     for rel, text in files.items():
         p = root / rel
@@ -102,8 +136,13 @@ def test_a_result_file_becomes_a_sealed_raw_log_with_its_source(tmp_path):
     assert (tmp_path / "raw" / spec.run_id / "metrics.jsonl.gz").exists()
     source = log.run["provenance"]["source"]
     assert source["repository"] == "example.org/submissions" and source["commit"] == "abc123"
-    assert set(source["files"]) == {RESULT, f"NVIDIA/systems/{SYSTEM}.json", f"{IMPL}/config_DGXH100_2x8x2x2x2_mbs1.sh",
-                                    f"{IMPL}/config_common.sh", f"{IMPL}/conf/custom.yaml"}
+    assert set(source["files"]) == {
+        RESULT,
+        f"NVIDIA/systems/{SYSTEM}.json",
+        f"{IMPL}/config_DGXH100_2x8x2x2x2_mbs1.sh",
+        f"{IMPL}/config_common.sh",
+        f"{IMPL}/conf/custom.yaml",
+    }
     assert len(source["files"][RESULT]) == 64 and log.run["disagreements"] == []
     assert log.run["layout_detail"]["global_batch"]["from"] == "log and config"
     phases = [r["value"]["phase"] for r in log.iterations()]
@@ -121,7 +160,10 @@ def test_log_and_config_disagree_the_log_wins_and_it_is_recorded(tmp_path):
     assert imp.spec.global_batch == 8
     fields = {d["field"]: d for d in imp.run["disagreements"]}
     assert fields["global_batch"]["log"] == 8 and fields["global_batch"]["config"] == 12
-    assert fields["global_batch"]["used"] == "log" and "config_DGXH100_2x8x3x2x2_mbs1.sh:1" in fields["global_batch"]["config_at"]
+    assert (
+        fields["global_batch"]["used"] == "log"
+        and "config_DGXH100_2x8x3x2x2_mbs1.sh:1" in fields["global_batch"]["config_at"]
+    )
     assert fields["grad_accum_steps"]["config"] == 3
     log = rawlog.read_run(tmp_path / "raw" / imp.spec.run_id)
     assert [r["value"]["phase"] for r in log.iterations()][-2:] == [BEYOND_WINDOW] * 2
@@ -140,14 +182,48 @@ def test_the_import_command_writes_the_runs(tmp_path, capsys):
     from scalestudy.cli import main
 
     src = make_repo(tmp_path / "repo")
-    assert main(["import", "mlperf", "--source", str(src), "--repository", "example.org/s", "--results",
-                 "NVIDIA/results/*/gpt3/result_*.txt", "--model", "tiny", "--out", str(tmp_path / "raw")]) == 0
+    assert (
+        main(
+            [
+                "import",
+                "mlperf",
+                "--source",
+                str(src),
+                "--repository",
+                "example.org/s",
+                "--results",
+                "NVIDIA/results/*/gpt3/result_*.txt",
+                "--model",
+                "tiny",
+                "--out",
+                str(tmp_path / "raw"),
+            ]
+        )
+        == 0
+    )
     assert "1 runs from example.org/s@none" in capsys.readouterr().out
     lines = result_text().splitlines()
     lines[5] = lines[5][:-5]  # cut short: not JSON
     bad = make_repo(tmp_path / "bad", result="\n".join(lines))
-    assert main(["import", "mlperf", "--source", str(bad), "--repository", "example.org/s", "--results",
-                 "NVIDIA/results/*/gpt3/result_*.txt", "--model", "tiny", "--out", str(tmp_path / "raw2")]) == 2
+    assert (
+        main(
+            [
+                "import",
+                "mlperf",
+                "--source",
+                str(bad),
+                "--repository",
+                "example.org/s",
+                "--results",
+                "NVIDIA/results/*/gpt3/result_*.txt",
+                "--model",
+                "tiny",
+                "--out",
+                str(tmp_path / "raw2"),
+            ]
+        )
+        == 2
+    )
     assert f"{RESULT}:6: the :::MLLOG event is not valid JSON" in capsys.readouterr().err
 
 
@@ -176,7 +252,7 @@ def test_a_changed_byte_in_an_imported_log_fails_the_audit(tmp_path):
     gz = raw / run.name / "metrics.jsonl.gz"
     text = gzip.decompress(gz.read_bytes())
     i = text.index(b'"step_time_s":') + len(b'"step_time_s":') + 1
-    gz.write_bytes(gzip.compress(text[:i] + bytes([text[i] ^ 1]) + text[i + 1:], 9, mtime=0))
+    gz.write_bytes(gzip.compress(text[:i] + bytes([text[i] ^ 1]) + text[i + 1 :], 9, mtime=0))
     problems = verify_checksums(raw)
     assert len(problems) == 1 and "metrics.jsonl.gz: sha256 differs" in problems[0]
 
@@ -277,12 +353,16 @@ def test_a_byte_identical_result_file_is_imported_once(tmp_path):
     batch = _import(src, tmp_path / "raw")
     assert [i.result_path for i in batch] == [RESULT]
     (line,) = batch.skipped
-    assert f"{twin} skipped: byte-identical" in line and f"to example.org/submissions@abc123:{RESULT} of this import" in line
+    assert (
+        f"{twin} skipped: byte-identical" in line
+        and f"to example.org/submissions@abc123:{RESULT} of this import" in line
+    )
     # in another repository (a later round) under another name: skipped against the output directory
     other = _write(tmp_path / "other", {"NVIDIA/results/renamed/gpt3/result_0.txt": (src / RESULT).read_text()})
     tree = open_tree(other, "example.org/later", "def456")
-    again = import_results(tree, select_results(tree, "NVIDIA/results/*/gpt3/result_*.txt"), ImportOptions(model="tiny"),
-                           tmp_path / "raw")
+    again = import_results(
+        tree, select_results(tree, "NVIDIA/results/*/gpt3/result_*.txt"), ImportOptions(model="tiny"), tmp_path / "raw"
+    )
     assert list(again) == [] and "already imported as " + batch[0].spec.run_id in again.skipped[0]
     assert f"example.org/submissions@abc123:{RESULT}" in again.skipped[0]
     # the same file again from the same place is a re-import, not a duplicate
@@ -292,7 +372,13 @@ def test_a_byte_identical_result_file_is_imported_once(tmp_path):
 def test_two_files_giving_one_run_id_are_refused(tmp_path):
     src = make_repo(tmp_path / "repo")
     other = f"NVIDIA/results/{SYSTEM}/gpt3/result_0.txt".replace(SYSTEM, "box2_n2")
-    _write(src, {other: result_text(step_s=0.6), "NVIDIA/systems/box2_n2.json": (src / f"NVIDIA/systems/{SYSTEM}.json").read_text()})
+    _write(
+        src,
+        {
+            other: result_text(step_s=0.6),
+            "NVIDIA/systems/box2_n2.json": (src / f"NVIDIA/systems/{SYSTEM}.json").read_text(),
+        },
+    )
     with pytest.raises(MLPerfImportError, match="give the same run .*different --system names"):
         _import(src, tmp_path / "raw", measured_iters=2)
 
@@ -301,16 +387,30 @@ def test_nvfp4_from_the_config_and_the_logged_configuration_dump(tmp_path):
     from scalestudy.spec.run import RunSpec
 
     src = make_repo(tmp_path / "repo")
-    (src / f"{IMPL}/config_common.sh").write_text("export FP8=False\nexport FP4=True\nexport FP4_RECIPE=\"nvfp4\"\n"
-                                                 "source $(dirname ${BASH_SOURCE[0]})/config_absent.sh\n")
+    (src / f"{IMPL}/config_common.sh").write_text(
+        'export FP8=False\nexport FP4=True\nexport FP4_RECIPE="nvfp4"\n'
+        "source $(dirname ${BASH_SOURCE[0]})/config_absent.sh\n"
+    )
     (imp,) = _import(src, tmp_path / "raw")
     assert imp.spec.precision == "nvfp4" and imp.run["layout_detail"]["precision"]["from"] == "config"
     assert imp.run["provenance"]["source"]["config_missing"] == [f"{IMPL}/config_absent.sh"]
-    assert "nvfp4 runs only in imported logs" in dict(RunSpec(model="tiny", precision="nvfp4").harness_problems())["precision"]
-    dump = ["    0: [NeMo I nemo_logging:393] ", "    0:     ***** Experiment configuration *****", "    0: [NeMo I x] ",
-            "    0:     model:", "    0:       micro_batch_size: 1", "    3: another rank's line",
-            "    0:       tensor_model_parallel_size: 2", "    0:       virtual_pipeline_model_parallel_size: null",
-            "    0:       fp8: true", "    0:       fp4: false", "    0: [NeMo I later] done"]
+    assert (
+        "nvfp4 runs only in imported logs"
+        in dict(RunSpec(model="tiny", precision="nvfp4").harness_problems())["precision"]
+    )
+    dump = [
+        "    0: [NeMo I nemo_logging:393] ",
+        "    0:     ***** Experiment configuration *****",
+        "    0: [NeMo I x] ",
+        "    0:     model:",
+        "    0:       micro_batch_size: 1",
+        "    3: another rank's line",
+        "    0:       tensor_model_parallel_size: 2",
+        "    0:       virtual_pipeline_model_parallel_size: null",
+        "    0:       fp8: true",
+        "    0:       fp4: false",
+        "    0: [NeMo I later] done",
+    ]
     text = result_text().replace("some console output", "\n".join(dump))
     (imp,) = _import(make_repo(tmp_path / "repo2", result=text), tmp_path / "raw2")
     detail = imp.run["layout_detail"]
@@ -321,14 +421,28 @@ def test_nvfp4_from_the_config_and_the_logged_configuration_dump(tmp_path):
 
 def test_a_log_timing_one_step_in_32_counts_logged_timings(tmp_path):
     gbs = 8
-    lines = [_event(0, "submission_platform", "2xNVIDIA DGX H100"), _event(0, "global_batch_size", gbs),
-             _event(0, "max_sequence_length", 128), _event(1, "run_start", kind="INTERVAL_START"),
-             _event(1, "block_start", kind="INTERVAL_START", samples_count=99, step=0)]
+    lines = [
+        _event(0, "submission_platform", "2xNVIDIA DGX H100"),
+        _event(0, "global_batch_size", gbs),
+        _event(0, "max_sequence_length", 128),
+        _event(1, "run_start", kind="INTERVAL_START"),
+        _event(1, "block_start", kind="INTERVAL_START", samples_count=99, step=0),
+    ]
     for i in range(14):
-        lines.append(_event(2 + i, "tracked_stats", {"train_step_time": 0.25, "reduced_train_loss": 5.0},
-                            step=32.0 * i + 31, samples_count=32.0 * gbs * (i + 1)))
-    lines += [_event(20, "tracked_stats", {"train_step_time": 9.0}, samples_count=14 * 32 * gbs),  # the block's mean
-              _event(20, "block_stop", kind="INTERVAL_END"), _event(20, "run_stop", kind="INTERVAL_END", status="success")]
+        lines.append(
+            _event(
+                2 + i,
+                "tracked_stats",
+                {"train_step_time": 0.25, "reduced_train_loss": 5.0},
+                step=32.0 * i + 31,
+                samples_count=32.0 * gbs * (i + 1),
+            )
+        )
+    lines += [
+        _event(20, "tracked_stats", {"train_step_time": 9.0}, samples_count=14 * 32 * gbs),  # the block's mean
+        _event(20, "block_stop", kind="INTERVAL_END"),
+        _event(20, "run_stop", kind="INTERVAL_END", status="success"),
+    ]
     (imp,) = _import(make_repo(tmp_path / "repo", result="\n".join(lines) + "\n"), tmp_path / "raw")
     window = imp.run["window"]
     assert imp.n_steps == 14 and window["steps_per_logged_timing"] == 32 and window["measured_iters"] == 4
@@ -341,11 +455,16 @@ def test_a_log_timing_one_step_in_32_counts_logged_timings(tmp_path):
 def test_the_readme_names_the_config_and_a_referred_implementation_fills_in(tmp_path):
     src = make_repo(tmp_path / "repo")
     own = f"NVIDIA/benchmarks/gpt3/implementations/{SYSTEM}"
-    _write(src, {f"{own}/README-{SYSTEM}.md": "launch with `config_DGXH100_2x8x2x2x2_mbs1_fast.sh`\n",
-                 f"{own}/config_DGXH100_2x8x2x2x2_mbs1_fast.sh": "export MINIBS=2\nexport TENSOR_MODEL_PARALLEL=2\n"
-                 "export PIPELINE_MODEL_PARALLEL=2\nsource $(dirname ${BASH_SOURCE[0]})/config_common.sh\n"
-                 "export MICRO_BATCH_SIZE=1\n",
-                 f"{own}/README.md": "Please refer to the implementation directory [pytorch](../pytorch)\n"})
+    _write(
+        src,
+        {
+            f"{own}/README-{SYSTEM}.md": "launch with `config_DGXH100_2x8x2x2x2_mbs1_fast.sh`\n",
+            f"{own}/config_DGXH100_2x8x2x2x2_mbs1_fast.sh": "export MINIBS=2\nexport TENSOR_MODEL_PARALLEL=2\n"
+            "export PIPELINE_MODEL_PARALLEL=2\nsource $(dirname ${BASH_SOURCE[0]})/config_common.sh\n"
+            "export MICRO_BATCH_SIZE=1\n",
+            f"{own}/README.md": "Please refer to the implementation directory [pytorch](../pytorch)\n",
+        },
+    )
     (imp,) = _import(src, tmp_path / "raw")
     source = imp.run["provenance"]["source"]
     assert source["config"] == f"{own}/config_DGXH100_2x8x2x2x2_mbs1_fast.sh"
@@ -358,8 +477,20 @@ def test_the_import_command_takes_a_system_and_says_what_it_skipped(tmp_path, ca
 
     src = make_repo(tmp_path / "repo")
     (src / f"NVIDIA/results/{SYSTEM}/gpt3/result_1.txt").write_text((src / RESULT).read_text())
-    args = ["import", "mlperf", "--source", str(src), "--repository", "example.org/s", "--results",
-            "NVIDIA/results/*/gpt3/result_*.txt", "--model", "tiny", "--out", str(tmp_path / "raw")]
+    args = [
+        "import",
+        "mlperf",
+        "--source",
+        str(src),
+        "--repository",
+        "example.org/s",
+        "--results",
+        "NVIDIA/results/*/gpt3/result_*.txt",
+        "--model",
+        "tiny",
+        "--out",
+        str(tmp_path / "raw"),
+    ]
     assert main([*args, "--system", "h100-box"]) == 0
     out = capsys.readouterr().out
     assert "1 runs from example.org/s@none" in out and "1 result file skipped" in out and "byte-identical" in out

@@ -21,4 +21,7 @@ def test_traceback_names_no_absolute_path():
 
 def test_text_rewritten_line_by_line():
     tb = 'Traceback:\n  File "/w/src/scalestudy/x.py", line 1, in f\n    g()\nValueError: "/keep/this"'
-    assert portable.portable_text(tb) == 'Traceback:\n  File "scalestudy/x.py", line 1, in f\n    g()\nValueError: "/keep/this"'
+    assert (
+        portable.portable_text(tb)
+        == 'Traceback:\n  File "scalestudy/x.py", line 1, in f\n    g()\nValueError: "/keep/this"'
+    )

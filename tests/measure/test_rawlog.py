@@ -36,13 +36,16 @@ def test_last_rank_finalizes_and_merges(tmp_path):
     assert set(run.status["files_sha256"]) == {"run.json", "metrics.jsonl"}
 
 
-@pytest.mark.parametrize("statuses,expected,culprits", [
-    (["comm_error", "oom"], "oom", [1]),
-    (["timeout", "timeout"], "timeout", [0, 1]),
-    (["comm_error", "ok"], "comm_error", [0]),
-    (["crashed", "comm_error", "comm_error"], "crashed", [0]),
-    (["timeout", "crashed"], "crashed", [1]),  # a peer's crash makes torchrun SIGTERM the others
-])
+@pytest.mark.parametrize(
+    "statuses,expected,culprits",
+    [
+        (["comm_error", "oom"], "oom", [1]),
+        (["timeout", "timeout"], "timeout", [0, 1]),
+        (["comm_error", "ok"], "comm_error", [0]),
+        (["crashed", "comm_error", "comm_error"], "crashed", [0]),
+        (["timeout", "crashed"], "crashed", [1]),  # a peer's crash makes torchrun SIGTERM the others
+    ],
+)
 def test_status_priority(tmp_path, statuses, expected, culprits):
     d = make_run(tmp_path, statuses)
     assert rawlog.try_finalize(d, len(statuses))

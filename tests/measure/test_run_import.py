@@ -29,18 +29,45 @@ def write_run(root: Path, planned, *, study="smoke", extra_run: dict | None = No
     spec = planned.spec
     d = root / planned.run_id
     d.mkdir(parents=True)
-    run = {"schema": rawlog.SCHEMA, "kind": "train", "run_id": planned.run_id, "config_id": spec.config_id,
-           "spec": spec.to_dict(), "study": study, "hardware": "CPU", "provenance": {"command": ["scalestudy", "train"]},
-           **(extra_run or {})}
+    run = {
+        "schema": rawlog.SCHEMA,
+        "kind": "train",
+        "run_id": planned.run_id,
+        "config_id": spec.config_id,
+        "spec": spec.to_dict(),
+        "study": study,
+        "hardware": "CPU",
+        "provenance": {"command": ["scalestudy", "train"]},
+        **(extra_run or {}),
+    }
     rawlog.atomic_write_json(d / rawlog.RUN_FILE, run)
-    recs = [rawlog.record("iteration", {"step": i, "phase": "warmup" if i < spec.warmup_iters else "measured",
-                                        "step_time_s": 0.1, "tokens": 128, "loss": 6.0}, rank=0)
-            for i in range(spec.warmup_iters + spec.measured_iters)]
+    recs = [
+        rawlog.record(
+            "iteration",
+            {
+                "step": i,
+                "phase": "warmup" if i < spec.warmup_iters else "measured",
+                "step_time_s": 0.1,
+                "tokens": 128,
+                "loss": 6.0,
+            },
+            rank=0,
+        )
+        for i in range(spec.warmup_iters + spec.measured_iters)
+    ]
     rawlog.atomic_write_text(d / rawlog.METRICS_FILE, "".join(json.dumps(r) + "\n" for r in recs))
     files = {n: rawlog.sha256_file(d / n) for n in (rawlog.RUN_FILE, rawlog.METRICS_FILE)}
-    rawlog.write_status(d / rawlog.STATUS_FILE, {"schema": rawlog.SCHEMA, "status": "ok", "error": None,
-                                                  "culprit_ranks": [], "ranks": [{"rank": 0, "status": "ok"}],
-                                                  "files_sha256": files})
+    rawlog.write_status(
+        d / rawlog.STATUS_FILE,
+        {
+            "schema": rawlog.SCHEMA,
+            "status": "ok",
+            "error": None,
+            "culprit_ranks": [],
+            "ranks": [{"rank": 0, "status": "ok"}],
+            "files_sha256": files,
+        },
+    )
     rawlog.compress_run(d)
     return d
 
@@ -58,15 +85,18 @@ def test_runs_are_copied_as_written_and_again_left_alone(project, tmp_path):
     assert [i.copied for i in import_runs([a], study)] == [False]  # the same bytes: already there
 
 
-@pytest.mark.parametrize("damage, says", [
-    ("seal", "edited after the run"),
-    ("checksum", "sha256 differs"),
-    ("host path", "absolute path"),
-    ("other study", "a run of study 'paper'"),
-    ("unplanned", "plans no such run"),
-    ("partial", "a partial copy"),
-    ("unfinished", "did not finish"),
-])
+@pytest.mark.parametrize(
+    "damage, says",
+    [
+        ("seal", "edited after the run"),
+        ("checksum", "sha256 differs"),
+        ("host path", "absolute path"),
+        ("other study", "a run of study 'paper'"),
+        ("unplanned", "plans no such run"),
+        ("partial", "a partial copy"),
+        ("unfinished", "did not finish"),
+    ],
+)
 def test_a_bad_run_is_refused_with_a_sentence_naming_it(project, tmp_path, damage, says):
     root, study = project
     src = tmp_path / "elsewhere"
@@ -110,14 +140,23 @@ def test_the_command_says_why_and_exits_non_zero(project, tmp_path):
     root, study = project
     src = tmp_path / "elsewhere"
     write_run(src, study.runs[0], study="paper")
-    out = subprocess.run([sys.executable, "-m", "scalestudy", "import", "runs", "--study", "smoke", str(src)],
-                         cwd=root, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "scalestudy", "import", "runs", "--study", "smoke", str(src)],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and "refused: run " in out.stderr and "a run of study 'paper'" in out.stderr
 
 
 def test_no_committed_raw_log_names_a_path_of_the_machine_it_ran_on():
     from scalestudy.measure.run_import import host_paths
 
-    found = {str(d.relative_to(REPO)): host_paths(d)[0] for raw in (REPO / "data").glob("**/raw")
-             for d in rawlog.find_runs(raw) if host_paths(d)}
+    found = {
+        str(d.relative_to(REPO)): host_paths(d)[0]
+        for raw in (REPO / "data").glob("**/raw")
+        for d in rawlog.find_runs(raw)
+        if host_paths(d)
+    }
     assert not found, found

@@ -15,13 +15,31 @@ SPEC = {"warmup_iters": 2, "measured_iters": 3}
 
 
 def steps(rank=0, warmup=(0, 1), measured=(2, 3, 4), **extra):
-    out = [{"key": "iteration", "value": {"phase": "warmup", "step": s, "step_time_s": 1.0, "tokens": 8},
-            "metadata": {"rank": rank}} for s in warmup]
-    out += [{"key": "iteration", "value": {"phase": "measured", "step": s, "step_time_s": 1.0, "tokens": 8},
-             "metadata": {"rank": rank}} for s in measured]
+    out = [
+        {
+            "key": "iteration",
+            "value": {"phase": "warmup", "step": s, "step_time_s": 1.0, "tokens": 8},
+            "metadata": {"rank": rank},
+        }
+        for s in warmup
+    ]
+    out += [
+        {
+            "key": "iteration",
+            "value": {"phase": "measured", "step": s, "step_time_s": 1.0, "tokens": 8},
+            "metadata": {"rank": rank},
+        }
+        for s in measured
+    ]
     for phase, ss in extra.items():
-        out += [{"key": "iteration", "value": {"phase": phase, "step": s, "step_time_s": 1.0, "tokens": 8},
-                 "metadata": {"rank": rank}} for s in ss]
+        out += [
+            {
+                "key": "iteration",
+                "value": {"phase": phase, "step": s, "step_time_s": 1.0, "tokens": 8},
+                "metadata": {"rank": rank},
+            }
+            for s in ss
+        ]
     return out
 
 
@@ -33,16 +51,22 @@ def test_steps_after_an_imported_window_are_allowed():
     assert rawlog.step_problems(SPEC, steps(0, beyond_window=(5, 6))) == []
 
 
-@pytest.mark.parametrize("records, words", [
-    (steps(measured=(2, 3, 4, 5, 6)), "rank 0 holds 5 of 3 measured steps (more than the spec plans)"),
-    (steps(measured=(2, 3)), "rank 0 holds 2 of 3 measured steps"),
-    (steps(warmup=(0,), measured=(1, 2, 3)), "rank 0 holds 1 of 2 warmup steps"),
-    (steps() + steps(measured=(2,))[2:], "rank 0 logs step 2 more than once"),
-    (steps(measured=(2, 4, 3)), "rank 0 logs its steps out of order (0, 1, 2, 4, 3)"),
-    (steps(warmup=(0,), measured=(1, 2, 3)) + steps(warmup=(4,), measured=())[:1], "logs warmup step 4 after measured"),
-    (steps(0) + steps(1, warmup=(0, 1), measured=(2, 3, 5)), "ranks 0 and 1 disagree on the steps they logged"),
-    (steps(0, beyond_window=(5,), cooldown=(6,)), "unknown phase 'cooldown'"),
-])
+@pytest.mark.parametrize(
+    "records, words",
+    [
+        (steps(measured=(2, 3, 4, 5, 6)), "rank 0 holds 5 of 3 measured steps (more than the spec plans)"),
+        (steps(measured=(2, 3)), "rank 0 holds 2 of 3 measured steps"),
+        (steps(warmup=(0,), measured=(1, 2, 3)), "rank 0 holds 1 of 2 warmup steps"),
+        (steps() + steps(measured=(2,))[2:], "rank 0 logs step 2 more than once"),
+        (steps(measured=(2, 4, 3)), "rank 0 logs its steps out of order (0, 1, 2, 4, 3)"),
+        (
+            steps(warmup=(0,), measured=(1, 2, 3)) + steps(warmup=(4,), measured=())[:1],
+            "logs warmup step 4 after measured",
+        ),
+        (steps(0) + steps(1, warmup=(0, 1), measured=(2, 3, 5)), "ranks 0 and 1 disagree on the steps they logged"),
+        (steps(0, beyond_window=(5,), cooldown=(6,)), "unknown phase 'cooldown'"),
+    ],
+)
 def test_other_steps_than_planned_are_named(records, words):
     problems = rawlog.step_problems(SPEC, records)
     assert len(problems) == 1 and words in problems[0], problems
@@ -57,10 +81,16 @@ def _reseal_with(run_dir, records):
     rawlog.write_status(run_dir / rawlog.STATUS_FILE, status)
 
 
-@pytest.mark.parametrize("edit, words", [
-    ("two_more_slower", f"holds {INTEGRITY_SPEC.measured_iters + 2} of {INTEGRITY_SPEC.measured_iters} measured steps"),
-    ("duplicated_slower", "more than once"),
-])
+@pytest.mark.parametrize(
+    "edit, words",
+    [
+        (
+            "two_more_slower",
+            f"holds {INTEGRITY_SPEC.measured_iters + 2} of {INTEGRITY_SPEC.measured_iters} measured steps",
+        ),
+        ("duplicated_slower", "more than once"),
+    ],
+)
 def test_a_resealed_log_with_other_steps_is_refused_not_published(tmp_path, edit, words):
     raw = tmp_path / "data" / "t" / "raw"
     study = make_study(tmp_path, integrity_seeds(raw, (0.5, 0.51, 0.52)))

@@ -31,8 +31,13 @@ def test_the_ratio_of_achievable_fractions_applies_where_both_gpus_have_a_rate(f
 
 
 def test_without_a_rate_on_either_side_the_efficiencies_carry_unchanged(fresh_catalog):
-    for target, cal in (("Tesla V100-SXM2-32GB", H200), ("NVIDIA A100 80GB PCIe", H200), (A100, "NVIDIA L40S"),
-                        (A100, None), ("no such GPU", H200)):
+    for target, cal in (
+        ("Tesla V100-SXM2-32GB", H200),
+        ("NVIDIA A100 80GB PCIe", H200),
+        (A100, "NVIDIA L40S"),
+        (A100, None),
+        ("no such GPU", H200),
+    ):
         c = tensor_carry(target, cal)
         assert c.factor == 1.0 and c.missing and "unchanged" in c.describe()
     assert tensor_carry(A100, "NVIDIA L40S").missing == ("NVIDIA L40S",)
@@ -42,27 +47,31 @@ def test_without_a_rate_on_either_side_the_efficiencies_carry_unchanged(fresh_ca
 
 def test_a_user_gpu_carries_by_its_own_rate_and_the_catalog_refuses_a_rate_above_peak(fresh_catalog, tmp_path):
     f = tmp_path / "mine.yaml"
-    f.write_text(GPU.format(rate='matmul_achievable_tflops: {fp16: 700}\n    matmul_achievable_source: "measured: mine"'))
+    f.write_text(
+        GPU.format(rate='matmul_achievable_tflops: {fp16: 700}\n    matmul_achievable_source: "measured: mine"')
+    )
     catalog.add_catalog_file(f)
     assert tensor_carry("My GPU 9000", H200, "fp16").factor == 1.0  # the H200 has no fp16 rate
     assert tensor_carry("My GPU 9000", H200, "bf16").factor == 1.0  # nor this GPU a bf16 one
     assert achievable_rate("My GPU 9000", "fp16").fraction == pytest.approx(0.7)
     catalog.reset()
     high = tmp_path / "high.yaml"
-    high.write_text(GPU.format(rate='matmul_achievable_tflops: {bf16: 1200}\n    matmul_achievable_source: x'))
+    high.write_text(GPU.format(rate="matmul_achievable_tflops: {bf16: 1200}\n    matmul_achievable_source: x"))
     with pytest.raises(catalog.CatalogError, match="high.yaml: GPU 'My GPU 9000'.*1200.*must not exceed.*1000"):
         catalog.add_catalog_file(high)
 
 
 def test_the_schema_wants_a_source_with_the_rate_and_known_dtypes(fresh_catalog, tmp_path):
-    for rate, message in (("matmul_achievable_tflops: {bf16: 700}", "needs matmul_achievable_source"),
-                          ('matmul_achievable_tflops: {bf16: 700, fp8: 1000}\n    matmul_achievable_source: x',
-                           "needs matmul_achievable_sources.fp8"),
-                          ('matmul_achievable_source: "measured: mine"', "'matmul_achievable_tflops' is a dependency"),
-                          ('matmul_achievable_tflops: {tf32: 100}\n    matmul_achievable_source: x',
-                           "matmul_achievable_tflops"),
-                          ('matmul_achievable_tflops: {bf16: 0}\n    matmul_achievable_source: x',
-                           "matmul_achievable_tflops/bf16")):
+    for rate, message in (
+        ("matmul_achievable_tflops: {bf16: 700}", "needs matmul_achievable_source"),
+        (
+            "matmul_achievable_tflops: {bf16: 700, fp8: 1000}\n    matmul_achievable_source: x",
+            "needs matmul_achievable_sources.fp8",
+        ),
+        ('matmul_achievable_source: "measured: mine"', "'matmul_achievable_tflops' is a dependency"),
+        ("matmul_achievable_tflops: {tf32: 100}\n    matmul_achievable_source: x", "matmul_achievable_tflops"),
+        ("matmul_achievable_tflops: {bf16: 0}\n    matmul_achievable_source: x", "matmul_achievable_tflops/bf16"),
+    ):
         f = tmp_path / "bad.yaml"
         f.write_text(GPU.format(rate=rate))
         with pytest.raises(catalog.CatalogError, match=message):

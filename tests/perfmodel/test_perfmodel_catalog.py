@@ -27,15 +27,22 @@ gpus:
 
 def test_published_shapes_have_their_published_sizes(fresh_catalog):
     # Llama 3.1 model cards: 8.03B, 70.6B, 405B; Narayanan et al. 2021 Table 1: 1.7B, 145.6B, 1008B
-    for name, billions, tol in (("llama3.1-8b", 8.03, 0.001), ("llama3.1-70b", 70.55, 0.001),
-                                ("llama3.1-405b", 405.85, 0.001), ("gpt-1.7b", 1.7, 0.04),
-                                ("gpt-145b", 145.6, 0.001), ("gpt-1t", 1008.0, 0.001)):
+    for name, billions, tol in (
+        ("llama3.1-8b", 8.03, 0.001),
+        ("llama3.1-70b", 70.55, 0.001),
+        ("llama3.1-405b", 405.85, 0.001),
+        ("gpt-1.7b", 1.7, 0.04),
+        ("gpt-145b", 145.6, 0.001),
+        ("gpt-1t", 1008.0, 0.001),
+    ):
         assert parameter_counts(catalog.model(name))["n_params"] / 1e9 == pytest.approx(billions, rel=tol)
     gpt = catalog.model("gpt-7.5b")
     # a tied head is no extra parameter but still a matrix product per token
     assert parameter_counts(gpt)["n_params"] == parameter_counts(gpt)["n_params_non_embedding"] + 51200 * 4096
-    assert flops_per_token(gpt, 2048)["flops_per_token"] == 6 * (parameter_counts(gpt)["n_params_non_embedding"]
-                                                                 + 51200 * 4096) + 12 * 36 * 4096 * 2048
+    assert (
+        flops_per_token(gpt, 2048)["flops_per_token"]
+        == 6 * (parameter_counts(gpt)["n_params_non_embedding"] + 51200 * 4096) + 12 * 36 * 4096 * 2048
+    )
     assert catalog.gpu("h100-sxm").power_cap_w == 700 and catalog.gpu("NVIDIA A100-SXM4-80GB").power_cap_w == 400
     assert catalog.gpu("h100-sxm-96gb-500w").power_cap_w == 500
 
@@ -64,8 +71,9 @@ def test_env_var_files_are_read_and_names_cannot_be_redefined(fresh_catalog, tmp
         catalog.add_catalog_file(dup)
     assert "llama2-7b" in str(e.value) and "models.yaml" in str(e.value) and str(dup) in str(e.value)
     alias = tmp_path / "alias.yaml"
-    alias.write_text(USER.split("gpus:")[1].join(["gpus:", ""]).replace("My GPU 9000", "Other").replace(
-        "[gpu9000]", "[h200]"))
+    alias.write_text(
+        USER.split("gpus:")[1].join(["gpus:", ""]).replace("My GPU 9000", "Other").replace("[gpu9000]", "[h200]")
+    )
     with pytest.raises(catalog.CatalogError, match="'h200'"):
         catalog.add_catalog_file(alias)
 

@@ -27,8 +27,17 @@ def _records(op, nodes_list, per_node, alpha, bus_GBps, tree=None, noise=0.0, se
                 lat = alpha * (2 * (n - 1) if op == "all_reduce" else n - 1)
             t = lat + busbw_factor(op, n) * size / (bus_GBps * 1e9)
             t *= 1 + noise * rng.standard_normal()
-            out.append({"op": op, "size_bytes": size, "world_size": g.n, "nodes": nodes, "time_s": t,
-                        "run_id": f"synthetic-{op}-{nodes}", "correct": True})
+            out.append(
+                {
+                    "op": op,
+                    "size_bytes": size,
+                    "world_size": g.n,
+                    "nodes": nodes,
+                    "time_s": t,
+                    "run_id": f"synthetic-{op}-{nodes}",
+                    "correct": True,
+                }
+            )
     return out
 
 
@@ -119,8 +128,9 @@ def test_one_network_hop_latency_for_rings_and_trees():
     g = C.Group(2048, 256)
     small = cm.time("all_gather", 1 << 20, g)
     assert small > 255 * cm.net_hop_latency_us() * 1e-6
-    what_if = C.CollectiveModel.for_cluster(with_overrides(load_cluster("h100-paper-fig2"),
-                                                           {"collectives.net_hop_latency_scale": 0.5}))
+    what_if = C.CollectiveModel.for_cluster(
+        with_overrides(load_cluster("h100-paper-fig2"), {"collectives.net_hop_latency_scale": 0.5})
+    )
     assert what_if.time("all_gather", 1 << 20, g) < small
 
 
@@ -157,8 +167,12 @@ def test_pat_only_with_one_rank_a_node_and_by_nccls_cost_model():
     ring_bw = cm.ring_bus_GBps(g)
     pat = cm._pat_time("all_gather", 1 << 20, g, ring_bw, C.Scales())
     lat = (cm._c("collectives.ring_latency_us.base") + 8 * cm.net_hop_latency_us() / 3.5 + 2.8 * 256) * 1e-6
-    assert pat == pytest.approx(lat + busbw_factor("all_gather", 256) * (1 << 20)
-                                / (ring_bw * 0.75 * cm.channels("all_gather", 1 << 20, g) / 16 * 1e9))
+    assert pat == pytest.approx(
+        lat
+        + busbw_factor("all_gather", 256)
+        * (1 << 20)
+        / (ring_bw * 0.75 * cm.channels("all_gather", 1 << 20, g) / 16 * 1e9)
+    )
     # latency-bound at 256 nodes: PAT's log2 beats 255 network steps of a ring
     assert cm.time("all_gather", 1 << 20, g) == pytest.approx(pat)
     # eight ranks a node: rings only

@@ -34,15 +34,31 @@ def test_megatron_flops_formula_gives_the_papers_aggregate():
     # 96 B s l h^2 (1 + s/6h + V/16lh) over B s tokens
     cfg = catalog.model("gpt-1t")
     f = megatron_flops_per_token(cfg, 2048)
-    assert f == pytest.approx(96 * 128 * 25600 ** 2 * (1 + 2048 / (6 * 25600) + 51200 / (16 * 128 * 25600)))
+    assert f == pytest.approx(96 * 128 * 25600**2 * (1 + 2048 / (6 * 25600) + 51200 / (16 * 128 * 25600)))
     assert 163e12 * 3072 / 1e15 == pytest.approx(502.0, rel=0.003)
 
 
 def test_ledger_predictions_and_cli_outputs(tmp_path):
     _, rows = load_ledger(REPO)
     out, fig = tmp_path / "ledger.csv", tmp_path / "model_validation"
-    r = subprocess.run([sys.executable, "-m", "scalestudy", "model", "validate", "--external", "--out", str(out),
-                        "--figure", str(fig)], cwd=REPO, capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scalestudy",
+            "model",
+            "validate",
+            "--external",
+            "--out",
+            str(out),
+            "--figure",
+            str(fig),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "NOT EXPRESSIBLE" in r.stdout and "narayanan2021" in r.stdout and "ratio tt-h100-8b-fsdp-8" in r.stdout
     with open(out) as f:
         ledger = {x["id"]: x for x in csv.DictReader(f)}

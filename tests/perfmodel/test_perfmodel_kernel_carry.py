@@ -16,14 +16,33 @@ from scalestudy.spec.run import RunSpec
 H200, A100 = "NVIDIA H200", "NVIDIA A100-SXM4-80GB"
 REPO = Path(__file__).resolve().parents[2]
 
-CAL = C.ComputeCalibration(method="kernel categories", eta_matmul=0.75, eta_attention=0.5, eta_elementwise=0.6,
-                           eta_optimizer=0.7, eta_fsdp_copy=0.5, gap_fraction=0.0, gpu=H200, peak_flops=1e15,
-                           hbm_bytes_per_s=4.8e12, run_ids=("x",))
+CAL = C.ComputeCalibration(
+    method="kernel categories",
+    eta_matmul=0.75,
+    eta_attention=0.5,
+    eta_elementwise=0.6,
+    eta_optimizer=0.7,
+    eta_fsdp_copy=0.5,
+    gap_fraction=0.0,
+    gpu=H200,
+    peak_flops=1e15,
+    hbm_bytes_per_s=4.8e12,
+    run_ids=("x",),
+)
 
 
 def spec(**kw) -> RunSpec:
-    return RunSpec(**{"model": "llama2-7b", "seq_len": 4096, "micro_batch": 2, "nodes": 1, "procs_per_node": 1,
-                      "global_batch": 2, **kw})
+    return RunSpec(
+        **{
+            "model": "llama2-7b",
+            "seq_len": 4096,
+            "micro_batch": 2,
+            "nodes": 1,
+            "procs_per_node": 1,
+            "global_batch": 2,
+            **kw,
+        }
+    )
 
 
 def test_each_class_has_its_own_factor(fresh_catalog):
@@ -51,8 +70,11 @@ def test_the_attention_rate_moves_only_the_attention_time():
     attn_fwd = w.attn_flops_fwd_layer / (1e15 * CAL.eta_attention)
     assert base.layer_fwd_s - fast.layer_fwd_s == pytest.approx(attn_fwd / 2)
     assert base.layer_bwd_s - fast.layer_bwd_s == pytest.approx(2 * attn_fwd / 2)  # no recomputation
-    assert (fast.head_fwd_s, fast.optimizer_s, fast.fsdp_copy_s) == (base.head_fwd_s, base.optimizer_s,
-                                                                      base.fsdp_copy_s)
+    assert (fast.head_fwd_s, fast.optimizer_s, fast.fsdp_copy_s) == (
+        base.head_fwd_s,
+        base.optimizer_s,
+        base.fsdp_copy_s,
+    )
     same = C.compute_times(s, CAL, 1e15, 4.8e12, attention_flops=1e15)
     assert same == base
 
@@ -63,8 +85,9 @@ def test_batched_matmul_attention_runs_at_the_matmul_efficiency():
     w = C.work(s, passes=C.MEGATRON_2021)
     assert not C.MEGATRON_2021.flash_attention and C.FUSED.flash_attention and C.UNFUSED.flash_attention
     t = C.compute_times(s, CAL, 1e15, 4.8e12, passes=C.MEGATRON_2021)
-    want = (w.matmul_flops_fwd_layer + w.attn_flops_fwd_layer) / (1e15 * CAL.eta_matmul) \
-        + w.elem_bytes_fwd_layer / (4.8e12 * CAL.eta_elementwise)
+    want = (w.matmul_flops_fwd_layer + w.attn_flops_fwd_layer) / (1e15 * CAL.eta_matmul) + w.elem_bytes_fwd_layer / (
+        4.8e12 * CAL.eta_elementwise
+    )
     assert t.layer_fwd_s == pytest.approx(want)
     # and the attention rate's carry applies to those GEMMs too
     t2 = C.compute_times(s, CAL, 1e15, 4.8e12, passes=C.MEGATRON_2021, attention_flops=0.5e15)
@@ -102,8 +125,9 @@ def test_predictions_report_the_carry_and_the_option_slows_only_attention(fresh_
     base = predict(fsdp(8), a100, cal, band=False)
     slow = predict(fsdp(8), a100, cal, band=False, options=ModelOptions(attention_carry=0.5))
     # a100-paper runs FlashAttention-2: its published fraction of peak over the calibration's cuDNN's
-    assert base.values["attention_carry"] == pytest.approx((173 / 312) / (477.4 / 989.4) * base.values["clock_ratio"],
-                                                           rel=1e-3)
+    assert base.values["attention_carry"] == pytest.approx(
+        (173 / 312) / (477.4 / 989.4) * base.values["clock_ratio"], rel=1e-3
+    )
     assert slow.values["attention_carry"] == pytest.approx(0.5 * base.values["attention_carry"])
     assert "attention_carry 0.5" in slow.sources["calibrated_from_measurements"]["kernel_class_carry"]
     assert "HBM bandwidth" in base.sources["calibrated_from_measurements"]["kernel_class_carry"]

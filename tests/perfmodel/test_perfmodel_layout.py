@@ -122,8 +122,9 @@ def test_pp4_sends_and_bubble():
     assert unit_params(s).root == V * D + D  # the last stage: head and norm
     assert bubble_fraction(s) == pytest.approx(3 / 7)
     assert by(s, "fsdp_reduce_scatter", "block")[0].calls == 8
-    inter = RunSpec(nodes=4, pp=4, pp_schedule="interleaved_1f1b", pp_stages_per_rank=2, global_batch=64,
-                    pp_microbatches=4, **BASE)
+    inter = RunSpec(
+        nodes=4, pp=4, pp_schedule="interleaved_1f1b", pp_stages_per_rank=2, global_batch=64, pp_microbatches=4, **BASE
+    )
     assert bubble_fraction(inter) == pytest.approx(3 / 11)
 
 
@@ -172,21 +173,29 @@ def test_elementwise_work_by_kernel_set():
         d, kv, f = cfg.dim, cfg.n_kv_heads * cfg.head_dim, cfg.ffn_dim
         for p in C.ELEMENTWISE.values():
             for i, field in ((0, "elem_bytes_fwd_layer"), (1, "elem_bytes_bwd_layer")):
-                per_token = (p.norm_residual[i] * d + p.rope[i] * (d + kv) + getattr(p, mlp)[i] * f
-                             + p.attention_scores[i] * cfg.n_heads * s.seq_len) * C.BYTES_PER_ELEMENT
+                per_token = (
+                    p.norm_residual[i] * d
+                    + p.rope[i] * (d + kv)
+                    + getattr(p, mlp)[i] * f
+                    + p.attention_scores[i] * cfg.n_heads * s.seq_len
+                ) * C.BYTES_PER_ELEMENT
                 assert getattr(C.work(s, passes=p), field) == pytest.approx(per_token * s.micro_batch * s.seq_len)
     assert C.FUSED.gelu < C.FUSED.swiglu and C.UNFUSED.norm_residual > C.FUSED.norm_residual
     # flash attention keeps the [heads, s, s] probabilities on chip; Megatron 2021 wrote them out
     tp = RunSpec(**{**BASE, "model": "gpt-1.7b", "tp": 2})
-    extra = {n: C.work(tp, passes=p).elem_bytes_fwd_layer - C.work(tp).elem_bytes_fwd_layer for n, p in C.ELEMENTWISE.items()}
+    extra = {
+        n: C.work(tp, passes=p).elem_bytes_fwd_layer - C.work(tp).elem_bytes_fwd_layer for n, p in C.ELEMENTWISE.items()
+    }
     cfg = tp.model_config()
     assert extra["fused"] == 0 and extra["megatron-2021"] == pytest.approx(
-        4.5 * cfg.n_heads / 2 * tp.seq_len * tp.micro_batch * tp.seq_len * C.BYTES_PER_ELEMENT)
+        4.5 * cfg.n_heads / 2 * tp.seq_len * tp.micro_batch * tp.seq_len * C.BYTES_PER_ELEMENT
+    )
     gqa = RunSpec(**{**BASE, "model": "llama3-8b"})  # k and v repeated to every query head
     cfg = gqa.model_config()
     no_gqa = C.work(gqa, passes=replace(C.FUSED, gqa_repeat=(0.0, 0.0))).elem_bytes_fwd_layer
     assert C.work(gqa).elem_bytes_fwd_layer - no_gqa == pytest.approx(
-        2 * (cfg.dim + cfg.n_kv_heads * cfg.head_dim) * gqa.micro_batch * gqa.seq_len * C.BYTES_PER_ELEMENT)
+        2 * (cfg.dim + cfg.n_kv_heads * cfg.head_dim) * gqa.micro_batch * gqa.seq_len * C.BYTES_PER_ELEMENT
+    )
 
 
 def test_selective_op_recomputes_every_second_matrix_product_of_a_block():

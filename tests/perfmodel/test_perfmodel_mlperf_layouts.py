@@ -15,9 +15,23 @@ from scalestudy.perfmodel.predict import cached_calibration, predict
 from scalestudy.spec.run import RunSpec
 
 REPO = Path(__file__).resolve().parents[2]
-LLAMA405 = dict(model="llama3.1-405b", seq_len=8192, micro_batch=1, nodes=64, procs_per_node=8, device="cuda",
-                tp=8, pp=8, pp_schedule="interleaved_1f1b", pp_stages_per_rank=8, pp_microbatches=288,
-                global_batch=1152, sequence_parallel=True, backend="megatron", pp_embedding_stages=True)
+LLAMA405 = dict(
+    model="llama3.1-405b",
+    seq_len=8192,
+    micro_batch=1,
+    nodes=64,
+    procs_per_node=8,
+    device="cuda",
+    tp=8,
+    pp=8,
+    pp_schedule="interleaved_1f1b",
+    pp_stages_per_rank=8,
+    pp_microbatches=288,
+    global_batch=1152,
+    sequence_parallel=True,
+    backend="megatron",
+    pp_embedding_stages=True,
+)
 
 
 def spec(**kw) -> RunSpec:
@@ -69,11 +83,15 @@ def test_overlapped_pipeline_sends_hide_behind_the_next_chunk():
 
 
 def test_software_settings_by_family_first_match_wins_and_name_their_source():
-    conf = {"cluster": "h100-eos", "options": {"grad_reduce_dtype": "bf16"},
-            "software": [{"match": {"model": "gpt3-175b"}, "options": {"tp_comm_overlap": True}, "source": "a"},
-                         {"match": {"model": "llama3.1-405b", "cp": 2}, "options": {"param_gather_dtype": "fp8"},
-                          "source": "b"},
-                         {"match": {"model": "llama3.1-405b"}, "options": {"tp_comm_overlap": False}, "source": "c"}]}
+    conf = {
+        "cluster": "h100-eos",
+        "options": {"grad_reduce_dtype": "bf16"},
+        "software": [
+            {"match": {"model": "gpt3-175b"}, "options": {"tp_comm_overlap": True}, "source": "a"},
+            {"match": {"model": "llama3.1-405b", "cp": 2}, "options": {"param_gather_dtype": "fp8"}, "source": "b"},
+            {"match": {"model": "llama3.1-405b"}, "options": {"tp_comm_overlap": False}, "source": "c"},
+        ],
+    }
     assert beside_options(spec(cp=2), conf) == ({"grad_reduce_dtype": "bf16", "param_gather_dtype": "fp8"}, "b")
     assert beside_options(spec(cp=1, global_batch=2304), conf)[1] == "c"
     with pytest.raises(ValueError, match="match names colour, not run-spec fields"):
@@ -89,12 +107,16 @@ def test_measured_shapes_set_the_layers_rate_against_the_calibrations():
     from scalestudy.spec.gemm import layer_gemms
 
     def table(layout, dtype, rate, head=500.0):
-        return {(layout, "bf16" if g.projection == "output" else dtype, g.projection, g.pass_):
-                (head if g.projection == "output" else rate) for g in layer_gemms(*layout.split("/")[:1],
-                                                                                      *map(int, layout.split("/")[1:]))}
+        return {
+            (layout, "bf16" if g.projection == "output" else dtype, g.projection, g.pass_): (
+                head if g.projection == "output" else rate
+            )
+            for g in layer_gemms(*layout.split("/")[:1], *map(int, layout.split("/")[1:]))
+        }
 
-    rates = GemmRates("NVIDIA H200", {**table("llama2-7b/8192/1", "bf16", 700.0, 700.0),
-                                      **table("gpt3-175b/2048/4", "fp8", 1400.0)})
+    rates = GemmRates(
+        "NVIDIA H200", {**table("llama2-7b/8192/1", "bf16", 700.0, 700.0), **table("gpt3-175b/2048/4", "fp8", 1400.0)}
+    )
     sf = shape_factor(rates, "gpt3-175b/2048/4", "fp8", ("llama2-7b/8192/1",))
     assert sf.layer == pytest.approx(2.0) and sf.head == pytest.approx(500 / 700)
     assert shape_factor(rates, "gpt3-175b/2048/4", "bf16", ("llama2-7b/8192/1",)) is None
@@ -106,13 +128,25 @@ def test_the_committed_h100_gemm_runs_give_every_layout_a_shape_factor_in_both_p
 
     from conftest import REPO, child_env
 
-    out = subprocess.run([sys.executable, "-m", "scalestudy", "model", "gemm-factors", "data/h100-gemm/raw"],
-                         cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "scalestudy", "model", "gemm-factors", "data/h100-gemm/raw"],
+        cwd=REPO,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "measured products of 22 layouts on NVIDIA H100 80GB HBM3" in out.stdout
     rows = {ln.split()[0]: ln.split()[1:] for ln in out.stdout.splitlines()[2:]}
     assert len(rows) == 22 and all("-" not in r for r in rows.values())
     assert rows["llama2-7b/8192/1"][1] == "1.000"  # S of the calibration layout itself
-    out = subprocess.run([sys.executable, "-m", "scalestudy", "model", "gemm-factors", "data/no-such-gemm"],
-                         cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "scalestudy", "model", "gemm-factors", "data/no-such-gemm"],
+        cwd=REPO,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and "no finished gemm run under data/no-such-gemm" in out.stderr

@@ -18,8 +18,18 @@ def test_stretched_end_only_inside_collectives():
     assert stretched_end(0.0, 1.0, [(0.0, 10.0)], 0.0) == pytest.approx(1.0)
 
 
-KW = dict(layers=2, microbatches=1, layer_fwd_s=1.0, layer_bwd_s=0.0, head_fwd_s=0.0, head_bwd_s=0.0,
-          embed_s=0.0, tail_s=0.0, gap_fraction=0.0, forward_prefetch=1)
+KW = dict(
+    layers=2,
+    microbatches=1,
+    layer_fwd_s=1.0,
+    layer_bwd_s=0.0,
+    head_fwd_s=0.0,
+    head_bwd_s=0.0,
+    embed_s=0.0,
+    tail_s=0.0,
+    gap_fraction=0.0,
+    forward_prefetch=1,
+)
 
 
 def test_long_collective_absorbs_the_stretch():

@@ -12,13 +12,37 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_fit_recovers_known_powers():
     tau, tau_lim = min(TAU_GRID_S, key=lambda x: abs(x - 0.1)), min(LIMITER_GRID_S, key=lambda x: abs(x - 0.13))
-    truth = PowerModel(idle_w=120, warm_w=250, tau_s=tau, compute_w=900, copy_w=560, cap_w=700, device="x",
-                       rel_rms=0, rel_max=0, n_phases=0, source="", limiter_tau_s=tau_lim)
+    truth = PowerModel(
+        idle_w=120,
+        warm_w=250,
+        tau_s=tau,
+        compute_w=900,
+        copy_w=560,
+        cap_w=700,
+        device="x",
+        rel_rms=0,
+        rel_max=0,
+        n_phases=0,
+        source="",
+        limiter_tau_s=tau_lim,
+    )
     phases = []
-    for c, m, g, b in ((0, 0, 5.0, 0), (0.25, 0, 0.015, 0.005), (0.5, 0, 0.1, 0.1), (0.5, 0, 0.5, 0.5),
-                       (0, 0.5, 0.01, 0), (0, 0.75, 0.25, 0), (0, 1, 0, 0), (0.3, 0.3, 0.05, 0.05),
-                       (0.2, 0.2, 1.0, 0.5), (1, 0, 0, math.inf), (0.6, 0, 0.01, 0.015),
-                       (0, 0.5, 0.05, 0), (0, 0.5, 0.2, 0), (0, 0.25, 0.1, 0)):
+    for c, m, g, b in (
+        (0, 0, 5.0, 0),
+        (0.25, 0, 0.015, 0.005),
+        (0.5, 0, 0.1, 0.1),
+        (0.5, 0, 0.5, 0.5),
+        (0, 0.5, 0.01, 0),
+        (0, 0.75, 0.25, 0),
+        (0, 1, 0, 0),
+        (0.3, 0.3, 0.05, 0.05),
+        (0.2, 0.2, 1.0, 0.5),
+        (1, 0, 0, math.inf),
+        (0.6, 0, 0.01, 0.015),
+        (0, 0.5, 0.05, 0),
+        (0, 0.5, 0.2, 0),
+        (0, 0.25, 0.1, 0),
+    ):
         phases.append(DutyPhase(f"{c}-{m}-{g}-{b}", truth.power_w(c, m, g, burst_s=b), c, m, g, b))
     got = fit(phases, 700)
     assert got.rel_rms < 1e-6
@@ -28,8 +52,20 @@ def test_fit_recovers_known_powers():
 
 
 def test_short_bursts_of_products_run_above_the_limit_long_ones_at_it():
-    pm = PowerModel(idle_w=140, warm_w=150, tau_s=0.9, compute_w=930, copy_w=580, cap_w=700, device="x",
-                    rel_rms=0, rel_max=0, n_phases=0, source="", limiter_tau_s=0.13)
+    pm = PowerModel(
+        idle_w=140,
+        warm_w=150,
+        tau_s=0.9,
+        compute_w=930,
+        copy_w=580,
+        cap_w=700,
+        device="x",
+        rel_rms=0,
+        rel_max=0,
+        n_phases=0,
+        source="",
+        limiter_tau_s=0.13,
+    )
     assert pm.burst_w() == 700 and pm.burst_w(10.0) == pytest.approx(700, abs=1e-6)
     assert pm.burst_w(0.0) == pytest.approx(930)
     assert pm.burst_w(0.13) == pytest.approx(700 + 230 / math.e)
@@ -41,8 +77,19 @@ def test_short_bursts_of_products_run_above_the_limit_long_ones_at_it():
 
 
 def test_power_is_capped_and_scales_with_the_target_cap():
-    pm = PowerModel(idle_w=140, warm_w=190, tau_s=0.2, compute_w=760, copy_w=570, cap_w=700, device="x",
-                    rel_rms=0, rel_max=0, n_phases=0, source="")
+    pm = PowerModel(
+        idle_w=140,
+        warm_w=190,
+        tau_s=0.2,
+        compute_w=760,
+        copy_w=570,
+        cap_w=700,
+        device="x",
+        rel_rms=0,
+        rel_max=0,
+        n_phases=0,
+        source="",
+    )
     assert pm.power_w(1.0) == 700  # matrix products throttled to the limit
     assert pm.power_w(0.0, gap_s=10.0) == pytest.approx(140 + 50 * math.exp(-50))
     assert pm.power_w(0.0) == pytest.approx(190)  # gaps inside a step: warm
@@ -64,12 +111,23 @@ def test_committed_h200_duty_cycles():
 
 
 def test_power_limit_throttles_matrix_products_by_the_cube_law():
-    pm = PowerModel(idle_w=140, warm_w=190, tau_s=0.2, compute_w=760, copy_w=570, cap_w=700, device="x",
-                    rel_rms=0, rel_max=0, n_phases=0, source="")
+    pm = PowerModel(
+        idle_w=140,
+        warm_w=190,
+        tau_s=0.2,
+        compute_w=760,
+        copy_w=570,
+        cap_w=700,
+        device="x",
+        rel_rms=0,
+        rel_max=0,
+        n_phases=0,
+        source="",
+    )
     s700 = pm.clock_factor()
     assert s700 == pytest.approx(((700 - 140) / (760 - 140)) ** (1 / 3))
     # at that clock the matrix products draw exactly the limit: P = floor + (full - floor) s^3
-    assert 140 + (760 - 140) * s700 ** 3 == pytest.approx(700)
+    assert 140 + (760 - 140) * s700**3 == pytest.approx(700)
     assert pm.clock_factor(800, 700) == 1.0  # a limit above the unthrottled draw does not throttle
     # powers carry by design power: a GPU limited at its design power throttles as the measured one
     assert pm.clock_ratio(400, 400) == pytest.approx(1.0) and pm.clock_ratio(700) == pytest.approx(1.0)
@@ -90,8 +148,16 @@ def test_a_lower_power_limit_slows_compute_bound_steps_and_not_communication():
     assert teton.values["design_power_w"].source.startswith("assumed")
     assert clock_ratio(teton, cal) == pytest.approx(clock_ratio(capped, cal))
     assert clock_ratio(h100, cal) == pytest.approx(1.0) and clock_ratio(capped, cal) < 0.9
-    spec = RunSpec(model="llama2-7b", device="cuda", precision="bf16", seq_len=4096, micro_batch=2, global_batch=16,
-                   procs_per_node=8, nodes=1)
+    spec = RunSpec(
+        model="llama2-7b",
+        device="cuda",
+        precision="bf16",
+        seq_len=4096,
+        micro_batch=2,
+        global_batch=16,
+        procs_per_node=8,
+        nodes=1,
+    )
     a, b = predict(spec, h100, cal, band=False), predict(spec, capped, cal, band=False)
     assert b["compute_s"] > a["compute_s"] * 1.05 and b["tokens_per_s"] < a["tokens_per_s"]
     assert b["power_w_per_gpu"] <= 500 + 1e-9
@@ -109,8 +175,16 @@ def test_the_measured_communication_phase_adds_its_power_to_a_gap(tmp_path):
     for k in (8, 16, 32):  # truth: 5 W + 0.1 W a block + 0.5 W per GB/s
         rows.append({"kind": "phase", "phase": f"poll_{k}", "blocks": k, "mean_power_w": 125 + 0.1 * k})
         for r in (25.0, 50.0):
-            rows.append({"kind": "phase", "phase": f"trickle_{k}_{r:g}", "blocks": k, "network_gb_per_s": r,
-                         "achieved_network_gb_per_s": r, "mean_power_w": 125 + 0.1 * k + 0.5 * r})
+            rows.append(
+                {
+                    "kind": "phase",
+                    "phase": f"trickle_{k}_{r:g}",
+                    "blocks": k,
+                    "network_gb_per_s": r,
+                    "achieved_network_gb_per_s": r,
+                    "mean_power_w": 125 + 0.1 * k + 0.5 * r,
+                }
+            )
     path = tmp_path / "comm.jsonl.gz"
     with gzip.open(path, "wt") as f:
         f.writelines(json.dumps(r) + "\n" for r in rows)
@@ -122,8 +196,20 @@ def test_the_measured_communication_phase_adds_its_power_to_a_gap(tmp_path):
 
 
 def test_short_bursts_of_products_run_at_full_clock_while_the_average_stays_under_the_cap():
-    pm = PowerModel(idle_w=140, warm_w=150, tau_s=0.9, compute_w=930, copy_w=580, cap_w=700, device="x",
-                    rel_rms=0, rel_max=0, n_phases=0, source="", limiter_tau_s=0.13)
+    pm = PowerModel(
+        idle_w=140,
+        warm_w=150,
+        tau_s=0.9,
+        compute_w=930,
+        copy_w=580,
+        cap_w=700,
+        device="x",
+        rel_rms=0,
+        rel_max=0,
+        n_phases=0,
+        source="",
+        limiter_tau_s=0.13,
+    )
     s = pm.clock_factor()
     assert 0.8 < s < 1.0
     assert pm.burst_speed(0.0) == 1.0 and pm.burst_speed(1.0) == pytest.approx(1 / s)
@@ -138,8 +224,9 @@ def test_short_bursts_of_products_run_at_full_clock_while_the_average_stays_unde
     e = pm.burst_full_clock_share(0.9, gap_s=0.002, burst_s=0.02)
     assert 0.0 < e < math.exp(-0.02 / 0.13)
     assert 0.9 * (e * 930 + (1 - e) * 700) + 0.1 * pm.gap_w(0.002) == pytest.approx(700)
-    assert PowerModel(**{**pm.as_dict(), "compute_w": 650}).burst_full_clock_share(0.9, burst_s=0.02) == \
-        pytest.approx(math.exp(-0.02 / 0.13))  # never throttled: the window alone (and no speed-up, s = 1)
+    assert PowerModel(**{**pm.as_dict(), "compute_w": 650}).burst_full_clock_share(0.9, burst_s=0.02) == pytest.approx(
+        math.exp(-0.02 / 0.13)
+    )  # never throttled: the window alone (and no speed-up, s = 1)
 
 
 def test_the_committed_fit_gives_the_h100_bursts_rates_and_power():

@@ -46,16 +46,34 @@ def test_clusters_load_with_sources():
 
 
 def test_timeline_without_comm_is_compute_over_host_share():
-    x = StepInputs(layers=4, microbatches=2, layer_fwd_s=1.0, layer_bwd_s=2.0, head_fwd_s=0.5, head_bwd_s=0.5,
-                   embed_s=0.0, tail_s=1.0, gap_fraction=0.2)
+    x = StepInputs(
+        layers=4,
+        microbatches=2,
+        layer_fwd_s=1.0,
+        layer_bwd_s=2.0,
+        head_fwd_s=0.5,
+        head_bwd_s=0.5,
+        embed_s=0.0,
+        tail_s=1.0,
+        gap_fraction=0.2,
+    )
     tl = simulate(x)
     assert tl.step_s == pytest.approx((2 * (4 * 3 + 1) + 1) / 0.8)
     assert tl.comm_s == 0 and tl.exposed_comm_s == 0
 
 
 def test_timeline_hides_small_collectives_and_exposes_large_ones():
-    kw = dict(layers=8, microbatches=1, layer_fwd_s=1.0, layer_bwd_s=2.0, head_fwd_s=0.0, head_bwd_s=0.0,
-              embed_s=0.0, tail_s=0.0, gap_fraction=0.0)
+    kw = dict(
+        layers=8,
+        microbatches=1,
+        layer_fwd_s=1.0,
+        layer_bwd_s=2.0,
+        head_fwd_s=0.0,
+        head_bwd_s=0.0,
+        embed_s=0.0,
+        tail_s=0.0,
+        gap_fraction=0.0,
+    )
     small = simulate(StepInputs(ag_block_s=0.5, rs_block_s=1.0, **kw))
     # only the first all-gather and the last reduce-scatter stick out
     assert small.exposed_comm_s == pytest.approx(0.5 + 1.0)
@@ -104,8 +122,9 @@ def test_layouts_and_memory(cal, h100):
     pp = predict(model_parallel(256, 1, 4), h100, cal, band=False)
     assert pp.values["bubble_s"] > 0 and pp.values["exposed_comm_s"] >= pp.values["bubble_s"]
     assert tp.values["tokens_per_s"] > 0 and 0 < tp.values["mfu"] < 1
-    big = predict(RunSpec(model="llama2-70b", nodes=1, procs_per_node=8, seq_len=4096, micro_batch=2), h100, cal,
-                  band=False)
+    big = predict(
+        RunSpec(model="llama2-70b", nodes=1, procs_per_node=8, seq_len=4096, micro_batch=2), h100, cal, band=False
+    )
     assert not big.values["fits_memory"] and any("oom" in n for n in big.notes)
     assert any("extrapolated" in n for n in big.notes)
     with pytest.raises(ValueError):
@@ -169,29 +188,87 @@ def test_attention_carries_by_its_kernels_published_rates(cal):
 
 
 def test_cli_predict_and_clusters(tmp_path):
-    env_cmd = [sys.executable, "-c",
-               "import sys, argparse; from scalestudy.cli import model as m; p = argparse.ArgumentParser(); "
-               "s = p.add_subparsers(dest='c'); m.register(s); a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))"]
-    out = subprocess.run(env_cmd + ["model", "predict", "--cluster", "h100-paper", "--json", "--model", "llama2-7b",
-                                    "--seq-len", "4096", "--micro-batch", "2", "--nodes", "2", "--procs-per-node", "8"],
-                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    env_cmd = [
+        sys.executable,
+        "-c",
+        "import sys, argparse; from scalestudy.cli import model as m; p = argparse.ArgumentParser(); "
+        "s = p.add_subparsers(dest='c'); m.register(s); a = p.parse_args(sys.argv[1:]); sys.exit(a.func(a))",
+    ]
+    out = subprocess.run(
+        env_cmd
+        + [
+            "model",
+            "predict",
+            "--cluster",
+            "h100-paper",
+            "--json",
+            "--model",
+            "llama2-7b",
+            "--seq-len",
+            "4096",
+            "--micro-batch",
+            "2",
+            "--nodes",
+            "2",
+            "--procs-per-node",
+            "8",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     d = json.loads(out.stdout)
     assert d["cluster"] == "h100-paper" and d["values"]["tokens_per_s"] > 0
     assert d["band"]["mfu"][0] <= d["values"]["mfu"]
     assert d["calibration"]["fit_run_ids"]
-    text = subprocess.run(env_cmd + ["model", "predict", "--cluster", "h100-paper", "--set", "inter_node_GBps=100",
-                                     "--model", "llama2-7b", "--nodes", "2", "--procs-per-node", "8"],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    text = subprocess.run(
+        env_cmd
+        + [
+            "model",
+            "predict",
+            "--cluster",
+            "h100-paper",
+            "--set",
+            "inter_node_GBps=100",
+            "--model",
+            "llama2-7b",
+            "--nodes",
+            "2",
+            "--procs-per-node",
+            "8",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert text.returncode == 0 and "PREDICTED" in text.stdout and "what-if values: inter_node_GBps=100" in text.stdout
-    bad = subprocess.run(env_cmd + ["model", "predict", "--cluster", "nope", "--model", "llama2-7b"], cwd=REPO,
-                         capture_output=True, text=True, timeout=120)
+    bad = subprocess.run(
+        env_cmd + ["model", "predict", "--cluster", "nope", "--model", "llama2-7b"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert bad.returncode == 2 and "no cluster file" in bad.stderr
 
 
 def test_zero1_gathers_parameters_once_a_step_not_every_pass():
-    kw = dict(layers=4, microbatches=4, layer_fwd_s=1.0, layer_bwd_s=2.0, head_fwd_s=0.0, head_bwd_s=0.0,
-              embed_s=0.0, tail_s=0.0, gap_fraction=0.0, ag_block_s=0.5, ag_root_s=0.25)
+    kw = dict(
+        layers=4,
+        microbatches=4,
+        layer_fwd_s=1.0,
+        layer_bwd_s=2.0,
+        head_fwd_s=0.0,
+        head_bwd_s=0.0,
+        embed_s=0.0,
+        tail_s=0.0,
+        gap_fraction=0.0,
+        ag_block_s=0.5,
+        ag_root_s=0.25,
+    )
     fsdp, zero1 = simulate(StepInputs(**kw)), simulate(StepInputs(ag_once=True, **kw))
     assert fsdp.comm_s == pytest.approx(4 * (4 * 0.5 + 0.25))
     assert zero1.comm_s == pytest.approx(4 * 0.5 + 0.25)
@@ -208,9 +285,22 @@ def test_chunked_exposure_hides_earlier_chunks_behind_later_rounds():
 
 def test_interleaved_chunks_overlap_data_parallel_collectives_where_the_option_says(cal, h100):
     def spec(schedule, v):
-        return RunSpec(model="llama2-70b", device="cuda", precision="bf16", seq_len=4096, nodes=256,
-                       procs_per_node=8, micro_batch=1, tp=8, pp=4, pp_stages_per_rank=v, pp_schedule=schedule,
-                       pp_microbatches=8, dp_shard=64, activation_checkpointing="full")
+        return RunSpec(
+            model="llama2-70b",
+            device="cuda",
+            precision="bf16",
+            seq_len=4096,
+            nodes=256,
+            procs_per_node=8,
+            micro_batch=1,
+            tp=8,
+            pp=4,
+            pp_stages_per_rank=v,
+            pp_schedule=schedule,
+            pp_microbatches=8,
+            dp_shard=64,
+            activation_checkpointing="full",
+        )
 
     on, off = ModelOptions(overlap_dp_chunks=True), ModelOptions(overlap_dp_chunks=False)
     inter = spec("interleaved_1f1b", 5)
@@ -232,8 +322,9 @@ def test_a_new_gpu_needs_only_its_catalog_entry(fresh_catalog, cal):
     assert c.peak_flops == 364.2e12 and c.v("memory_gib") == 48 and c.v("tdp_w") == 300
     assert c.values["hbm_bytes_per_s"].source.startswith("datasheet: catalog")
     assert c.v("inter_node_GBps") == base.v("inter_node_GBps") and c.gpus_per_node == 8
-    spec = RunSpec(model="llama2-7b", device="cuda", nodes=1, procs_per_node=8, micro_batch=1,
-                   activation_checkpointing="full")
+    spec = RunSpec(
+        model="llama2-7b", device="cuda", nodes=1, procs_per_node=8, micro_batch=1, activation_checkpointing="full"
+    )
     assert predict(spec, c, cal, band=False)["tokens_per_s_per_device"] > 0
     h200 = with_gpu(base, "NVIDIA H200")
     assert h200.hbm == 4.8e12 and h200.v("memory_gib") == 141 and h200.v("inter_node_GBps") == 50
@@ -277,14 +368,17 @@ def test_short_bursts_between_exposed_waits_run_faster_than_the_calibrated_rate(
 
     off = dataclasses.replace(ModelOptions(), burst_speedup=False)
     for nodes in (1, 256):
-        on_v, off_v = (predict(fsdp(nodes), h100_fig2, cal, band=False, options=o).values for o in (ModelOptions(), off))
+        on_v, off_v = (
+            predict(fsdp(nodes), h100_fig2, cal, band=False, options=o).values for o in (ModelOptions(), off)
+        )
         assert off_v["burst_speedup"] == 1.0
         if off_v["compute_burst_s"] is None:
             assert on_v["burst_speedup"] == 1.0 and on_v["step_time_s"] == pytest.approx(off_v["step_time_s"])
             continue
         assert on_v["compute_burst_s"] < off_v["compute_burst_s"]  # a faster burst is a shorter one
         assert on_v["burst_speedup"] == pytest.approx(
-            burst_speedup(on_v, clock_bound_share(fsdp(nodes), h100_fig2, cal), h100_fig2, cal), rel=1e-5)  # a fixed point
+            burst_speedup(on_v, clock_bound_share(fsdp(nodes), h100_fig2, cal), h100_fig2, cal), rel=1e-5
+        )  # a fixed point
         assert on_v["compute_s"] < off_v["compute_s"] and on_v["step_time_s"] <= off_v["step_time_s"] + 1e-12
     large = predict(fsdp(256), h100_fig2, cal, band=False).values
     assert 1 / cal.power.clock_factor() - 1e-9 > 1 / large["burst_speedup"] > 1.02

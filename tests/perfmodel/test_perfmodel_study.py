@@ -26,21 +26,43 @@ STUDY = {
     "hardware": "PREDICTED for H100 (test)",
     "launch": False,
     "device_memory_gib": 80,
-    "prediction": {"cluster": "h100-paper", "calibration": ["data/h200-reference/raw"],
-                   "variants": {"a100-paper": ["hardware_generations"]}},
+    "prediction": {
+        "cluster": "h100-paper",
+        "calibration": ["data/h200-reference/raw"],
+        "variants": {"a100-paper": ["hardware_generations"]},
+    },
     "seeds": [0],
     "defaults": {"model": "llama2-7b", "device": "cuda", "seq_len": 4096, "procs_per_node": 8, "micro_batch": 2},
     "experiments": [
-        {"name": "weak_scaling", "also": ["kernel_breakdown", "power", "hardware_generations"],
-         "set": {"global_batch_per_gpu": 2}, "grid": {"nodes": [16, 256]}},
-        {"name": "weak_scaling", "set": {"global_batch_per_gpu": 2, "dp_shard": 8, "dp_replicate": "rest"},
-         "grid": {"nodes": [32, 256]}},
-        {"name": "weak_scaling", "set": {"global_batch_per_gpu": 2, "pp_microbatches": "fill"},
-         "grid": {"nodes": [32, 256]}, "layouts": [{"tp": 2}, {"pp": 2}]},
+        {
+            "name": "weak_scaling",
+            "also": ["kernel_breakdown", "power", "hardware_generations"],
+            "set": {"global_batch_per_gpu": 2},
+            "grid": {"nodes": [16, 256]},
+        },
+        {
+            "name": "weak_scaling",
+            "set": {"global_batch_per_gpu": 2, "dp_shard": 8, "dp_replicate": "rest"},
+            "grid": {"nodes": [32, 256]},
+        },
+        {
+            "name": "weak_scaling",
+            "set": {"global_batch_per_gpu": 2, "pp_microbatches": "fill"},
+            "grid": {"nodes": [32, 256]},
+            "layouts": [{"tp": 2}, {"pp": 2}],
+        },
         {"name": "model_sizes", "set": {"global_batch_per_gpu": 2, "model": "llama2-70b"}, "grid": {"nodes": [1]}},
     ],
-    "collectives": {"ops": ["all_reduce", "all_gather"], "min_bytes": "1M", "max_bytes": "64M", "step_factor": 8,
-                    "dtype": "float32", "device": "cuda", "procs_per_node": 8, "nodes": [1, 4]},
+    "collectives": {
+        "ops": ["all_reduce", "all_gather"],
+        "min_bytes": "1M",
+        "max_bytes": "64M",
+        "step_factor": 8,
+        "dtype": "float32",
+        "device": "cuda",
+        "procs_per_node": 8,
+        "nodes": [1, 4],
+    },
 }
 
 
@@ -57,8 +79,17 @@ def project(tmp_path_factory):
     agg.write_tables(tables, study.tables_dir)
     loaded = agg.load_tables(study.tables_dir)
     claims(study, loaded)
-    for name in ("weak_scaling", "hardware_generations", "collectives_bandwidth", "power", "kernel_breakdown",
-                 "model_sizes", "strong_scaling", "tp_pp_grid", "claim_sensitivity"):
+    for name in (
+        "weak_scaling",
+        "hardware_generations",
+        "collectives_bandwidth",
+        "power",
+        "kernel_breakdown",
+        "model_sizes",
+        "strong_scaling",
+        "tp_pp_grid",
+        "claim_sensitivity",
+    ):
         render(name, study, loaded, formats=("csv", "png"))
     return root, study
 
@@ -121,8 +152,9 @@ def test_provenance_reaches_calibration(project):
 def test_audit_passes_then_flags_stale_predictions(project):
     root, study = project
     # the figures were drawn as csv and png only: the audit misses their pdf, nothing else
-    assert all(p.endswith(".pdf: missing (figure " + p.split("/")[-1].split(".")[0] + " was not drawn)")
-               for p in audit(study))
+    assert all(
+        p.endswith(".pdf: missing (figure " + p.split("/")[-1].split(".")[0] + " was not drawn)") for p in audit(study)
+    )
     run_json = root / "data/h200-reference/raw" / CAL_RUNS[1] / "run.json"
     original = run_json.read_text()
     try:
@@ -158,8 +190,11 @@ def test_a_share_measured_on_another_gpu_is_carried_by_the_models_kernel_time_ra
     cal = cached_calibration("data/h200-reference/raw", REPO)
     h100 = load_cluster("h100-paper", REPO)
     shares = load_shares("paper-rank", REPO)
-    spec = next(p.spec for p in load_study("paper-model", REPO).runs
-                if not p.variant and share_key(p.spec, h100.gpu) in shares and p.spec.world_size == 128)
+    spec = next(
+        p.spec
+        for p in load_study("paper-model", REPO).runs
+        if not p.variant and share_key(p.spec, h100.gpu) in shares and p.spec.world_size == 128
+    )
     share = shares[share_key(spec, h100.gpu)]
     carry = share_carry(spec, h100, cal, share)
     assert 1.05 < carry < 1.3  # same bf16 peak, HBM 3.35 against 4.8 TB/s
@@ -180,8 +215,9 @@ def test_a_share_with_a_known_artefact_is_used_and_says_so(tmp_path):
 
     # paper-rank as committed, with one known artefact declared (its own list is empty since the remeasure)
     data = yaml.safe_load((REPO / "workflow/studies/paper-rank.yaml").read_text())
-    artefact = next(p.run_id for p in load_study("paper-rank", REPO).runs if p.spec.world_size == 2048
-                    and p.spec.layout == "fsdp")
+    artefact = next(
+        p.run_id for p in load_study("paper-rank", REPO).runs if p.spec.world_size == 2048 and p.spec.layout == "fsdp"
+    )
     reason = "host-bound in this test (see data/paper-rank/README.md)"
     data["known_artefacts"] = {artefact: reason}
     (tmp_path / "workflow/studies").mkdir(parents=True)
@@ -194,11 +230,15 @@ def test_a_share_with_a_known_artefact_is_used_and_says_so(tmp_path):
     assert [s.run_ids for s in caveated] == [(artefact,)] and reason in caveated[0].caveat
     cal = cached_calibration("data/h200-reference/raw", REPO)
     h100 = load_cluster("h100-paper", REPO)
-    spec = next(p.spec for p in load_study("paper-model", REPO).runs
-                if not p.variant and shares.get(share_key(p.spec, h100.gpu)) is caveated[0])
+    spec = next(
+        p.spec
+        for p in load_study("paper-model", REPO).runs
+        if not p.variant and shares.get(share_key(p.spec, h100.gpu)) is caveated[0]
+    )
     p = predict(spec, h100, cal, band=False, shares=shares)
-    clean = predict(spec, h100, cal, band=False, shares={**shares, share_key(spec, h100.gpu): dc_replace(
-        caveated[0], caveat="")})
+    clean = predict(
+        spec, h100, cal, band=False, shares={**shares, share_key(spec, h100.gpu): dc_replace(caveated[0], caveat="")}
+    )
     assert p.values == clean.values  # still taken: the caveat travels, the number stays
     notes = [n for n in p.notes if n.startswith(CAVEAT_PREFIX)]
     assert len(notes) == 1 and artefact in notes[0] and reason in notes[0]
@@ -226,8 +266,11 @@ def test_a_share_with_the_gpus_busy_time_gives_that_as_its_computation():
         assert s.compute_s < max(map(float, split_list(row["stage_compute_times_s"])))
     cal = cached_calibration("data/h200-reference/raw", REPO)
     h100 = load_cluster("h100-paper", REPO)
-    spec = next(p.spec for p in load_study("paper-model", REPO).runs
-                if not p.variant and shares.get(share_key(p.spec, h100.gpu)) in busy)
+    spec = next(
+        p.spec
+        for p in load_study("paper-model", REPO).runs
+        if not p.variant and shares.get(share_key(p.spec, h100.gpu)) in busy
+    )
     inputs = predict(spec, h100, cal, band=False, shares=shares).sources["inputs_from"]
     assert f"({BUSY})" in inputs["compute"]
     names = ", ".join(measured_input_names(inputs))
@@ -263,10 +306,14 @@ def measured_project(tmp_path_factory):
     shutil.copy(REPO / "data/paper-rank/tables/rank_configs.csv", root / "data/paper-rank/tables/rank_configs.csv")
     shutil.copytree(REPO / "data/paper-rank/raw", root / "data/paper-rank/raw")  # the shares' raw logs
     data = copy.deepcopy(STUDY)
-    data["prediction"] = {"cluster": "h100-paper", "calibration": ["data/h200-reference/raw"],
-                          "rank_shares": "paper-rank"}
+    data["prediction"] = {
+        "cluster": "h100-paper",
+        "calibration": ["data/h200-reference/raw"],
+        "rank_shares": "paper-rank",
+    }
     data["experiments"] = data["experiments"][:2] + [
-        {"name": "strong_scaling", "set": {"global_batch": 32}, "grid": {"nodes": [1, 2]}}]
+        {"name": "strong_scaling", "set": {"global_batch": 32}, "grid": {"nodes": [1, 2]}}
+    ]
     data["experiments"][1]["grid"] = {"nodes": [4]}
     data.pop("collectives")
     (root / "workflow/studies/mini-measured.yaml").write_text(yaml.safe_dump(data))
@@ -297,14 +344,16 @@ def test_a_measured_share_is_a_variant_of_its_own_never_mixed_into_the_models_se
         assert inputs_from(p.run_id)["compute"].startswith("measured")
     summary = {r["config_id"]: r for r in read_csv_rows(study.tables_dir / "summary.csv")}
     assert {cid: r["measured_inputs"] for cid, r in summary.items() if r["measured_inputs"]} == {
-        p.config_id: "compute, memory" for p in variants}
+        p.config_id: "compute, memory" for p in variants
+    }
     rows = read_csv_rows(study.figures_dir / "weak_scaling.csv")
     by_series: dict[str, set] = {}
     for r in rows:
         by_series.setdefault(r["series"], set()).add(r["measured_inputs"])
     assert all(len(v) == 1 for v in by_series.values()), by_series  # no series mixes
-    assert {s for s, v in by_series.items() if v != {""}} == {s + MEASURED_SERIES for s, v in by_series.items()
-                                                             if v == {""} and s.startswith("FSDP")}
+    assert {s for s, v in by_series.items() if v != {""}} == {
+        s + MEASURED_SERIES for s, v in by_series.items() if v == {""} and s.startswith("FSDP")
+    }
     strong = read_csv_rows(study.figures_dir / "strong_scaling.csv")  # the best line takes no measured input
     assert {r["measured_inputs"] for r in strong if r["series"] == "best strategy"} == {""}
     assert [r["x"] for r in strong if r["series"] == "FSDP" + MEASURED_SERIES] == ["16"]
@@ -331,8 +380,9 @@ def test_model_predict_with_a_study_prints_the_prediction_its_raw_log_holds(meas
 
     root, study = measured_project
     for p in study.runs:
-        assert main(["model", "predict", "--root", str(root), "--study", study.name, "--run-id", p.run_id,
-                     "--json"]) == 0
+        assert (
+            main(["model", "predict", "--root", str(root), "--study", study.name, "--run-id", p.run_id, "--json"]) == 0
+        )
         printed = json.loads(capsys.readouterr().out)
         recs = [json.loads(line) for line in (study.raw_dir / p.run_id / "metrics.jsonl").read_text().splitlines()]
         held = next(r["value"] for r in recs if r["key"] == "prediction")
@@ -344,8 +394,25 @@ def test_model_predict_with_a_study_prints_the_prediction_its_raw_log_holds(meas
     out = capsys.readouterr().out
     assert "tokens/s per device" in out and f"{rid} of study {study.name}" in out and "inputs: compute from" in out
     # anything that would change the study's prediction is refused, naming it
-    assert main(["model", "predict", "--root", str(root), "--study", study.name, "--run-id", rid,
-                 "--tp-loss", "gather_logits", "--seq-len", "2048"]) == 2
+    assert (
+        main(
+            [
+                "model",
+                "predict",
+                "--root",
+                str(root),
+                "--study",
+                study.name,
+                "--run-id",
+                rid,
+                "--tp-loss",
+                "gather_logits",
+                "--seq-len",
+                "2048",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "--tp-loss" in err and "--seq-len" in err
     assert main(["model", "predict", "--root", str(root), "--study", study.name, "--run-id", "nope"]) == 2
@@ -364,11 +431,29 @@ def test_every_model_option_is_a_flag_of_model_predict():
     args = parser.parse_args(["model", "predict", "--cluster", "h100-paper"])
     assert all(getattr(args, f.name) is None for f in fields(ModelOptions))
     assert _model_options(args) == ModelOptions()
-    args = parser.parse_args(["model", "predict", "--cluster", "h100-paper", "--tp-loss", "gather_logits",
-                              "--tp-comm-overlap", "--recompute", "full", "--distributed-optimizer",
-                              "--elementwise", "unfused"])
-    assert _model_options(args) == ModelOptions(tp_loss="gather_logits", tp_comm_overlap=True, recompute="full",
-                                                distributed_optimizer=True, elementwise="unfused")
+    args = parser.parse_args(
+        [
+            "model",
+            "predict",
+            "--cluster",
+            "h100-paper",
+            "--tp-loss",
+            "gather_logits",
+            "--tp-comm-overlap",
+            "--recompute",
+            "full",
+            "--distributed-optimizer",
+            "--elementwise",
+            "unfused",
+        ]
+    )
+    assert _model_options(args) == ModelOptions(
+        tp_loss="gather_logits",
+        tp_comm_overlap=True,
+        recompute="full",
+        distributed_optimizer=True,
+        elementwise="unfused",
+    )
 
 
 def test_every_model_option_is_a_key_of_a_studys_prediction_options():
@@ -423,8 +508,13 @@ def test_a_measured_share_prediction_names_the_rank_share_runs_and_the_audit_che
     rid = next(p.run_id for p in study.runs if p.run_id.endswith("--measured-inputs"))
     run = json.loads((study.raw_dir / rid / "run.json").read_text())
     shares = run["provenance"]["measured_inputs"]
-    assert shares and all(s["study"] == "paper-rank" and s["raw_dir"] == f"data/paper-rank/raw/{s['run_id']}"
-                          and s["status"] == "ok" and "metrics.jsonl" in "".join(s["files_sha256"]) for s in shares)
+    assert shares and all(
+        s["study"] == "paper-rank"
+        and s["raw_dir"] == f"data/paper-rank/raw/{s['run_id']}"
+        and s["status"] == "ok"
+        and "metrics.jsonl" in "".join(s["files_sha256"])
+        for s in shares
+    )
     from scalestudy.analysis.provenance import format_text, provenance
 
     prov = provenance(study.figures_dir / "weak_scaling.csv")
@@ -441,7 +531,8 @@ def test_a_measured_share_prediction_names_the_rank_share_runs_and_the_audit_che
         edited = text.replace(b'"step_time_s": ', b'"step_time_s": 1', 1)
         metrics.write_bytes(gzip.compress(edited) if metrics.suffix == ".gz" else edited)
         problems = audit(study, figures=False, claims=False)
-        assert any(shares[0]["run_id"] in p and "changed since the predictions were made" in p for p in problems), \
+        assert any(shares[0]["run_id"] in p and "changed since the predictions were made" in p for p in problems), (
             problems
+        )
     finally:
         metrics.write_bytes(original)

@@ -77,14 +77,19 @@ def test_implied_latency_diagnostic():
     imp = implied_ring_latency(cal, REPO)
     # not reached; or reached by raising the latencies; or (factor 1) the model's C1 already falls at
     # least as steeply as the paper's, as it does with the reference remeasured by issue 14's harness
-    assert imp["factor"] is None or imp["c1"] == pytest.approx(-37.22, abs=0.5) or (
-        imp["factor"] == 1.0 and imp["c1"] <= -37.22)
+    assert (
+        imp["factor"] is None
+        or imp["c1"] == pytest.approx(-37.22, abs=0.5)
+        or (imp["factor"] == 1.0 and imp["c1"] <= -37.22)
+    )
 
 
 def test_perfmodel_imports_without_torch():
-    code = ("import sys; sys.modules['torch'] = None; sys.modules['scalestudy.harness'] = None\n"
-            "import scalestudy.perfmodel.validate, scalestudy.perfmodel.predict, scalestudy.cli.model\n"
-            "assert not [m for m in sys.modules if m.startswith('torch.') or m.startswith('scalestudy.harness.')]\n"
-            "print('ok')")
+    code = (
+        "import sys; sys.modules['torch'] = None; sys.modules['scalestudy.harness'] = None\n"
+        "import scalestudy.perfmodel.validate, scalestudy.perfmodel.predict, scalestudy.cli.model\n"
+        "assert not [m for m in sys.modules if m.startswith('torch.') or m.startswith('scalestudy.harness.')]\n"
+        "print('ok')"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr

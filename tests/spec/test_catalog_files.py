@@ -36,8 +36,9 @@ def test_the_site_file_adds_a_catalog_and_a_peak(fresh_catalog, tmp_path):
     (tmp_path / "slurm").mkdir()
     (tmp_path / "slurm/site.yaml").write_text(f"catalog: {REPO / EXAMPLE}\npeak_tflops: 12.5\n")
     (tmp_path / "workflow/studies").mkdir(parents=True)
-    text = (REPO / "examples/studies/my-gpu.yaml").read_text().replace("catalog: [examples/catalog/my-hardware.yaml]",
-                                                                       "")
+    text = (
+        (REPO / "examples/studies/my-gpu.yaml").read_text().replace("catalog: [examples/catalog/my-hardware.yaml]", "")
+    )
     (tmp_path / "workflow/studies/site-gpu.yaml").write_text(text)
     study = load_study("site-gpu", tmp_path)
     assert study.catalog == () and study.runs[0].spec.model == "tiny-wide"
@@ -51,12 +52,33 @@ def test_a_run_of_the_files_model_with_the_studys_peak(fresh_catalog, tmp_path):
     env = child_env()
     env.pop(catalog.ENV_VAR, None)  # the launcher finds the file from the study alone
     run_dir = tmp_path / "raw" / run.run_id
-    out = subprocess.run([sys.executable, "-m", "scalestudy", "launch", "--study", "examples/studies/my-model-cpu.yaml",
-                          "--run-id", run.run_id, "--run-dir", str(run_dir), "--log", str(tmp_path / "run.log")],
-                         cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "scalestudy",
+            "launch",
+            "--study",
+            "examples/studies/my-model-cpu.yaml",
+            "--run-id",
+            run.run_id,
+            "--run-dir",
+            str(run_dir),
+            "--log",
+            str(tmp_path / "run.log"),
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr + (tmp_path / "run.log").read_text()
-    peaks = [json.loads(line)["value"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()
-             if '"device_peak"' in line]
+    peaks = [
+        json.loads(line)["value"]
+        for line in (run_dir / "metrics.jsonl").read_text().splitlines()
+        if '"device_peak"' in line
+    ]
     assert peaks and all(p["peak_flops_per_s"] == 0.5e12 and p["source"] == "user" for p in peaks)
     assert json.loads((run_dir / "run.json").read_text())["spec"]["model"] == "tiny-wide"
     line = summary_line(run_dir)

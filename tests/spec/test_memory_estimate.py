@@ -29,14 +29,18 @@ def test_fit_verdicts():
 
 
 def test_reshard_after_forward_lowers_unsharded():
-    assert estimate_memory(paper(reshard_after_forward=True)).unsharded_bytes < \
-        estimate_memory(paper()).unsharded_bytes / 4
+    assert (
+        estimate_memory(paper(reshard_after_forward=True)).unsharded_bytes
+        < estimate_memory(paper()).unsharded_bytes / 4
+    )
 
 
 def test_selective_checkpointing_keeps_more_than_full_and_less_than_none():
     spec = paper(model="llama2-13b", nodes=8, activation_checkpointing="full")
-    act = {m: estimate_memory(spec, checkpointing=m).activations_bytes
-           for m in ("full", "selective_op", "selective_layer", "none")}
+    act = {
+        m: estimate_memory(spec, checkpointing=m).activations_bytes
+        for m in ("full", "selective_op", "selective_layer", "none")
+    }
     assert act["full"] < act["selective_op"] < act["selective_layer"] < act["none"]
     assert act["none"] == estimate_memory(paper(model="llama2-13b", nodes=8)).activations_bytes
 
@@ -48,8 +52,16 @@ def test_torchtitans_70b_selective_op_fits_at_batch_1_and_not_at_2():
     a100 = 79.3 * GIB  # 81251 MiB as nvidia-smi reports an A100 80 GB
 
     def est(batch, mode):
-        return estimate_memory(paper(model="llama2-70b", nodes=8, micro_batch=batch, activation_checkpointing="full",
-                                     reshard_after_forward=True), checkpointing=mode)
+        return estimate_memory(
+            paper(
+                model="llama2-70b",
+                nodes=8,
+                micro_batch=batch,
+                activation_checkpointing="full",
+                reshard_after_forward=True,
+            ),
+            checkpointing=mode,
+        )
 
     assert est(1, "selective_op").fits(a100)
     assert not est(2, "selective_op").fits(a100)

@@ -16,14 +16,23 @@ def _study(tmp_path, body: str):
     return str(path)
 
 
-@pytest.mark.parametrize("body, words", [
-    ("seeds: [100000000000000000000]\nexperiments: [{name: weak_scaling, set: {model: tiny}}]",
-     "seed: 100,000,000,000,000,000,000 is above 4,294,967,295"),
-    ("seeds: [0]\ndefaults: {measured_iters: 10000000000}\nexperiments: [{name: weak_scaling, set: {model: tiny}}]",
-     "measured_iters: 10,000,000,000 is above 100,000"),
-    ("seeds: [0]\nexperiments: [{name: weak_scaling, set: {model: tiny, seq_len: 100000000000}}]",
-     "seq_len: 100,000,000,000 is above 1,048,576"),
-])
+@pytest.mark.parametrize(
+    "body, words",
+    [
+        (
+            "seeds: [100000000000000000000]\nexperiments: [{name: weak_scaling, set: {model: tiny}}]",
+            "seed: 100,000,000,000,000,000,000 is above 4,294,967,295",
+        ),
+        (
+            "seeds: [0]\ndefaults: {measured_iters: 10000000000}\nexperiments: [{name: weak_scaling, set: {model: tiny}}]",
+            "measured_iters: 10,000,000,000 is above 100,000",
+        ),
+        (
+            "seeds: [0]\nexperiments: [{name: weak_scaling, set: {model: tiny, seq_len: 100000000000}}]",
+            "seq_len: 100,000,000,000 is above 1,048,576",
+        ),
+    ],
+)
 def test_a_study_beyond_the_limits_is_refused_when_read(tmp_path, body, words):
     with pytest.raises(StudyError, match=words) as e:
         load_study(_study(tmp_path, body))

@@ -53,15 +53,29 @@ def test_rank_share_tables(tmp_path):
     from scalestudy.analysis import rank_shares
     from scalestudy.analysis.aggregate import build_tables
 
-    base = dict(model="llama2-7b", device="cuda", seq_len=4096, procs_per_node=8, nodes=32, global_batch=512,
-                comm="fake", device_memory_cap_gib=79.6, warmup_iters=1, measured_iters=2)
+    base = dict(
+        model="llama2-7b",
+        device="cuda",
+        seq_len=4096,
+        procs_per_node=8,
+        nodes=32,
+        global_batch=512,
+        comm="fake",
+        device_memory_cap_gib=79.6,
+        warmup_iters=1,
+        measured_iters=2,
+    )
     fsdp = RunSpec(**base)
     tppp = RunSpec(**base, tp=2, pp=2, pp_microbatches=4)
     pp4 = RunSpec(**base, pp=4, pp_microbatches=4)
-    real = RunSpec(model="llama2-7b", device="cuda", n_layers=8, seq_len=4096, micro_batch=2,
-                   warmup_iters=1, measured_iters=2)
-    runs = [planned(fsdp, ("tp_pp_grid",), "FSDP"), planned(real, ("agreement",), "FSDP"),
-            planned(real.replace(comm="fake"), ("agreement",), "FSDP")]
+    real = RunSpec(
+        model="llama2-7b", device="cuda", n_layers=8, seq_len=4096, micro_batch=2, warmup_iters=1, measured_iters=2
+    )
+    runs = [
+        planned(fsdp, ("tp_pp_grid",), "FSDP"),
+        planned(real, ("agreement",), "FSDP"),
+        planned(real.replace(comm="fake"), ("agreement",), "FSDP"),
+    ]
     runs += [planned(tppp.replace(emulate_rank=r), ("tp_pp_grid",), "TP PP") for r in (0, 128)]
     runs += [planned(pp4.replace(emulate_rank=r), ("tp_pp_grid",), "PP") for r in (0, 64, 192)]
     study = make_study(tmp_path, runs, name="r")
@@ -89,8 +103,10 @@ def test_rank_share_tables(tmp_path):
     agree = rank_shares.agreement(shares)
     assert agree["step_ratio"] == pytest.approx(0.363 / 0.366) and agree["fake_power_w"] == 697.0
     rows = {r["run_id"]: r for r in build_tables(study, allow_missing=True).runs}
-    assert rows[fsdp.run_id]["tokens_per_s"] is None and "communication not executed" in rows[fsdp.run_id][
-        "throughput_reason"]
+    assert (
+        rows[fsdp.run_id]["tokens_per_s"] is None
+        and "communication not executed" in rows[fsdp.run_id]["throughput_reason"]
+    )
     assert rows[fsdp.run_id]["peak_memory_bytes"] == 50 << 30
     from scalestudy.analysis.aggregate import aggregate
     from scalestudy.measure.csv_format import read_csv_rows
@@ -112,8 +128,14 @@ def test_rank_share_tables(tmp_path):
 def test_a_pipeline_cell_with_some_stages_measured_says_how_many():
     from scalestudy.analysis.figures import rank_grid
 
-    row = {"series": "TP=1", "x": 4, "status": "partial", "y": None, "panel": "p:\none rank's wall time per step (s)",
-           "note": "1 of 3 stages measured"}
+    row = {
+        "series": "TP=1",
+        "x": 4,
+        "status": "partial",
+        "y": None,
+        "panel": "p:\none rank's wall time per step (s)",
+        "note": "1 of 3 stages measured",
+    }
     assert rank_grid.cells([row])[0].status == "partial:\n1 of 3 stages"
     assert rank_grid.cells([{**row, "status": "planned"}])[0].status == "planned"
 
@@ -131,13 +153,24 @@ def test_prediction_takes_compute_and_memory_from_a_measured_share():
     repo = Path(__file__).resolve().parents[2]
     cal = cached_calibration([str(repo / "data" / "h200-reference" / "raw")], repo)
     h100 = load_cluster("h100-paper", repo)
-    spec = RunSpec(model="llama2-7b", device="cuda", seq_len=4096, micro_batch=2, nodes=32, procs_per_node=8,
-                   warmup_iters=10, measured_iters=50)
+    spec = RunSpec(
+        model="llama2-7b",
+        device="cuda",
+        seq_len=4096,
+        micro_batch=2,
+        nodes=32,
+        procs_per_node=8,
+        warmup_iters=10,
+        measured_iters=50,
+    )
     plain = predict(spec, h100, cal, band=False, options=no_slowdown)
     assert plain.sources["inputs_from"]["compute"].startswith("the model")
     measured = plain.values["compute_s"] * 1.5
-    shares = {share_key(spec.replace(comm="fake", device_memory_cap_gib=79.6, warmup_iters=2, measured_iters=3),
-                        "h100-sxm"): MeasuredShare("paper-rank", "ok", measured, 52 << 30, 79.6, ("r0",))}
+    shares = {
+        share_key(
+            spec.replace(comm="fake", device_memory_cap_gib=79.6, warmup_iters=2, measured_iters=3), "h100-sxm"
+        ): MeasuredShare("paper-rank", "ok", measured, 52 << 30, 79.6, ("r0",))
+    }
     moved = predict(spec, h100, cal, band=False, shares=shares, options=no_slowdown)
     assert moved.values["compute_s"] == pytest.approx(measured, rel=0.05)
     assert moved.values["step_time_s"] > plain.values["step_time_s"]
@@ -162,8 +195,19 @@ def test_the_launcher_starts_one_process_for_a_rank_share(tmp_path):
 
     from scalestudy.launch.launcher import job_resources, launch
 
-    s = RunSpec(model="tiny", nodes=4, procs_per_node=8, tp=2, pp=2, comm="fake", emulate_rank=31, seq_len=32,
-                precision="fp32", warmup_iters=1, measured_iters=1)
+    s = RunSpec(
+        model="tiny",
+        nodes=4,
+        procs_per_node=8,
+        tp=2,
+        pp=2,
+        comm="fake",
+        emulate_rank=31,
+        seq_len=32,
+        precision="fp32",
+        warmup_iters=1,
+        measured_iters=1,
+    )
     assert job_resources(s)["threads"] == 1
     out = launch(s, tmp_path / s.run_id, time_limit_s=300)
     assert out.status == "ok"
@@ -171,8 +215,6 @@ def test_the_launcher_starts_one_process_for_a_rank_share(tmp_path):
     assert len(status["ranks"]) == 1
     run = json.loads((tmp_path / s.run_id / "run.json").read_text())
     assert run["rank_share"]["world_size_emulated"] == 32 and run["rank_share"]["rank_emulated"] == 31
-
-
 
 
 def test_one_copy_collectives_cost_nothing_a_rank(monkeypatch):
@@ -189,8 +231,10 @@ def test_one_copy_collectives_cost_nothing_a_rank(monkeypatch):
         pytest.skip("this process already joined a process group")
     import torch.distributed._functional_collectives as funcol
 
-    for module, names in ((dist, fake_comm._DIST_ALL_GATHER + fake_comm._DIST_REDUCE_SCATTER),
-                          (funcol, fake_comm._FUNCOL_ALL_GATHER + fake_comm._FUNCOL_REDUCE_SCATTER)):
+    for module, names in (
+        (dist, fake_comm._DIST_ALL_GATHER + fake_comm._DIST_REDUCE_SCATTER),
+        (funcol, fake_comm._FUNCOL_ALL_GATHER + fake_comm._FUNCOL_REDUCE_SCATTER),
+    ):
         for name in names:  # restored after the test
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, getattr(module, name))

@@ -33,26 +33,29 @@ def test_pipeline_microbatches_default_and_accum():
     assert s.pp_microbatches == 4
 
 
-@pytest.mark.parametrize("kw,field", [
-    (dict(procs_per_node=4, tp=3), "dp_shard"),
-    (dict(procs_per_node=4, dp_shard=3), "world_size"),
-    (dict(procs_per_node=4, tp=8, dp_shard=1, nodes=2), "tp"),  # tiny has 4 heads
-    (dict(procs_per_node=3, pp=3, model="llama2-13b"), "pp"),  # 40 layers into 3 stages
-    (dict(procs_per_node=4, global_batch=6), "global_batch"),
-    (dict(model="llama-9b"), "model"),
-    (dict(device="tpu"), "device"),
-    (dict(precision="fp16"), "precision"),
-    (dict(procs_per_node=4, cp=3), "dp_shard"),
-    (dict(procs_per_node=2, cp=2, seq_len=127), "cp"),
-    (dict(pp_embedding_stages=True), "pp_embedding_stages"),
-    (dict(sequence_parallel=True), "sequence_parallel"),
-    (dict(pp_stages_per_rank=2), "pp_stages_per_rank"),
-    (dict(procs_per_node=2, pp=2, pp_microbatches=1), "pp_microbatches"),
-    (dict(pp_microbatches=2), "pp_microbatches"),
-    (dict(measured_iters=0), "measured_iters"),
-    (dict(profile_iters=5, measured_iters=4), "profile_iters"),
-    (dict(micro_batch=0), "micro_batch"),
-])
+@pytest.mark.parametrize(
+    "kw,field",
+    [
+        (dict(procs_per_node=4, tp=3), "dp_shard"),
+        (dict(procs_per_node=4, dp_shard=3), "world_size"),
+        (dict(procs_per_node=4, tp=8, dp_shard=1, nodes=2), "tp"),  # tiny has 4 heads
+        (dict(procs_per_node=3, pp=3, model="llama2-13b"), "pp"),  # 40 layers into 3 stages
+        (dict(procs_per_node=4, global_batch=6), "global_batch"),
+        (dict(model="llama-9b"), "model"),
+        (dict(device="tpu"), "device"),
+        (dict(precision="fp16"), "precision"),
+        (dict(procs_per_node=4, cp=3), "dp_shard"),
+        (dict(procs_per_node=2, cp=2, seq_len=127), "cp"),
+        (dict(pp_embedding_stages=True), "pp_embedding_stages"),
+        (dict(sequence_parallel=True), "sequence_parallel"),
+        (dict(pp_stages_per_rank=2), "pp_stages_per_rank"),
+        (dict(procs_per_node=2, pp=2, pp_microbatches=1), "pp_microbatches"),
+        (dict(pp_microbatches=2), "pp_microbatches"),
+        (dict(measured_iters=0), "measured_iters"),
+        (dict(profile_iters=5, measured_iters=4), "profile_iters"),
+        (dict(micro_batch=0), "micro_batch"),
+    ],
+)
 def test_invalid_specs_name_the_field(kw, field):
     assert field in fields_of(**kw)
 
@@ -107,6 +110,8 @@ def test_spec_is_pure_data():
     import subprocess
     import sys
 
-    code = "import sys; sys.modules['torch'] = None; import scalestudy.spec.run, scalestudy.measure.rawlog, " \
-           "scalestudy.spec.memory_estimate, scalestudy.spec.catalog.models"
+    code = (
+        "import sys; sys.modules['torch'] = None; import scalestudy.spec.run, scalestudy.measure.rawlog, "
+        "scalestudy.spec.memory_estimate, scalestudy.spec.catalog.models"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

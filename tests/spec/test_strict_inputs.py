@@ -49,9 +49,10 @@ def test_yaml_merge_keys_still_work():
 def test_an_over_long_run_id_is_refused_at_planning(tmp_path):
     long_model = "m" * (MAX_RUN_ID - 10)
     cat = tmp_path / "cat.yaml"
-    cat.write_text(f"models:\n  {long_model}: {{n_layers: 8, dim: 64, n_heads: 4, ffn_dim: 128, vocab_size: 256, "
-                   "source: a test}\n")
-    p = _smoke(tmp_path, lambda t: t.replace("model: tiny", f"model: {long_model}", 1)
-               + f"\ncatalog: [{cat}]\n")
+    cat.write_text(
+        f"models:\n  {long_model}: {{n_layers: 8, dim: 64, n_heads: 4, ffn_dim: 128, vocab_size: 256, "
+        "source: a test}\n"
+    )
+    p = _smoke(tmp_path, lambda t: t.replace("model: tiny", f"model: {long_model}", 1) + f"\ncatalog: [{cat}]\n")
     with pytest.raises(StudyError, match=r"run id .* characters, more than 200"):
         load_study(str(p), REPO)

@@ -56,19 +56,33 @@ def test_schema_lists_every_spec_field():
     assert coll["ops"]["items"]["enum"] == list(OPS)
 
 
-@pytest.mark.parametrize("mutate, where, words", [
-    (lambda d: d["defaults"].update(precision="fp16"), "defaults.precision", "'fp16'"),
-    (lambda d: d["experiments"][0]["grid"].update(tp=[1, "two"]), "experiments[0] (weak_scaling).grid.tp[1]",
-     "'two'"),
-    (lambda d: d["defaults"].update(tp_degree=2), "defaults", "tp_degree"),
-    (lambda d: d.update(seeds=[]), "seeds", "non-empty"),
-    (lambda d: d.pop("hardware"), "(top level)", "'hardware' is a required property"),
-    (lambda d: d["experiments"][0].update(name="Weak Scaling"), "experiments[0] (Weak Scaling).name", "does not match"),
-    (lambda d: d.update(collectives={"ops": ["broadcast"], "world_sizes": [2]}), "collectives.ops[0]", "broadcast"),
-    (lambda d: d["defaults"].update(dp_replicate="all"), "defaults.dp_replicate", "rest"),
-    (lambda d: d["defaults"].update(seed=3), "defaults", "seed"),
-    (lambda d: d["experiments"][0]["grid"].update(nodes=[]), "experiments[0] (weak_scaling).grid.nodes", "non-empty"),
-])
+@pytest.mark.parametrize(
+    "mutate, where, words",
+    [
+        (lambda d: d["defaults"].update(precision="fp16"), "defaults.precision", "'fp16'"),
+        (
+            lambda d: d["experiments"][0]["grid"].update(tp=[1, "two"]),
+            "experiments[0] (weak_scaling).grid.tp[1]",
+            "'two'",
+        ),
+        (lambda d: d["defaults"].update(tp_degree=2), "defaults", "tp_degree"),
+        (lambda d: d.update(seeds=[]), "seeds", "non-empty"),
+        (lambda d: d.pop("hardware"), "(top level)", "'hardware' is a required property"),
+        (
+            lambda d: d["experiments"][0].update(name="Weak Scaling"),
+            "experiments[0] (Weak Scaling).name",
+            "does not match",
+        ),
+        (lambda d: d.update(collectives={"ops": ["broadcast"], "world_sizes": [2]}), "collectives.ops[0]", "broadcast"),
+        (lambda d: d["defaults"].update(dp_replicate="all"), "defaults.dp_replicate", "rest"),
+        (lambda d: d["defaults"].update(seed=3), "defaults", "seed"),
+        (
+            lambda d: d["experiments"][0]["grid"].update(nodes=[]),
+            "experiments[0] (weak_scaling).grid.nodes",
+            "non-empty",
+        ),
+    ],
+)
 def test_schema_rejects_bad_values_naming_the_field(mutate, where, words):
     d = minimal()
     mutate(d)
@@ -102,19 +116,28 @@ def test_impossible_spec_names_study_experiment_point_and_field():
 
 
 def test_skip_infeasible_drops_and_lists_the_points():
-    d = minimal(experiments=[{"name": "tp_pp_grid", "set": {"procs_per_node": 4}, "grid": {"tp": [2, 4]},
-                              "skip_infeasible": True}])
+    d = minimal(
+        experiments=[
+            {"name": "tp_pp_grid", "set": {"procs_per_node": 4}, "grid": {"tp": [2, 4]}, "skip_infeasible": True}
+        ]
+    )
     s = plan(d)
     assert {r.spec.tp for r in s.runs} == {2}
     assert len(s.dropped) == 1 and s.dropped[0].point == {"tp": 4} and "tp=4" in s.dropped[0].reason
 
 
 def test_memory_check_drops_layouts_that_do_not_fit():
-    d = minimal(device_memory_gib=80,
-                defaults={"device": "cuda", "precision": "bf16", "seq_len": 4096, "procs_per_node": 8,
-                          "micro_batch": 1},
-                experiments=[{"name": "model_sizes", "layouts": [{"model": "llama-1b"}, {"model": "llama2-70b"}],
-                              "skip_infeasible": True}])
+    d = minimal(
+        device_memory_gib=80,
+        defaults={"device": "cuda", "precision": "bf16", "seq_len": 4096, "procs_per_node": 8, "micro_batch": 1},
+        experiments=[
+            {
+                "name": "model_sizes",
+                "layouts": [{"model": "llama-1b"}, {"model": "llama2-70b"}],
+                "skip_infeasible": True,
+            }
+        ],
+    )
     s = plan(d)
     assert {r.spec.model for r in s.runs} == {"llama-1b"}
     assert "memory estimate" in s.dropped[0].reason and "exceeds device_memory_gib 80" in s.dropped[0].reason
@@ -149,18 +172,21 @@ def test_planning_values():
 
 
 def test_explicit_global_batch_overrides_a_per_gpu_default():
-    d = minimal(experiments=[{"name": "strong_scaling", "set": {"global_batch": 4},
-                              "grid": {"procs_per_node": [1, 2]}}])
+    d = minimal(
+        experiments=[{"name": "strong_scaling", "set": {"global_batch": 4}, "grid": {"procs_per_node": [1, 2]}}]
+    )
     d["defaults"]["global_batch_per_gpu"] = 1
     assert {r.spec.global_batch for r in plan(d).runs} == {4}
 
 
 # ---- expansion --------------------------------------------------------------------------------
 def test_a_run_shared_by_experiments_appears_once_with_every_name():
-    d = minimal(experiments=[
-        {"name": "weak_scaling", "also": ["power"], "grid": {"procs_per_node": [1, 2]}},
-        {"name": "strong_scaling", "set": {"global_batch": 2}, "grid": {"procs_per_node": [1, 2]}},
-    ])
+    d = minimal(
+        experiments=[
+            {"name": "weak_scaling", "also": ["power"], "grid": {"procs_per_node": [1, 2]}},
+            {"name": "strong_scaling", "set": {"global_batch": 2}, "grid": {"procs_per_node": [1, 2]}},
+        ]
+    )
     s = plan(d)
     assert len(s.run_ids) == len(set(s.run_ids)) == 2 * 3  # 3 configurations x 2 seeds
     shared = [r for r in s.runs if r.spec.world_size == 2]
@@ -174,19 +200,30 @@ def test_experiment_seeds_override_the_study_seeds():
     assert [r.spec.seed for r in plan(d).runs] == [7]
 
 
-@pytest.mark.parametrize("changes, label", [
-    ({"procs_per_node": 4}, "FSDP"),
-    ({"procs_per_node": 1}, "FSDP"),
-    ({"nodes": 32, "procs_per_node": 8, "dp_shard": 8, "dp_replicate": 32}, "HSDP 8x32"),
-    ({"nodes": 32, "procs_per_node": 8, "model": "llama2-7b", "tp": 2, "pp": 4}, "TP=2, PP=4, FSDP over 32"),
-    ({"procs_per_node": 4, "tp": 2, "sequence_parallel": True}, "TP=2+SP, FSDP over 2"),
-    ({"procs_per_node": 2, "pp": 2, "pp_schedule": "gpipe"}, "PP=2 GPipe"),
-    ({"procs_per_node": 2, "pp": 2, "pp_schedule": "interleaved_1f1b", "pp_stages_per_rank": 2,
-      "pp_microbatches": 2}, "PP=2 interleaved x2"),
-    ({"procs_per_node": 4, "dp_replicate": 4, "dp_shard": 1}, "DDP over 4"),
-    ({"procs_per_node": 8, "tp": 2, "dp_replicate": 2, "dp_shard": 2}, "TP=2, HSDP 2x2"),
-    ({"procs_per_node": 2, "activation_checkpointing": "full"}, "FSDP, full AC"),
-])
+@pytest.mark.parametrize(
+    "changes, label",
+    [
+        ({"procs_per_node": 4}, "FSDP"),
+        ({"procs_per_node": 1}, "FSDP"),
+        ({"nodes": 32, "procs_per_node": 8, "dp_shard": 8, "dp_replicate": 32}, "HSDP 8x32"),
+        ({"nodes": 32, "procs_per_node": 8, "model": "llama2-7b", "tp": 2, "pp": 4}, "TP=2, PP=4, FSDP over 32"),
+        ({"procs_per_node": 4, "tp": 2, "sequence_parallel": True}, "TP=2+SP, FSDP over 2"),
+        ({"procs_per_node": 2, "pp": 2, "pp_schedule": "gpipe"}, "PP=2 GPipe"),
+        (
+            {
+                "procs_per_node": 2,
+                "pp": 2,
+                "pp_schedule": "interleaved_1f1b",
+                "pp_stages_per_rank": 2,
+                "pp_microbatches": 2,
+            },
+            "PP=2 interleaved x2",
+        ),
+        ({"procs_per_node": 4, "dp_replicate": 4, "dp_shard": 1}, "DDP over 4"),
+        ({"procs_per_node": 8, "tp": 2, "dp_replicate": 2, "dp_shard": 2}, "TP=2, HSDP 2x2"),
+        ({"procs_per_node": 2, "activation_checkpointing": "full"}, "FSDP, full AC"),
+    ],
+)
 def test_labels(changes, label):
     assert strategy_label(RunSpec.from_dict(changes)) == label
 
@@ -227,8 +264,19 @@ def test_smoke_expands_to_the_expected_runs():
     seeds = {e: {r.spec.seed for r in s.runs_of(e)} for e in s.experiments}
     assert all(seeds[e] == {0, 1, 2} for e in FIGURES[1:]), seeds
     labels = {r.label for r in s.runs}
-    for want in ("FSDP", "HSDP 2x2", "TP=2", "TP=2+SP", "PP=2", "PP=2 GPipe", "PP=2 interleaved x2", "PP=4",
-                 "TP=2, PP=2", "TP=2, FSDP over 2", "PP=2, FSDP over 2"):
+    for want in (
+        "FSDP",
+        "HSDP 2x2",
+        "TP=2",
+        "TP=2+SP",
+        "PP=2",
+        "PP=2 GPipe",
+        "PP=2 interleaved x2",
+        "PP=4",
+        "TP=2, PP=2",
+        "TP=2, FSDP over 2",
+        "PP=2, FSDP over 2",
+    ):
         assert want in labels, want
     assert [c.world_size for c in s.collectives] == [2, 4]
     shared = [r for r in s.runs if r.spec.world_size == 4 and r.label == "FSDP"]

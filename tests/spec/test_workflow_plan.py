@@ -56,4 +56,6 @@ def test_tables_and_the_runs_a_caption_names():
     smoke = load_study("smoke", REPO)
     assert runs_in_words(smoke, "weak_scaling", REPO).endswith("configurations x 3 seeds")
     assert "PREDICTED" in runs_in_words(load_study("paper-model", REPO), "weak_scaling", REPO)
-    assert "rank shares planned in study paper-rank" in runs_in_words(load_study("paper-rank", REPO), "rank_memory", REPO)
+    assert "rank shares planned in study paper-rank" in runs_in_words(
+        load_study("paper-rank", REPO), "rank_memory", REPO
+    )

@@ -40,8 +40,14 @@ def test_a_broken_study_file_breaks_only_its_study_and_a_study_path_with_shell_c
     odd = root / "my studies; rm -rf x" / "a b.yaml"
     odd.parent.mkdir()
     shutil.copy2(root / "workflow" / "studies" / "smoke.yaml", odd)
-    out = subprocess.run([*snakemake_cmd(), "-n", "-p", "--config", f"study={odd}"], cwd=root, capture_output=True,
-                         text=True, timeout=240, env=child_env())
+    out = subprocess.run(
+        [*snakemake_cmd(), "-n", "-p", "--config", f"study={odd}"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=child_env(),
+    )
     text = out.stdout + out.stderr
     assert out.returncode == 0, text[-3000:]
     assert "study 'broken' is left out" in text and "broken.yaml is not valid YAML" in text
@@ -55,12 +61,15 @@ def test_a_broken_study_file_breaks_only_its_study_and_a_study_path_with_shell_c
         load_study("broken", root)
 
 
-@pytest.mark.parametrize("field,value,words", [
-    ("lr", float("nan"), "lr: must be a finite positive number, got nan"),
-    ("lr", float("inf"), "lr: must be a finite positive number, got inf"),
-    ("lr", 0.0, "lr: must be a finite positive number"),
-    ("n_layers", 100, "n_layers: a slice of 100 layers is deeper than tiny's 8 layers"),
-])
+@pytest.mark.parametrize(
+    "field,value,words",
+    [
+        ("lr", float("nan"), "lr: must be a finite positive number, got nan"),
+        ("lr", float("inf"), "lr: must be a finite positive number, got inf"),
+        ("lr", 0.0, "lr: must be a finite positive number"),
+        ("n_layers", 100, "n_layers: a slice of 100 layers is deeper than tiny's 8 layers"),
+    ],
+)
 def test_impossible_values_are_refused_by_the_spec(field, value, words):
     with pytest.raises(SpecError, match=words.replace("(", r"\(").replace(")", r"\)")):
         RunSpec(model="tiny", **{field: value})
@@ -71,8 +80,7 @@ def test_impossible_values_in_a_study_are_refused_naming_the_field():
     import yaml
 
     base = yaml.safe_load((REPO / "workflow" / "studies" / "smoke.yaml").read_text())
-    for field, value, words in (("lr", float("inf"), "lr"), ("lr", float("nan"), "lr"),
-                                ("n_layers", 100, "n_layers")):
+    for field, value, words in (("lr", float("inf"), "lr"), ("lr", float("nan"), "lr"), ("n_layers", 100, "n_layers")):
         data = json.loads(json.dumps(base))
         data["defaults"][field] = value
         with pytest.raises(StudyError, match=words):
@@ -82,20 +90,31 @@ def test_impossible_values_in_a_study_are_refused_naming_the_field():
 def test_the_cli_refuses_an_infinite_lr(tmp_path):
     spec = tmp_path / "spec.json"
     spec.write_text('{"model": "tiny", "device": "cpu", "lr": Infinity}')  # what json.dumps writes for inf
-    out = subprocess.run([sys.executable, "-m", "scalestudy", "launch", "--spec-json", str(spec), "--run-dir",
-                          str(tmp_path / "r")], cwd=REPO, env=child_env(), capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "scalestudy", "launch", "--spec-json", str(spec), "--run-dir", str(tmp_path / "r")],
+        cwd=REPO,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and "lr: must be a finite positive number, got inf" in out.stderr
     assert "Traceback" not in out.stderr
 
 
-@pytest.mark.parametrize("content,words", [
-    ([1, 2, 3], "are not JSON objects"),
-    ({"traceEvents": []}, "an empty trace"),
-    ({"traceEvents": [{"ph": "M", "name": "process_name"}]}, "no complete"),
-    ({"traceEvents": [{"ph": "X", "name": "aten::mm", "ts": "soon", "dur": 3}]}, "times must be numbers"),
-    ({"traceEvents": [{"ph": "X", "name": "idle", "cat": "python_function", "ts": 1, "dur": 3}]},
-     "neither GPU kernels nor CPU operators"),
-])
+@pytest.mark.parametrize(
+    "content,words",
+    [
+        ([1, 2, 3], "are not JSON objects"),
+        ({"traceEvents": []}, "an empty trace"),
+        ({"traceEvents": [{"ph": "M", "name": "process_name"}]}, "no complete"),
+        ({"traceEvents": [{"ph": "X", "name": "aten::mm", "ts": "soon", "dur": 3}]}, "times must be numbers"),
+        (
+            {"traceEvents": [{"ph": "X", "name": "idle", "cat": "python_function", "ts": 1, "dur": 3}]},
+            "neither GPU kernels nor CPU operators",
+        ),
+    ],
+)
 def test_exposed_refuses_what_is_not_a_profiler_trace_naming_the_file(tmp_path, content, words):
     path = tmp_path / "rank-00000.json.gz"
     with gzip.open(path, "wt") as f:
@@ -103,8 +122,17 @@ def test_exposed_refuses_what_is_not_a_profiler_trace_naming_the_file(tmp_path, 
     with pytest.raises(TraceError, match=words) as e:
         analyse_trace(path)
     assert str(path) in str(e.value)
-    out = subprocess.run([sys.executable, "-m", "scalestudy", "exposed", str(path)], env=child_env(),
-                         capture_output=True, text=True, timeout=120) if words == "are not JSON objects" else None
+    out = (
+        subprocess.run(
+            [sys.executable, "-m", "scalestudy", "exposed", str(path)],
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if words == "are not JSON objects"
+        else None
+    )
     if out is not None:
         assert out.returncode == 2 and str(path) in out.stderr and "Traceback" not in out.stderr
 
@@ -158,14 +186,20 @@ def test_a_launch_whose_log_was_cut_short_names_the_file_and_the_free_space(tmp_
 
     # a stand-in for the workers that leaves a half-written line (a disk that filled mid-line) and dies
     fake = tmp_path / "fake-python"
-    fake.write_text('#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = "--run-dir" ] && d="$2"; shift; done\n'
-                    'mkdir -p "$d"\nprintf \'{"key": "iteration", "value": {"step": 0}, "metadata": {}}\\n{"ke\' '
-                    '> "$d/rank-00000.jsonl"\nexit 1\n')
+    fake.write_text(
+        '#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = "--run-dir" ] && d="$2"; shift; done\n'
+        'mkdir -p "$d"\nprintf \'{"key": "iteration", "value": {"step": 0}, "metadata": {}}\\n{"ke\' '
+        '> "$d/rank-00000.jsonl"\nexit 1\n'
+    )
     fake.chmod(0o755)
-    spec = RunSpec(model="tiny", device="cpu", precision="fp32", procs_per_node=1, seq_len=32, warmup_iters=1,
-                   measured_iters=2)
+    spec = RunSpec(
+        model="tiny", device="cpu", precision="fp32", procs_per_node=1, seq_len=32, warmup_iters=1, measured_iters=2
+    )
     outcome = launch(spec, tmp_path / "run", time_limit_s=60, grace_s=1, log_path=tmp_path / "log", python=str(fake))
     assert outcome.exit_code == EXIT_HARNESS_ERROR
-    assert "the raw log could not be finished" in outcome.message and "rank-00000.jsonl: line 2 is cut short" in \
-        outcome.message and "bytes free on the file system" in outcome.message
+    assert (
+        "the raw log could not be finished" in outcome.message
+        and "rank-00000.jsonl: line 2 is cut short" in outcome.message
+        and "bytes free on the file system" in outcome.message
+    )
     assert "JSONDecodeError" not in (tmp_path / "log").read_text()

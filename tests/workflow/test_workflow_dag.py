@@ -19,8 +19,9 @@ pytestmark = pytest.mark.workflow
 
 
 def snakemake(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run([*snakemake_cmd(), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env=child_env())
+    return subprocess.run(
+        [*snakemake_cmd(), *args], cwd=REPO, capture_output=True, text=True, timeout=timeout, env=child_env()
+    )
 
 
 @functools.cache
@@ -33,7 +34,7 @@ def paper_dry_run() -> tuple[subprocess.CompletedProcess, float]:
 
 
 def job_counts(output: str) -> dict[str, int]:
-    table = output[output.index("Job stats:"):]
+    table = output[output.index("Job stats:") :]
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)$", table, re.M)}
 
 
@@ -59,8 +60,11 @@ def test_dry_run_plans_every_job_of_the_study(study):
 def test_dry_run_uses_the_run_jobs_resources():
     out, _ = paper_dry_run()
     assert out.returncode == 0, out.stderr
-    assert re.search(r"resources: .*nodes=256, tasks=256, gpus=2048, .*slurm_extra=--ntasks-per-node=1 "
-                     r"--gpus-per-node=8", out.stdout)
+    assert re.search(
+        r"resources: .*nodes=256, tasks=256, gpus=2048, .*slurm_extra=--ntasks-per-node=1 "
+        r"--gpus-per-node=8",
+        out.stdout,
+    )
     assert "scalestudy launch --study paper --run-id llama2-7b-n256x8-" in out.stdout
 
 
@@ -70,8 +74,11 @@ def test_dry_run_prints_the_cost_and_refuses_a_plan_over_budget():
     text = out.stdout + out.stderr
     assert "cost of study paper: 393 jobs, 82,751 GPU-hours at the requested time limits" in text
     # the expected figure moves with the performance model's calibration; the requested one does not
-    assert re.search(r"study paper asks for 82,751 GPU-hours at the requested time limits \(~\d{1,2},\d{3} expected\) "
-                     r"for 393 jobs, over its budget of 5,000 GPU-hours \(--config gpu_hours_budget\)", text), text
+    assert re.search(
+        r"study paper asks for 82,751 GPU-hours at the requested time limits \(~\d{1,2},\d{3} expected\) "
+        r"for 393 jobs, over its budget of 5,000 GPU-hours \(--config gpu_hours_budget\)",
+        text,
+    ), text
     assert "Job stats:" not in text  # refused before planning a single job
 
 
@@ -80,7 +87,7 @@ def test_a_device_time_budget_plans_the_first_runs_that_fit_and_no_figure():
     assert out.returncode == 0, out.stderr
     text = out.stdout + out.stderr
     assert re.search(r"budget 300,000 GPU-seconds for study paper: 0 runs done, \d+ to run now", text), text
-    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", text[text.index("Job stats:"):], re.M))
+    counts = dict(re.findall(r"^(\w+)\s+(\d+)$", text[text.index("Job stats:") :], re.M))
     assert int(counts["run"]) >= 1 and not any(k.startswith("figure_") for k in counts), counts
     out = snakemake("-n", "--cores", "2", "--config", "study=paper", "budget_gpu_s=10")
     assert out.returncode != 0 and "budget_gpu_s: a budget of 10 GPU-seconds cannot start" in out.stdout + out.stderr
@@ -109,16 +116,20 @@ def test_an_invalid_study_fails_at_once_naming_the_field(tmp_path):
     out = snakemake("-n", "--config", f"study={bad}")
     assert out.returncode != 0
     assert time.monotonic() - t0 < 30
-    assert "study 'bad': experiments[0] (weak_scaling).grid.procs_per_node[1]: 'two' is not of type 'integer'" \
+    assert (
+        "study 'bad': experiments[0] (weak_scaling).grid.procs_per_node[1]: 'two' is not of type 'integer'"
         in out.stderr + out.stdout
+    )
 
     study = yaml.safe_load((REPO / "workflow" / "studies" / "smoke.yaml").read_text())
     study["defaults"]["model"] = "llama-3b"
     bad.write_text(yaml.safe_dump(study))
     out = snakemake("-n", "--config", f"study={bad}")
     assert out.returncode != 0
-    assert "study 'bad', experiment 'weak_scaling' (procs_per_node=1): model: unknown model 'llama-3b'" \
+    assert (
+        "study 'bad', experiment 'weak_scaling' (procs_per_node=1): model: unknown model 'llama-3b'"
         in out.stderr + out.stdout
+    )
 
 
 def test_an_unknown_config_key_is_refused():
@@ -170,7 +181,6 @@ def test_the_report_home_page_of_a_predicted_study_says_predicted_and_never_seed
     assert "**predicted**" in text and "seed" not in text.lower()
 
 
-
 def test_a_metrics_sink_whose_package_is_missing_is_refused_when_the_workflow_starts(tmp_path):
     """Not by each job at run time (three tries each): one sentence with the README's install words
     before anything runs. The package is hidden from the workflow's Python by a sitecustomize."""
@@ -181,11 +191,20 @@ def test_a_metrics_sink_whose_package_is_missing_is_refused_when_the_workflow_st
     hide.mkdir()
     (hide / "sitecustomize.py").write_text(
         "import importlib.util\n_find = importlib.util.find_spec\n"
-        "importlib.util.find_spec = lambda name, *a: None if name == 'tensorboard' else _find(name, *a)\n")
+        "importlib.util.find_spec = lambda name, *a: None if name == 'tensorboard' else _find(name, *a)\n"
+    )
     env = child_env()
     env["PYTHONPATH"] = os.pathsep.join([str(hide), *filter(None, [env.get("PYTHONPATH")])])
-    out = subprocess.run([*snakemake_cmd(), "-n", "--config", f"study={path}"], cwd=REPO, capture_output=True,
-                         text=True, timeout=120, env=env)
+    out = subprocess.run(
+        [*snakemake_cmd(), "-n", "--config", f"study={path}"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert out.returncode != 0
-    assert ("study 'smoke-sink': metrics_sink tensorboard needs the tensorboard package, which is not installed: "
-            'pip install "scalestudy[tensorboard]"') in out.stderr + out.stdout, out.stdout[-2000:]
+    assert (
+        "study 'smoke-sink': metrics_sink tensorboard needs the tensorboard package, which is not installed: "
+        'pip install "scalestudy[tensorboard]"'
+    ) in out.stderr + out.stdout, out.stdout[-2000:]

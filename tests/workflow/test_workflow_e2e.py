@@ -13,8 +13,16 @@ from conftest import REPO, child_env
 pytestmark = pytest.mark.workflow
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
-FIGURES = ["collectives_bandwidth", "weak_scaling", "kernel_breakdown", "strong_scaling", "tp_pp_grid",
-           "model_sizes", "hardware_generations", "power"]
+FIGURES = [
+    "collectives_bandwidth",
+    "weak_scaling",
+    "kernel_breakdown",
+    "strong_scaling",
+    "tp_pp_grid",
+    "model_sizes",
+    "hardware_generations",
+    "power",
+]
 
 
 def sh(cmd, cwd, timeout=900):

@@ -60,8 +60,15 @@ from scalestudy.measure.table_files import (  # noqa: F401 - the tables' names, 
     WEAKENED_NOTE,
 )
 
-PREDICTION_METRICS = ("tokens_per_s", "tokens_per_s_per_device", "mfu", "power_w_per_gpu", "tokens_per_joule",
-                      "exposed_comm_share", "step_time_s")
+PREDICTION_METRICS = (
+    "tokens_per_s",
+    "tokens_per_s_per_device",
+    "mfu",
+    "power_w_per_gpu",
+    "tokens_per_joule",
+    "exposed_comm_share",
+    "step_time_s",
+)
 PREDICTION_COLUMNS = ["config_id", "run_id", "metric", "value", "band_low", "band_high", "corners"]
 
 MISSING = "missing"  # a planned run without a directory (allow_missing only)
@@ -70,12 +77,44 @@ ALL_STATUSES = STATUSES + (UNREADABLE, MISSING)
 PARTIAL = "partial"  # some seeds ok, some not
 
 STAT_SUFFIXES = ("mean", "std", "ci95_low", "ci95_high", "n")
-CONFIG_COLUMNS = ["config_id", "label", "kind", "experiments", "status", "n_seeds", *[f"n_{s}" for s in ALL_STATUSES],
-                  "error", "layout", "model", "world_size", "nodes", "procs_per_node", "dp_replicate", "dp_shard",
-                  "tp", "pp", "global_batch", "local_batch", "seq_len", "tokens_per_step", "device", "device_names",
-                  "sequence_parallel", "precision", "flops_per_token", "flops_formula", "mfu_peak_source",
-                  "energy_scope", "exposed_comm_kind", "seeds", "run_ids", "measured_inputs", "n_left_out", "left_out"]
-SUMMARY_COLUMNS = (CONFIG_COLUMNS + [f"{m}_{s}" for m in run_table.METRICS for s in STAT_SUFFIXES] + ["notes"])
+CONFIG_COLUMNS = [
+    "config_id",
+    "label",
+    "kind",
+    "experiments",
+    "status",
+    "n_seeds",
+    *[f"n_{s}" for s in ALL_STATUSES],
+    "error",
+    "layout",
+    "model",
+    "world_size",
+    "nodes",
+    "procs_per_node",
+    "dp_replicate",
+    "dp_shard",
+    "tp",
+    "pp",
+    "global_batch",
+    "local_batch",
+    "seq_len",
+    "tokens_per_step",
+    "device",
+    "device_names",
+    "sequence_parallel",
+    "precision",
+    "flops_per_token",
+    "flops_formula",
+    "mfu_peak_source",
+    "energy_scope",
+    "exposed_comm_kind",
+    "seeds",
+    "run_ids",
+    "measured_inputs",
+    "n_left_out",
+    "left_out",
+]
+SUMMARY_COLUMNS = CONFIG_COLUMNS + [f"{m}_{s}" for m in run_table.METRICS for s in STAT_SUFFIXES] + ["notes"]
 UNPLANNED_COLUMNS = ["raw_dir", "run_id", "complete", "reason"]
 
 
@@ -85,8 +124,9 @@ class StudyDataError(RawLogError):
     def __init__(self, errors: list[RawLogError]):
         self.errors = errors
         first = errors[0]
-        more = "" if len(errors) == 1 else f" (and {len(errors) - 1} more: " + "; ".join(
-            str(e) for e in errors[1:]) + ")"
+        more = (
+            "" if len(errors) == 1 else f" (and {len(errors) - 1} more: " + "; ".join(str(e) for e in errors[1:]) + ")"
+        )
         super().__init__(first.path, first.reason + more)
 
 
@@ -141,17 +181,19 @@ def unplanned_runs(study, dirs: dict[str, list[Path]] | None = None) -> list[dic
             if name in planned and d.parent == raw:
                 continue  # the one place a planned run is read from
             if name in planned:
-                reason = (f"a copy of planned run {name} outside {raw.name}/{name} (a backup or a duplicate): "
-                          "never read")
+                reason = f"a copy of planned run {name} outside {raw.name}/{name} (a backup or a duplicate): never read"
             elif m and m.group("run_id") in planned:
-                reason = (f"an unfinished attempt of planned run {m.group('run_id')}, moved aside (never read)"
-                          if m.group("kind") == "incomplete" else
-                          f"a finished copy of planned run {m.group('run_id')} that the launcher found in its place "
-                          "and moved aside (never read)")
+                reason = (
+                    f"an unfinished attempt of planned run {m.group('run_id')}, moved aside (never read)"
+                    if m.group("kind") == "incomplete"
+                    else f"a finished copy of planned run {m.group('run_id')} that the launcher found in its place "
+                    "and moved aside (never read)"
+                )
             else:
                 reason = f"not a run of study {study.name!r}"
-            rows.append({"raw_dir": _rel(d, raw), "run_id": name, "complete": (d / "status.json").exists(),
-                         "reason": reason})
+            rows.append(
+                {"raw_dir": _rel(d, raw), "run_id": name, "complete": (d / "status.json").exists(), "reason": reason}
+            )
     return sorted(rows, key=lambda r: r["raw_dir"])
 
 
@@ -170,8 +212,13 @@ def build_tables(study, *, allow_missing: bool = False, verify_checksums: bool =
         if raw / run_id in paths:
             return raw / run_id
         if (raw / run_id).is_symlink():
-            errors.append(RawLogError(raw / run_id, f"a symbolic link (to {(raw / run_id).resolve()}): a run "
-                                                    "directory is read where it lies, never through a link"))
+            errors.append(
+                RawLogError(
+                    raw / run_id,
+                    f"a symbolic link (to {(raw / run_id).resolve()}): a run "
+                    "directory is read where it lies, never through a link",
+                )
+            )
             return None
         copies = f" (copies not read: {', '.join(_rel(p, raw) for p in paths)})" if paths else ""
         errors.append(RawLogError(raw / run_id, f"planned run has no raw-log directory{copies}"))
@@ -242,15 +289,20 @@ def identity_problem(log, study, run_id: str, config_id: str | None) -> str | No
     run_id, config_id and, where run.json records them (harnesses since issue 26), the study's
     name and hardware line must be the planned ones."""
     run = log.run
-    checks = [("run_id", run.get("run_id"), run_id), ("config_id", run.get("config_id"), config_id),
-              ("study", run.get("study"), getattr(study, "name", None)),
-              ("hardware", run.get("hardware"), getattr(study, "hardware", None))]
+    checks = [
+        ("run_id", run.get("run_id"), run_id),
+        ("config_id", run.get("config_id"), config_id),
+        ("study", run.get("study"), getattr(study, "name", None)),
+        ("hardware", run.get("hardware"), getattr(study, "hardware", None)),
+    ]
     for name, found, planned in checks:
         if found is None or planned is None or name != "run_id" and name not in run:
             continue
         if str(found) != str(planned):
-            return (f"holds {name} {found!r}, but study {getattr(study, 'name', '?')!r} planned {planned!r} here: "
-                    "a run of another study or configuration is not read")
+            return (
+                f"holds {name} {found!r}, but study {getattr(study, 'name', '?')!r} planned {planned!r} here: "
+                "a run of another study or configuration is not read"
+            )
     return None
 
 
@@ -262,8 +314,17 @@ def _prediction_rows(row: dict) -> list[dict]:
         if central.get(m) is None:
             continue
         lo, hi = (band.get(m) or [None, None])[:2]
-        out.append({"config_id": row["config_id"], "run_id": row["run_id"], "metric": m, "value": central[m],
-                    "band_low": lo, "band_high": hi, "corners": list(corners.get(m) or [])})
+        out.append(
+            {
+                "config_id": row["config_id"],
+                "run_id": row["run_id"],
+                "metric": m,
+                "value": central[m],
+                "band_low": lo,
+                "band_high": hi,
+                "corners": list(corners.get(m) or []),
+            }
+        )
     return out
 
 
@@ -312,8 +373,10 @@ def seed_outliers(values: dict, slowdown: float = OUTLIER_SLOWDOWN["cuda"]) -> d
     for k, v in values.items():
         below = 1.0 - v / top
         if k != fastest_key and below > slowdown:
-            out[k] = (f"{OUTLIER_METRIC} {v:.6g} is {below:.1%} below the fastest clean seed's {top:.6g}: more "
-                      f"than {OUTLIER_SETTING} {slowdown:.0%}")
+            out[k] = (
+                f"{OUTLIER_METRIC} {v:.6g} is {below:.1%} below the fastest clean seed's {top:.6g}: more "
+                f"than {OUTLIER_SETTING} {slowdown:.0%}"
+            )
     return out
 
 
@@ -324,12 +387,19 @@ def flag_outliers(runs: list[dict], slowdown: float | None = None) -> None:
     groups: dict[str, dict[str, float]] = {}
     devices: dict[str, str] = {}
     for r in runs:
-        if r["status"] == "ok" and r.get("kind") != "predicted" and not r.get("contaminated") \
-                and r.get(OUTLIER_METRIC) is not None:
+        if (
+            r["status"] == "ok"
+            and r.get("kind") != "predicted"
+            and not r.get("contaminated")
+            and r.get(OUTLIER_METRIC) is not None
+        ):
             groups.setdefault(r["config_id"], {})[r["run_id"]] = float(r[OUTLIER_METRIC])
             devices[r["config_id"]] = r.get("device")
-    flagged = {rid: why for cid, g in groups.items() for rid, why in seed_outliers(
-        g, slowdown if slowdown is not None else default_slowdown(devices[cid])).items()}
+    flagged = {
+        rid: why
+        for cid, g in groups.items()
+        for rid, why in seed_outliers(g, slowdown if slowdown is not None else default_slowdown(devices[cid])).items()
+    }
     for r in runs:
         r["outlier"] = flagged.get(r["run_id"])
 
@@ -358,12 +428,15 @@ def config_status(statuses: list[str]) -> str:
 
 # summary metric -> the key of a predicted run's band
 _BAND_KEYS = {"step_time_mean_s": "step_time_s"}
-PREDICTED_NOTE = ("PREDICTED by scalestudy.perfmodel, not measured: the ci95 columns hold the model's band "
-                  "(the corners of its uncertainty box), not a confidence interval over seeds")
+PREDICTED_NOTE = (
+    "PREDICTED by scalestudy.perfmodel, not measured: the ci95 columns hold the model's band "
+    "(the corners of its uncertainty box), not a confidence interval over seeds"
+)
 
 
-def summarize_configs(runs: list[dict], bands: dict[str, dict] | None = None,
-                      contamination: dict[str, str] | None = None) -> list[dict]:
+def summarize_configs(
+    runs: list[dict], bands: dict[str, dict] | None = None, contamination: dict[str, str] | None = None
+) -> list[dict]:
     """One row per configuration. A configuration whose runs are predicted (kind `predicted`)
     gets `kind` predicted, its mean from the prediction and its ci95 columns from the model's band
     (`bands`: run id -> metric -> [low, high]), and says so in `notes`. Seeds left out of the
@@ -384,9 +457,25 @@ def summarize_configs(runs: list[dict], bands: dict[str, dict] | None = None,
         why_out = {r["run_id"]: left_out_reason(r) for r in g}
         excluded = [r for r in g if why_out[r["run_id"]]]
         ok = [r for r in g if r["status"] == "ok" and not why_out[r["run_id"]]]
-        row = {c: first.get(c) for c in ("layout", "model", "world_size", "nodes", "procs_per_node",
-                                          "dp_replicate", "dp_shard", "tp", "pp", "global_batch", "local_batch",
-                                          "seq_len", "tokens_per_step", "device")}
+        row = {
+            c: first.get(c)
+            for c in (
+                "layout",
+                "model",
+                "world_size",
+                "nodes",
+                "procs_per_node",
+                "dp_replicate",
+                "dp_shard",
+                "tp",
+                "pp",
+                "global_batch",
+                "local_batch",
+                "seq_len",
+                "tokens_per_step",
+                "device",
+            )
+        }
         kinds = {r.get("kind") for r in g}
         predicted = kinds == {"predicted"}
         needed = min(MIN_CLEAN_SEEDS, 1 if len(g) < 3 else MIN_CLEAN_SEEDS)
@@ -397,20 +486,35 @@ def summarize_configs(runs: list[dict], bands: dict[str, dict] | None = None,
             if r.get("contaminated") and contamination.get(r["run_id"]):
                 why = f"{why} ({contamination[r['run_id']]})"
             left_out.append(f"seed {r['seed']} ({r['run_id']}): {why}".replace(";", ","))
-        status = INSUFFICIENT if insufficient else config_status(
-            [s for r, s in zip(g, statuses) if not why_out[r["run_id"]]] or statuses)
+        status = (
+            INSUFFICIENT
+            if insufficient
+            else config_status([s for r, s in zip(g, statuses) if not why_out[r["run_id"]]] or statuses)
+        )
         error = next((r["error"] for r in g if r["status"] != "ok" and r.get("error")), None)
         if insufficient:
-            error = (f"{INSUFFICIENT}: {len(ok)} clean seed{'s' if len(ok) != 1 else ''} of {len(g)} "
-                     f"(at least {needed} needed), {len(excluded)} left out")
+            error = (
+                f"{INSUFFICIENT}: {len(ok)} clean seed{'s' if len(ok) != 1 else ''} of {len(g)} "
+                f"(at least {needed} needed), {len(excluded)} left out"
+            )
             ok = []
-        row.update(config_id=cid, label=first.get("label"), kind="predicted" if predicted else first.get("kind"),
-                   experiments=sorted({e for r in g for e in (r.get("experiments") or [])}),
-                   status=status, n_seeds=len(g), error=error,
-                   device_names=sorted({n for r in g for n in (r.get("device_names") or [])}),
-                   sequence_parallel=first.get("spec.sequence_parallel"), precision=first.get("spec.precision"),
-                   seeds=[r["seed"] for r in g], run_ids=[r["run_id"] for r in (ok or g)],
-                   measured_inputs=first.get("measured_inputs"), n_left_out=len(excluded), left_out=left_out)
+        row.update(
+            config_id=cid,
+            label=first.get("label"),
+            kind="predicted" if predicted else first.get("kind"),
+            experiments=sorted({e for r in g for e in (r.get("experiments") or [])}),
+            status=status,
+            n_seeds=len(g),
+            error=error,
+            device_names=sorted({n for r in g for n in (r.get("device_names") or [])}),
+            sequence_parallel=first.get("spec.sequence_parallel"),
+            precision=first.get("spec.precision"),
+            seeds=[r["seed"] for r in g],
+            run_ids=[r["run_id"] for r in (ok or g)],
+            measured_inputs=first.get("measured_inputs"),
+            n_left_out=len(excluded),
+            left_out=left_out,
+        )
         for s in ALL_STATUSES:
             row[f"n_{s}"] = statuses.count(s)
         for c in ("flops_per_token", "flops_formula"):
@@ -421,8 +525,15 @@ def summarize_configs(runs: list[dict], bands: dict[str, dict] | None = None,
         band = bands.get(ok[0]["run_id"], {}) if (predicted and len(ok) == 1) else {}
         for m in run_table.METRICS:
             s = summarize(r.get(m) for r in ok)
-            row.update({f"{m}_mean": s.mean, f"{m}_std": s.std, f"{m}_ci95_low": s.ci95_low,
-                        f"{m}_ci95_high": s.ci95_high, f"{m}_n": s.n})
+            row.update(
+                {
+                    f"{m}_mean": s.mean,
+                    f"{m}_std": s.std,
+                    f"{m}_ci95_low": s.ci95_low,
+                    f"{m}_ci95_high": s.ci95_high,
+                    f"{m}_n": s.n,
+                }
+            )
             b = band.get(_BAND_KEYS.get(m, m))
             if s.n == 1 and b and b[0] is not None:
                 row.update({f"{m}_ci95_low": b[0], f"{m}_ci95_high": b[1]})
@@ -443,8 +554,9 @@ def summarize_configs(runs: list[dict], bands: dict[str, dict] | None = None,
                 notes.add(f"{WEAKENED_NOTE}: seed {r['seed']}: {why}")
         row["notes"] = sorted(notes)
         out.append(row)
-    out.sort(key=lambda r: (r["model"], r["world_size"], r["layout"], r["tp"], r["pp"], r["global_batch"],
-                            r["config_id"]))
+    out.sort(
+        key=lambda r: (r["model"], r["world_size"], r["layout"], r["tp"], r["pp"], r["global_batch"], r["config_id"])
+    )
     return out
 
 
@@ -510,9 +622,15 @@ def load_tables(tables_dir: Path | str) -> LoadedTables:
         return read_table(d / name) if (d / name).exists() else None
 
     basis = json.loads((d / CLAIM_BASIS_FILE).read_text()) if (d / CLAIM_BASIS_FILE).exists() else None
-    return LoadedTables(runs=read_table(d / RUNS_FILE), summary=read_table(d / SUMMARY_FILE),
-                        collectives=read_table(d / COLLECTIVES_FILE),
-                        collectives_summary=read_table(d / COLLECTIVES_SUMMARY_FILE), directory=d,
-                        predictions=optional(PREDICTIONS_FILE), model_beside=optional(MODEL_BESIDE_FILE),
-                        claim_sensitivity=optional(SENSITIVITY_FILE), c3_terms=optional(C3_TERMS_FILE),
-                        claim_basis=basis)
+    return LoadedTables(
+        runs=read_table(d / RUNS_FILE),
+        summary=read_table(d / SUMMARY_FILE),
+        collectives=read_table(d / COLLECTIVES_FILE),
+        collectives_summary=read_table(d / COLLECTIVES_SUMMARY_FILE),
+        directory=d,
+        predictions=optional(PREDICTIONS_FILE),
+        model_beside=optional(MODEL_BESIDE_FILE),
+        claim_sensitivity=optional(SENSITIVITY_FILE),
+        c3_terms=optional(C3_TERMS_FILE),
+        claim_basis=basis,
+    )

@@ -117,8 +117,10 @@ def _import_sources(study) -> list[str]:
         except (OSError, RawLogError):
             continue  # missing or unreadable: reported by the checksums and the rebuild
         if (src.get("repository"), src.get("commit")) not in sources:
-            problems.append(f"{p}: imported from {src.get('repository')}@{src.get('commit')}, not a source of study "
-                            f"{study.name} ({study.source})")
+            problems.append(
+                f"{p}: imported from {src.get('repository')}@{src.get('commit')}, not a source of study "
+                f"{study.name} ({study.source})"
+            )
     return problems
 
 
@@ -135,8 +137,10 @@ def _model_beside(study, t_dir: Path) -> list[str]:
     made = sorted({str(v) for v in read_table(src).get("model_version", [])})
     current = model_version(getattr(study, "root", "."))
     if made != [current]:
-        return [f"{src}: made by {', '.join(made) or 'a model that recorded no version'}, not by this model "
-                f"({current}): rebuild it"]
+        return [
+            f"{src}: made by {', '.join(made) or 'a model that recorded no version'}, not by this model "
+            f"({current}): rebuild it"
+        ]
     return []
 
 
@@ -159,8 +163,11 @@ def _calibration_problems(run_dir: Path) -> list[str]:
     if run.get("kind") != "predicted":
         return []
     seen, out = set(), []
-    for c in [*calibration_provenance(run_dir, run), *calibration_provenance(run_dir, run, measured_inputs=True),
-              *measured_files_provenance(run_dir, run)]:
+    for c in [
+        *calibration_provenance(run_dir, run),
+        *calibration_provenance(run_dir, run, measured_inputs=True),
+        *measured_files_provenance(run_dir, run),
+    ]:
         for p in c["problems"]:
             if p not in seen:
                 seen.add(p)
@@ -202,8 +209,11 @@ def made_by_other_code(figures_dir: Path, root: Path | str = ".") -> list[str]:
         model = model_version(root)
         for p in model_files:
             expected[p] = model if p in ledgers else ledger_figure_version(model)
-    return [f"{p}: made by {v or 'code that recorded no version'}, not by this code ({expected[p]}): rebuild it"
-            for p, v in found if v != expected[p]]
+    return [
+        f"{p}: made by {v or 'code that recorded no version'}, not by this code ({expected[p]}): rebuild it"
+        for p, v in found
+        if v != expected[p]
+    ]
 
 
 _PDF_STREAM = re.compile(rb"stream\r?\n(.*?)endstream", re.S)
@@ -221,6 +231,7 @@ def _pdf_tokens(data: bytes) -> list[bytes]:
             return b"stream\n" + zlib.decompressobj().decompress(m.group(1)) + b"\nendstream"
         except zlib.error:
             return m.group(0)
+
     body = re.sub(rb"/Length \d+", b"/Length", _PDF_STREAM.sub(inflate, body))
     body = re.sub(rb"(\d+ 0 obj\s+)\d+(\s+endobj)", rb"\1length\2", body)  # a stream's length as an object
     return _PDF_NUMBER.split(body)
@@ -279,13 +290,16 @@ def compare_image(expected: Path, actual: Path) -> str | None:
         return None
     import matplotlib  # heavy: only to name its version in a problem
 
-    return (f"{actual}: differs from the image this code draws from {actual.with_suffix('.csv').name} (stale, "
-            f"swapped or edited; redraw it with `scalestudy figure {actual.stem}`; drawn here with matplotlib "
-            f"{matplotlib.__version__})")
+    return (
+        f"{actual}: differs from the image this code draws from {actual.with_suffix('.csv').name} (stale, "
+        f"swapped or edited; redraw it with `scalestudy figure {actual.stem}`; drawn here with matplotlib "
+        f"{matplotlib.__version__})"
+    )
 
 
-def audit(study, *, figures: bool = True, claims: bool = True, manifest: dict | None = None,
-          strict: bool = False) -> list[str]:
+def audit(
+    study, *, figures: bool = True, claims: bool = True, manifest: dict | None = None, strict: bool = False
+) -> list[str]:
     """Every problem of `study` (see the module docstring); `manifest`, where given, is filled with
     the sha256 of every output found as the raw logs give it (tables, claims, figure CSVs, PDFs and PNGs).
     `strict`: a run made with a check weakened (runs.csv `weakened`) is a problem too."""
@@ -302,8 +316,11 @@ def audit(study, *, figures: bool = True, claims: bool = True, manifest: dict | 
     except RawLogError as e:
         return problems + [str(e)]
     if strict:
-        problems += [f"{raw / str(r['raw_dir'])}: {agg.WEAKENED_NOTE}: {why} (refused by --strict)"
-                     for r in tables.runs for why in split_list(r.get("weakened"))]
+        problems += [
+            f"{raw / str(r['raw_dir'])}: {agg.WEAKENED_NOTE}: {why} (refused by --strict)"
+            for r in tables.runs
+            for why in split_list(r.get("weakened"))
+        ]
     with tempfile.TemporaryDirectory(prefix="scalestudy-audit-") as tmp:
         t_dir, f_dir = Path(tmp) / "tables", Path(tmp) / "figures"
         produced = agg.write_tables(tables, t_dir)

@@ -60,58 +60,94 @@ CLAIMS_HTML = "claims.html"  # claims.md as a page of the Snakemake report
 CONSISTENT, NOT_CONSISTENT, NOT_COMPARABLE = "consistent", "not consistent", "not comparable"
 UNDECIDED = "undecided"
 # a verdict that can fail: "consistent" only where the interval excludes half and double the paper's value
-POWER_RULE = ("and only where that interval also excludes half and double the paper's value and is no wider than "
-              "the paper's value (else undecided, with the interval's width)")
-CLAIM_COLUMNS = ["id", "inputs", "claim", "where", "paper", "paper_value", "unit", "ours", "ours_ci95_low",
-                 "ours_ci95_high", "n_seeds", "ours_text", "verdict", "reason", "rule", "rests_on", "config_ids",
-                 "run_ids", "left_out"]
+POWER_RULE = (
+    "and only where that interval also excludes half and double the paper's value and is no wider than "
+    "the paper's value (else undecided, with the interval's width)"
+)
+CLAIM_COLUMNS = [
+    "id",
+    "inputs",
+    "claim",
+    "where",
+    "paper",
+    "paper_value",
+    "unit",
+    "ours",
+    "ours_ci95_low",
+    "ours_ci95_high",
+    "n_seeds",
+    "ours_text",
+    "verdict",
+    "reason",
+    "rule",
+    "rests_on",
+    "config_ids",
+    "run_ids",
+    "left_out",
+]
 # What a predicted claim is read from (a measured study's claims: MODEL_ALONE's rows, column empty).
 # MODEL_ALONE, the headline: every configuration predicted by the model alone. WITH_MEASURED: a
 # configuration whose rank share was measured (its "--measured-inputs" variant, perfmodel.study)
 # replaced by that variant, the others as in the headline.
 MODEL_ALONE, WITH_MEASURED = "model alone", "with measured inputs"
-HEADLINE_WHY = ("every configuration of a claim is then predicted the same way, from the calibration and the "
-                "cited sources alone; measured rank shares exist for some configurations only, ran on an H200 "
-                "standing in for an H100 (carried by the model's own kernel-time ratio), so a claim that compares "
-                "a configuration with a measured share against one without would mix the two")
+HEADLINE_WHY = (
+    "every configuration of a claim is then predicted the same way, from the calibration and the "
+    "cited sources alone; measured rank shares exist for some configurations only, ran on an H200 "
+    "standing in for an H100 (carried by the model's own kernel-time ratio), so a claim that compares "
+    "a configuration with a measured share against one without would mix the two"
+)
 MODEL_7B = "llama2-7b"
 
 RULES = {
-    "numeric": ("consistent if our value has the paper's sign and the paper's value lies inside our 95% CI "
-                f"{POWER_RULE} (relative change: delta method on the log ratio of the two configurations' seed means, "
-                "Welch df); "
-                "not comparable without both configurations, on CPU data, or with one seed on a side (no CI)"),
-    "difference": ("consistent if our difference (A100 minus H100 MFU, percentage points, both at one GPU count) has "
-                   f"the paper's sign and the paper's difference lies inside our Welch 95% CI {POWER_RULE}; H200 "
-                   "stands in for H100 (same compute peak) and says so; not comparable without both device kinds at "
-                   "one GPU count, on CPU data, or with one seed on a side"),
-    "qualitative": ("direction only: consistent if every stated direction holds with our 95% interval excluding "
-                    "no change (one seed: the means decide, said in the reason); not consistent if one is "
-                    "reversed; not comparable without the runs, on CPU data, or when our interval includes no change"),
+    "numeric": (
+        "consistent if our value has the paper's sign and the paper's value lies inside our 95% CI "
+        f"{POWER_RULE} (relative change: delta method on the log ratio of the two configurations' seed means, "
+        "Welch df); "
+        "not comparable without both configurations, on CPU data, or with one seed on a side (no CI)"
+    ),
+    "difference": (
+        "consistent if our difference (A100 minus H100 MFU, percentage points, both at one GPU count) has "
+        f"the paper's sign and the paper's difference lies inside our Welch 95% CI {POWER_RULE}; H200 "
+        "stands in for H100 (same compute peak) and says so; not comparable without both device kinds at "
+        "one GPU count, on CPU data, or with one seed on a side"
+    ),
+    "qualitative": (
+        "direction only: consistent if every stated direction holds with our 95% interval excluding "
+        "no change (one seed: the means decide, said in the reason); not consistent if one is "
+        "reversed; not comparable without the runs, on CPU data, or when our interval includes no change"
+    ),
     "question": "no paper number (the paper defers HSDP to its Appendix A): ours is reported, the verdict is "
-                "always not comparable",
+    "always not comparable",
 }
 # the same rules for a row that compares predictions: the model's band in place of the confidence interval
 PREDICTED_RULES = {
-    "numeric": ("consistent if our value has the paper's sign and the paper's value lies inside the model's band "
-                f"{POWER_RULE} (relative change of the two configurations' predictions, both at the same corner of "
-                "the model's uncertainty box); not comparable without both configurations, or where one side takes a "
-                "measured input and the other does not"),
-    "difference": ("consistent if our difference (A100 minus H100 MFU, percentage points, both at one GPU count) has "
-                   f"the paper's sign and the paper's difference lies inside the model's band (both at the same "
-                   f"corner) {POWER_RULE}; not comparable without both device kinds at one GPU count, or where one "
-                   "side takes a measured input and the other does not"),
-    "qualitative": ("direction only: consistent if every stated direction holds over the whole model band; not "
-                    "consistent if one is reversed; not comparable without the configurations or when the band "
-                    "includes no change"),
+    "numeric": (
+        "consistent if our value has the paper's sign and the paper's value lies inside the model's band "
+        f"{POWER_RULE} (relative change of the two configurations' predictions, both at the same corner of "
+        "the model's uncertainty box); not comparable without both configurations, or where one side takes a "
+        "measured input and the other does not"
+    ),
+    "difference": (
+        "consistent if our difference (A100 minus H100 MFU, percentage points, both at one GPU count) has "
+        f"the paper's sign and the paper's difference lies inside the model's band (both at the same "
+        f"corner) {POWER_RULE}; not comparable without both device kinds at one GPU count, or where one "
+        "side takes a measured input and the other does not"
+    ),
+    "qualitative": (
+        "direction only: consistent if every stated direction holds over the whole model band; not "
+        "consistent if one is reversed; not comparable without the configurations or when the band "
+        "includes no change"
+    ),
     "question": RULES["question"],
 }
 
 
 # ---- selection -------------------------------------------------------------------
 PREDICTED = "predicted"
-PREDICTED_REASON = ("PREDICTED by scalestudy.perfmodel, not measured (the interval is the model's band: both "
-                    "sides at the same corner of its uncertainty box)")
+PREDICTED_REASON = (
+    "PREDICTED by scalestudy.perfmodel, not measured (the interval is the model's band: both "
+    "sides at the same corner of its uncertainty box)"
+)
 
 
 CAVEAT_REASON = "CAVEAT on an input: "
@@ -193,6 +229,7 @@ def own_cluster(cfgs: list[dict]) -> list[dict]:
     hardware_generations) adds configurations on another kind (paper-model's `--a100-paper`
     variants); only C4 compares kinds, every other claim is read on the study's own cluster: the
     kind most configurations of the other experiments ran on."""
+
     def kind(c):
         return " + ".join(split_list(c.get("device_names"))) or str(c.get("device"))
 
@@ -207,14 +244,21 @@ def own_cluster(cfgs: list[dict]) -> list[dict]:
 
 
 def _fsdp_7b(cfgs, local_batch=2):
-    return [c for c in cfgs if c["model"] == MODEL_7B and c["layout"] == "fsdp"
-            and (local_batch is None or c.get("local_batch") == local_batch)]
+    return [
+        c
+        for c in cfgs
+        if c["model"] == MODEL_7B
+        and c["layout"] == "fsdp"
+        and (local_batch is None or c.get("local_batch") == local_batch)
+    ]
 
 
 def _ids(*cfgs) -> dict:
     cfgs = [c for c in cfgs if c]
-    return {"config_ids": [c["config_id"] for c in cfgs],
-            "run_ids": [r for c in cfgs for r in split_list(c.get("run_ids"))]}
+    return {
+        "config_ids": [c["config_id"] for c in cfgs],
+        "run_ids": [r for c in cfgs for r in split_list(c.get("run_ids"))],
+    }
 
 
 def _cpu(*cfgs) -> bool:
@@ -251,8 +295,9 @@ class _Basis:
 
     @property
     def point(self) -> str:
-        return ("one prediction a configuration: from its central value" if self.predicted
-                else "one seed: from the means")
+        return (
+            "one prediction a configuration: from its central value" if self.predicted else "one seed: from the means"
+        )
 
 
 SEEDS, PREDICTIONS = _Basis(False), _Basis(True)
@@ -260,8 +305,11 @@ SEEDS, PREDICTIONS = _Basis(False), _Basis(True)
 
 def _basis(*things) -> _Basis:
     """PREDICTIONS when any comparison or configuration given is a prediction."""
-    return PREDICTIONS if any(getattr(t, "predicted", False) or (isinstance(t, dict) and _predicted(t))
-                              for t in things) else SEEDS
+    return (
+        PREDICTIONS
+        if any(getattr(t, "predicted", False) or (isinstance(t, dict) and _predicted(t)) for t in things)
+        else SEEDS
+    )
 
 
 def _fmt_ci(lo, hi, unit="%", basis: _Basis = SEEDS):
@@ -275,8 +323,16 @@ def _stat(c: dict | None, metric: str) -> Summary:
 
 
 def _base(cid: str, claim: str, where: str, paper: str, paper_value, unit: str, rule: str) -> dict:
-    return {"id": cid, "claim": claim, "where": where, "paper": paper, "paper_value": paper_value, "unit": unit,
-            "rule": RULES[rule], "verdict": NOT_COMPARABLE}
+    return {
+        "id": cid,
+        "claim": claim,
+        "where": where,
+        "paper": paper,
+        "paper_value": paper_value,
+        "unit": unit,
+        "rule": RULES[rule],
+        "verdict": NOT_COMPARABLE,
+    }
 
 
 def _why_missing(c: dict | None, metric: str, what: str) -> str | None:
@@ -297,8 +353,13 @@ def _numeric(row: dict, comp: Comparison, paper_value: float, cpu: bool, scale: 
     hi = None if comp.ci95_high is None else comp.ci95_high * scale
     unit = row["unit"]
     b = _basis(comp)
-    row.update(ours=ours, ours_ci95_low=lo, ours_ci95_high=hi, n_seeds=f"{comp.n_a}/{comp.n_b}",
-               ours_text=f"{_fmt(ours, unit)} ({_fmt_ci(lo, hi, unit, b)})")
+    row.update(
+        ours=ours,
+        ours_ci95_low=lo,
+        ours_ci95_high=hi,
+        n_seeds=f"{comp.n_a}/{comp.n_b}",
+        ours_text=f"{_fmt(ours, unit)} ({_fmt_ci(lo, hi, unit, b)})",
+    )
     if ours is None:
         row["reason"] = comp.note or "no value"
         return row
@@ -307,31 +368,40 @@ def _numeric(row: dict, comp: Comparison, paper_value: float, cpu: bool, scale: 
     if cpu:
         reasons.append("CPU smoke data")
     if lo is None and b.predicted:
-        reasons.append(f"{comp.note}: no band to hold the paper's value; ours has the "
-                       f"{'same' if same_sign else 'opposite'} sign")
+        reasons.append(
+            f"{comp.note}: no band to hold the paper's value; ours has the {'same' if same_sign else 'opposite'} sign"
+        )
     elif lo is None:
-        reasons.append(f"one seed on a side (n={comp.n_a}/{comp.n_b}): no interval to hold the paper's value; "
-                       f"ours has the {'same' if same_sign else 'opposite'} sign")
+        reasons.append(
+            f"one seed on a side (n={comp.n_a}/{comp.n_b}): no interval to hold the paper's value; "
+            f"ours has the {'same' if same_sign else 'opposite'} sign"
+        )
     if reasons:
         row["reason"] = "; ".join(reasons)
         return row
     inside = lo <= paper_value <= hi
-    near = [f"{name} ({_fmt(v, unit)})" for name, v in (("half", paper_value / 2), ("double", 2 * paper_value))
-            if lo <= v <= hi]
+    near = [
+        f"{name} ({_fmt(v, unit)})"
+        for name, v in (("half", paper_value / 2), ("double", 2 * paper_value))
+        if lo <= v <= hi
+    ]
     wide = hi - lo > abs(paper_value)
     if same_sign and inside and (near or wide):
         width = f"{hi - lo:.2f} {'pp' if unit in ('%', ' pp') else unit.strip()}"
         row["verdict"] = UNDECIDED
-        row["reason"] = (f"same sign, paper's {_fmt(paper_value, unit)} inside {b.our_interval}, which is {width} wide"
-                         + (f" and holds {' and '.join(near)} the paper's value too" if near else
-                            ", wider than the paper's value") + ": too wide to decide")
+        row["reason"] = (
+            f"same sign, paper's {_fmt(paper_value, unit)} inside {b.our_interval}, which is {width} wide"
+            + (f" and holds {' and '.join(near)} the paper's value too" if near else ", wider than the paper's value")
+            + ": too wide to decide"
+        )
     elif same_sign and inside:
         row["verdict"] = CONSISTENT
         row["reason"] = f"same sign, paper's {_fmt(paper_value, unit)} inside {b.our_interval}"
     else:
         row["verdict"] = NOT_CONSISTENT
-        row["reason"] = ("opposite sign" if not same_sign else "same sign") + \
-            (f"; paper's {_fmt(paper_value, unit)} outside {b.our_interval}" if not inside else "")
+        row["reason"] = ("opposite sign" if not same_sign else "same sign") + (
+            f"; paper's {_fmt(paper_value, unit)} outside {b.our_interval}" if not inside else ""
+        )
     return row
 
 
@@ -361,13 +431,17 @@ def _qualitative(row: dict, parts: list[tuple[str, str]], cpu: bool, basis: _Bas
         row["verdict"] = NOT_CONSISTENT
         row["reason"] = "reversed: " + "; ".join(t for s, t in parts if s == "reversed")
     elif "unresolved" in states:
-        row["reason"] = (("our model band" if basis.predicted else "our 95% interval") + " includes no change: "
-                         + "; ".join(t for s, t in parts if s == "unresolved"))
+        row["reason"] = (
+            ("our model band" if basis.predicted else "our 95% interval")
+            + " includes no change: "
+            + "; ".join(t for s, t in parts if s == "unresolved")
+        )
     else:
         row["verdict"] = CONSISTENT
         one_point = basis.point in (row["ours_text"] or "")
-        row["reason"] = "the stated direction holds" + (f" ({basis.point})" if one_point
-                                                         else f" with our {basis.intervals} excluding no change")
+        row["reason"] = "the stated direction holds" + (
+            f" ({basis.point})" if one_point else f" with our {basis.intervals} excluding no change"
+        )
     return row
 
 
@@ -378,16 +452,22 @@ def c1_c2(cfgs: list[dict]) -> list[dict]:
     a = _pick([c for c in cands if c["world_size"] == 128], "weak_scaling")
     b = _pick([c for c in cands if c["world_size"] == 2048], "weak_scaling")
     for cid, claim, metric, paper in (
-            ("C1", "per-device throughput falls from 128 to 2048 GPUs (Llama-7B FSDP, local batch 2)",
-             "tokens_per_s_per_device", -37.22),
-            ("C2", "per-GPU power falls from 128 to 2048 GPUs (Llama-7B FSDP, local batch 2)",
-             "power_w_per_gpu", -5.87)):
+        (
+            "C1",
+            "per-device throughput falls from 128 to 2048 GPUs (Llama-7B FSDP, local batch 2)",
+            "tokens_per_s_per_device",
+            -37.22,
+        ),
+        ("C2", "per-GPU power falls from 128 to 2048 GPUs (Llama-7B FSDP, local batch 2)", "power_w_per_gpu", -5.87),
+    ):
         row = _base(cid, claim, "§4.1", f"{paper:+.2f}%", paper, "%", "numeric")
         row.update(_ids(a, b))
         if a is None or b is None:
             missing = [str(w) for w, c in ((128, a), (2048, b)) if c is None]
-            row["reason"] = (f"no Llama-7B FSDP local-batch-2 runs at {' and '.join(missing)} GPUs "
-                             f"(the study has them at: {_worlds(cands)})")
+            row["reason"] = (
+                f"no Llama-7B FSDP local-batch-2 runs at {' and '.join(missing)} GPUs "
+                f"(the study has them at: {_worlds(cands)})"
+            )
             out.append(row)
             continue
         why = _why_missing(a, metric, "128-GPU") or _why_missing(b, metric, "2048-GPU")
@@ -401,10 +481,18 @@ def c1_c2(cfgs: list[dict]) -> list[dict]:
 
 def c3(cfgs: list[dict]) -> dict:
     paper = 52.60
-    row = _base("C3", "tensor parallelism raises global WPS over the FSDP baseline at 2048 GPUs (Llama-7B)", "§5",
-                f"{paper:+.2f}%", paper, "%", "numeric")
-    base = _pick([c for c in _fsdp_7b(cfgs) if c["world_size"] == 2048], "weak_scaling") or \
-        _pick([c for c in _fsdp_7b(cfgs, None) if c["world_size"] == 2048])
+    row = _base(
+        "C3",
+        "tensor parallelism raises global WPS over the FSDP baseline at 2048 GPUs (Llama-7B)",
+        "§5",
+        f"{paper:+.2f}%",
+        paper,
+        "%",
+        "numeric",
+    )
+    base = _pick([c for c in _fsdp_7b(cfgs) if c["world_size"] == 2048], "weak_scaling") or _pick(
+        [c for c in _fsdp_7b(cfgs, None) if c["world_size"] == 2048]
+    )
     tps = [c for c in cfgs if c["model"] == MODEL_7B and c["world_size"] == 2048 and c["tp"] > 1 and c["pp"] == 1]
     ok = [c for c in tps if c.get("tokens_per_s_mean") is not None]
     best = max(ok, key=lambda c: (c["tokens_per_s_mean"], c["config_id"])) if ok else None
@@ -436,8 +524,15 @@ def _kind(c: dict) -> str | None:
 def c4(cfgs: list[dict]) -> dict:
     a100_paper, h100_paper = 59.67, 40.77
     paper = a100_paper - h100_paper
-    row = _base("C4", "MFU is higher on A100 than on H100", "§4.4",
-                f"{a100_paper}% vs {h100_paper}% ({paper:+.2f} pp)", paper, " pp", "difference")
+    row = _base(
+        "C4",
+        "MFU is higher on A100 than on H100",
+        "§4.4",
+        f"{a100_paper}% vs {h100_paper}% ({paper:+.2f} pp)",
+        paper,
+        " pp",
+        "difference",
+    )
     pool = [c for c in cfgs if _in(c, "hardware_generations")] or cfgs
     by_kind: dict[str, list[dict]] = {}
     for c in pool:
@@ -457,49 +552,79 @@ def c4(cfgs: list[dict]) -> dict:
     worlds = {k: {c["world_size"] for c in by_kind[k] if c.get("mfu_mean") is not None} for k in ("A100", hopper)}
     common = sorted(worlds["A100"] & worlds[hopper])
     if not common:
-        row["reason"] = (f"no GPU count with an MFU value on both A100 ({_worlds(by_kind['A100'])}) and {hopper} "
-                         f"({_worlds(by_kind[hopper])}): not compared across scales")
+        row["reason"] = (
+            f"no GPU count with an MFU value on both A100 ({_worlds(by_kind['A100'])}) and {hopper} "
+            f"({_worlds(by_kind[hopper])}): not compared across scales"
+        )
         return row
     n = common[0]
     a = best([c for c in by_kind["A100"] if c["world_size"] == n])
     h = best([c for c in by_kind[hopper] if c["world_size"] == n])
     row.update(_ids(a, h))
     row = _numeric(row, _compare(h, a, "mfu", "difference"), paper, _cpu(a, h))
-    row["ours_text"] = (f"at {n} GPUs: A100 {100 * a['mfu_mean']:.2f}% ({a.get('label')}) vs {hopper} "
-                        f"{100 * h['mfu_mean']:.2f}% ({h.get('label')}): " + row["ours_text"])
+    row["ours_text"] = (
+        f"at {n} GPUs: A100 {100 * a['mfu_mean']:.2f}% ({a.get('label')}) vs {hopper} "
+        f"{100 * h['mfu_mean']:.2f}% ({h.get('label')}): " + row["ours_text"]
+    )
     if hopper == "H200":
         row["reason"] += "; H200 stands in for H100 (same compute peak, more memory bandwidth)"
     return row
 
 
 def c5(cfgs: list[dict]) -> dict:
-    row = _base("C5", "beyond about 128 GPUs FSDP is communication-bound; TP or PP of degree 2 to 4 recovers "
-                "throughput", "§4.3", "qualitative", None, "", "qualitative")
+    row = _base(
+        "C5",
+        "beyond about 128 GPUs FSDP is communication-bound; TP or PP of degree 2 to 4 recovers throughput",
+        "§4.3",
+        "qualitative",
+        None,
+        "",
+        "qualitative",
+    )
     fsdp = [c for c in _fsdp_7b(cfgs, None) if c.get("exposed_comm_share_mean") is not None]
     small = [c for c in fsdp if c["world_size"] <= 128]
     large = [c for c in fsdp if c["world_size"] > 128]
     parts = []
     used = []
     if not small or not large:
-        parts.append(("missing", f"exposed communication of Llama-7B FSDP needs traced runs at and below 128 GPUs "
-                                  f"and above (traced at: {_worlds(fsdp)})"))
+        parts.append(
+            (
+                "missing",
+                f"exposed communication of Llama-7B FSDP needs traced runs at and below 128 GPUs "
+                f"and above (traced at: {_worlds(fsdp)})",
+            )
+        )
     else:
         a = _pick([c for c in small if c["world_size"] == max(x["world_size"] for x in small)], "kernel_breakdown")
         b = _pick([c for c in large if c["world_size"] == max(x["world_size"] for x in large)], "kernel_breakdown")
         used += [a, b]
-        parts.append(_direction(_compare(a, b, "exposed_comm_share", "difference"), True,
-                                f"FSDP exposed-communication share {a['world_size']} -> {b['world_size']} GPUs "
-                                "(change in share)", " pp"))
+        parts.append(
+            _direction(
+                _compare(a, b, "exposed_comm_share", "difference"),
+                True,
+                f"FSDP exposed-communication share {a['world_size']} -> {b['world_size']} GPUs (change in share)",
+                " pp",
+            )
+        )
     recovered = None
     for w in sorted({c["world_size"] for c in cfgs if c["world_size"] > 128 and c["model"] == MODEL_7B}, reverse=True):
         base = _pick([c for c in _fsdp_7b(cfgs, None) if c["world_size"] == w and c.get("tokens_per_s_mean")])
-        mp = [c for c in cfgs if c["model"] == MODEL_7B and c["world_size"] == w and c.get("tokens_per_s_mean")
-              and (2 <= c["tp"] <= 4 or 2 <= c["pp"] <= 4)]
+        mp = [
+            c
+            for c in cfgs
+            if c["model"] == MODEL_7B
+            and c["world_size"] == w
+            and c.get("tokens_per_s_mean")
+            and (2 <= c["tp"] <= 4 or 2 <= c["pp"] <= 4)
+        ]
         if base and mp:
             best = max(mp, key=lambda c: (c["tokens_per_s_mean"], c["config_id"]))
             used += [base, best]
-            recovered = _direction(_compare(base, best, "tokens_per_s"), True,
-                                   f"best TP/PP of degree 2-4 ({best.get('label')}) over FSDP at {w} GPUs")
+            recovered = _direction(
+                _compare(base, best, "tokens_per_s"),
+                True,
+                f"best TP/PP of degree 2-4 ({best.get('label')}) over FSDP at {w} GPUs",
+            )
             break
     parts.append(recovered or ("missing", "no Llama-7B FSDP and TP/PP (degree 2-4) pair with values above 128 GPUs"))
     row.update(_ids(*used))
@@ -507,16 +632,25 @@ def c5(cfgs: list[dict]) -> dict:
 
 
 def c6(tables) -> dict:
-    row = _base("C6", "AllReduce bandwidth holds up with node count better than AllGather/ReduceScatter", "§2.2",
-                "qualitative", None, "", "qualitative")
+    row = _base(
+        "C6",
+        "AllReduce bandwidth holds up with node count better than AllGather/ReduceScatter",
+        "§2.2",
+        "qualitative",
+        None,
+        "",
+        "qualitative",
+    )
     rows = records(tables.collectives_summary)
     nodes = sorted({int(r["nodes"]) for r in rows})
     ops = {r["op"] for r in rows}
     ring = [o for o in ("all_gather", "reduce_scatter") if o in ops]
     if len(nodes) < 2 or "all_reduce" not in ops or not ring:
-        row["reason"] = (f"needs all_reduce and all_gather/reduce_scatter at two or more node counts "
-                         f"(the study has ops: {', '.join(sorted(ops)) or 'none'}; nodes: "
-                         f"{', '.join(map(str, nodes)) or 'none'})")
+        row["reason"] = (
+            f"needs all_reduce and all_gather/reduce_scatter at two or more node counts "
+            f"(the study has ops: {', '.join(sorted(ops)) or 'none'}; nodes: "
+            f"{', '.join(map(str, nodes)) or 'none'})"
+        )
         return row
     lo_n, hi_n = nodes[0], nodes[-1]
     basis = PREDICTIONS if any("PREDICTED" in str(r.get("note") or "") for r in rows) else SEEDS
@@ -524,8 +658,9 @@ def c6(tables) -> dict:
     used_runs: list[str] = []
     texts = []
     for op in ["all_reduce"] + ring:
-        at = {n: {int(r["size_bytes"]): r for r in rows if r["op"] == op and int(r["nodes"]) == n}
-              for n in (lo_n, hi_n)}
+        at = {
+            n: {int(r["size_bytes"]): r for r in rows if r["op"] == op and int(r["nodes"]) == n} for n in (lo_n, hi_n)
+        }
         common_sizes = sorted(set(at[lo_n]) & set(at[hi_n]))
         if not common_sizes:
             continue
@@ -534,9 +669,17 @@ def c6(tables) -> dict:
         retention[op] = relative_change(from_columns(a, "busbw_GBps"), from_columns(b, "busbw_GBps"))
         used_runs += split_list(a.get("run_ids")) + split_list(b.get("run_ids"))
         r = retention[op]
-        texts.append(f"{op} keeps {100 * (1 + r.value):.1f}% of its {lo_n}-node busbw at {hi_n} nodes "
-                     f"({size} B" + (f", {basis.interval} {100 * (1 + r.ci95_low):.1f}-{100 * (1 + r.ci95_high):.1f}%)"
-                                     if r.ci95_low is not None else ")" if basis.predicted else ", one seed)"))
+        texts.append(
+            f"{op} keeps {100 * (1 + r.value):.1f}% of its {lo_n}-node busbw at {hi_n} nodes "
+            f"({size} B"
+            + (
+                f", {basis.interval} {100 * (1 + r.ci95_low):.1f}-{100 * (1 + r.ci95_high):.1f}%)"
+                if r.ci95_low is not None
+                else ")"
+                if basis.predicted
+                else ", one seed)"
+            )
+        )
     row["run_ids"] = sorted(set(used_runs))
     ring = [o for o in ring if o in retention]
     if "all_reduce" not in retention or not ring:
@@ -563,10 +706,12 @@ def c6(tables) -> dict:
 
 
 def c7(cfgs: list[dict]) -> dict:
-    row = _base("C7", "tokens per watt fall as GPUs are added (FSDP)", "§4, Fig 10", "qualitative", None, "",
-                "qualitative")
-    pool = [c for c in cfgs if c["layout"] == "fsdp" and _in(c, "power")] or \
-        [c for c in cfgs if c["layout"] == "fsdp" and c.get("tokens_per_joule_mean") is not None]
+    row = _base(
+        "C7", "tokens per watt fall as GPUs are added (FSDP)", "§4, Fig 10", "qualitative", None, "", "qualitative"
+    )
+    pool = [c for c in cfgs if c["layout"] == "fsdp" and _in(c, "power")] or [
+        c for c in cfgs if c["layout"] == "fsdp" and c.get("tokens_per_joule_mean") is not None
+    ]
     models = sorted({c["model"] for c in pool}, key=lambda m: (m != MODEL_7B, m))
     pool = [c for c in pool if models and c["model"] == models[0]]
     worlds = sorted({c["world_size"] for c in pool})
@@ -576,8 +721,9 @@ def c7(cfgs: list[dict]) -> dict:
     a = _pick([c for c in pool if c["world_size"] == worlds[0]], "power")
     b = _pick([c for c in pool if c["world_size"] == worlds[-1]], "power")
     row.update(_ids(a, b))
-    why = _why_missing(a, "tokens_per_joule", f"{worlds[0]}-GPU") or \
-        _why_missing(b, "tokens_per_joule", f"{worlds[-1]}-GPU")
+    why = _why_missing(a, "tokens_per_joule", f"{worlds[0]}-GPU") or _why_missing(
+        b, "tokens_per_joule", f"{worlds[-1]}-GPU"
+    )
     if why:
         row["reason"] = why + ("; no GPU power data (CPU run)" if _cpu(a, b) else "")
         return row
@@ -585,19 +731,45 @@ def c7(cfgs: list[dict]) -> dict:
     row.update(ours=_pct(comp.value), ours_ci95_low=_pct(comp.ci95_low), ours_ci95_high=_pct(comp.ci95_high))
     row["unit"] = "%"
     row["n_seeds"] = f"{comp.n_a}/{comp.n_b}"
-    return _qualitative(row, [_direction(comp, False, f"{a['model']} FSDP tokens per joule {worlds[0]} -> "
-                                                      f"{worlds[-1]} GPUs")], _cpu(a, b), _basis(comp))
+    return _qualitative(
+        row,
+        [_direction(comp, False, f"{a['model']} FSDP tokens per joule {worlds[0]} -> {worlds[-1]} GPUs")],
+        _cpu(a, b),
+        _basis(comp),
+    )
 
 
 def hsdp(cfgs: list[dict]) -> list[dict]:
     out = []
     for w in (256, 2048):
-        row = _base(f"HSDP-{w}", f"HSDP (shard in a node, replicate across) against the best TP/PP at {w} GPUs "
-                    "(Llama-7B, local batch 2)", "critics; App. A", "not reported", None, "%", "question")
-        h = _pick([c for c in cfgs if c["model"] == MODEL_7B and c["world_size"] == w
-                   and c["layout"].startswith("hsdp") and c["tp"] == 1 and c["pp"] == 1])
-        mp = [c for c in cfgs if c["model"] == MODEL_7B and c["world_size"] == w and (c["tp"] > 1 or c["pp"] > 1)
-              and c.get("tokens_per_s_mean") is not None]
+        row = _base(
+            f"HSDP-{w}",
+            f"HSDP (shard in a node, replicate across) against the best TP/PP at {w} GPUs (Llama-7B, local batch 2)",
+            "critics; App. A",
+            "not reported",
+            None,
+            "%",
+            "question",
+        )
+        h = _pick(
+            [
+                c
+                for c in cfgs
+                if c["model"] == MODEL_7B
+                and c["world_size"] == w
+                and c["layout"].startswith("hsdp")
+                and c["tp"] == 1
+                and c["pp"] == 1
+            ]
+        )
+        mp = [
+            c
+            for c in cfgs
+            if c["model"] == MODEL_7B
+            and c["world_size"] == w
+            and (c["tp"] > 1 or c["pp"] > 1)
+            and c.get("tokens_per_s_mean") is not None
+        ]
         best = max(mp, key=lambda c: (c["tokens_per_s_mean"], c["config_id"])) if mp else None
         fsdp = _pick([c for c in _fsdp_7b(cfgs) if c["world_size"] == w])
         row.update(_ids(h, best, fsdp))
@@ -608,19 +780,28 @@ def hsdp(cfgs: list[dict]) -> list[dict]:
         texts = []
         if best is not None:
             comp = _compare(best, h, "tokens_per_s")
-            row.update(ours=_pct(comp.value), ours_ci95_low=_pct(comp.ci95_low), ours_ci95_high=_pct(comp.ci95_high),
-                       n_seeds=f"{comp.n_a}/{comp.n_b}")
-            texts.append(f"HSDP vs best TP/PP ({best.get('label')}): {_fmt(_pct(comp.value))} "
-                         f"({_fmt_ci(_pct(comp.ci95_low), _pct(comp.ci95_high), '%', _basis(comp))})")
+            row.update(
+                ours=_pct(comp.value),
+                ours_ci95_low=_pct(comp.ci95_low),
+                ours_ci95_high=_pct(comp.ci95_high),
+                n_seeds=f"{comp.n_a}/{comp.n_b}",
+            )
+            texts.append(
+                f"HSDP vs best TP/PP ({best.get('label')}): {_fmt(_pct(comp.value))} "
+                f"({_fmt_ci(_pct(comp.ci95_low), _pct(comp.ci95_high), '%', _basis(comp))})"
+            )
         else:
             texts.append("no TP/PP configuration with a value to compare with")
         if fsdp is not None:
             comp = _compare(fsdp, h, "tokens_per_s")
-            texts.append(f"HSDP vs FSDP: {_fmt(_pct(comp.value))} "
-                         f"({_fmt_ci(_pct(comp.ci95_low), _pct(comp.ci95_high), '%', _basis(comp))})")
+            texts.append(
+                f"HSDP vs FSDP: {_fmt(_pct(comp.value))} "
+                f"({_fmt_ci(_pct(comp.ci95_low), _pct(comp.ci95_high), '%', _basis(comp))})"
+            )
         row["ours_text"] = "; ".join(texts)
-        row["reason"] = "the paper reports no HSDP number (deferred to App. A)" + \
-            ("; CPU smoke data" if _cpu(h, best, fsdp) else "")
+        row["reason"] = "the paper reports no HSDP number (deferred to App. A)" + (
+            "; CPU smoke data" if _cpu(h, best, fsdp) else ""
+        )
         out.append(row)
     return out
 
@@ -652,8 +833,10 @@ def evaluate(tables, inputs: str = MODEL_ALONE) -> list[dict]:
         r["left_out"] = flagged
         if flagged:
             n = len(flagged)
-            r["reason"] = "; ".join([x for x in [r.get("reason")] if x]
-                                    + [f"{n} seed{'s' if n > 1 else ''} left out (column left_out says which and why)"])
+            r["reason"] = "; ".join(
+                [x for x in [r.get("reason")] if x]
+                + [f"{n} seed{'s' if n > 1 else ''} left out (column left_out says which and why)"]
+            )
     # a predicted configuration that takes a measured input with a known artefact: said in every claim it is behind
     caveats = {c["config_id"]: [n for n in split_list(c.get("notes")) if n.startswith(CAVEAT_PREFIX)] for c in cfgs}
     config_of = {rid: c["config_id"] for c in cfgs for rid in split_list(c.get("run_ids"))}
@@ -661,17 +844,22 @@ def evaluate(tables, inputs: str = MODEL_ALONE) -> list[dict]:
         cids = list(r.get("config_ids") or []) + [config_of[x] for x in r.get("run_ids") or [] if x in config_of]
         said = list(dict.fromkeys(n for cid in cids for n in caveats.get(cid, [])))
         if said:
-            r["reason"] = "; ".join([x for x in [r.get("reason")] if x]
-                                    + [CAVEAT_REASON + n.removeprefix(CAVEAT_PREFIX) for n in said])
+            r["reason"] = "; ".join(
+                [x for x in [r.get("reason")] if x] + [CAVEAT_REASON + n.removeprefix(CAVEAT_PREFIX) for n in said]
+            )
     weakened = {c["config_id"]: [n for n in split_list(c.get("notes")) if n.startswith(WEAKENED_NOTE)] for c in cfgs}
     for r in rows:
         cids = list(r.get("config_ids") or []) + [config_of[x] for x in r.get("run_ids") or [] if x in config_of]
         said = list(dict.fromkeys(n for cid in dict.fromkeys(cids) for n in weakened.get(cid, [])))
         if said:
             kinds = sorted({n.rsplit(": ", 1)[-1].split(" (")[0] for n in said})
-            r["reason"] = "; ".join([x for x in [r.get("reason")] if x]
-                                    + [f"{len(said)} seed{'s' if len(said) > 1 else ''} {WEAKENED_NOTE} "
-                                       f"({', '.join(kinds)}): scalestudy audit --strict refuses them"])
+            r["reason"] = "; ".join(
+                [x for x in [r.get("reason")] if x]
+                + [
+                    f"{len(said)} seed{'s' if len(said) > 1 else ''} {WEAKENED_NOTE} "
+                    f"({', '.join(kinds)}): scalestudy audit --strict refuses them"
+                ]
+            )
     if inputs == WITH_MEASURED:
         for r in rows:
             mixed_inputs(r)
@@ -699,7 +887,8 @@ def mixed_inputs(row: dict) -> None:
     row["verdict"] = NOT_COMPARABLE
     row["reason"] = "; ".join(x for x in [row.get("reason")] if x) + (
         f"; NOT COMPARABLE: mixes input kinds: {', '.join(f'`{c}`' for c in measured)} take a measured rank share, "
-        f"{', '.join(f'`{c}`' for c in alone)} the model alone (the headline column compares like with like)")
+        f"{', '.join(f'`{c}`' for c in alone)} the model alone (the headline column compares like with like)"
+    )
 
 
 def c3_section(tables) -> list[str]:
@@ -715,37 +904,58 @@ def c3_section(tables) -> list[str]:
     names = list(dict.fromkeys(r["term"] for r in rows))
     value = {(r["layout"], r["term"]): float(r["seconds"]) for r in rows}
     label = {r["layout"]: r["label"] for r in rows}
-    out = ["", "## C3 taken apart (predicted, the model alone)", "",
-           "The step of FSDP and of the best TP layout at 2048 GPUs (Llama-2 7B, local batch 2), seconds; the "
-           "terms overlap (exposed communication is what the computation does not hide), so they need not add up "
-           "to the step.", "",
-           "| term | " + " | ".join(f"{lay} ({label[lay]})" for lay in layouts) + " |",
-           "|---|" + "---|" * len(layouts)]
+    out = [
+        "",
+        "## C3 taken apart (predicted, the model alone)",
+        "",
+        "The step of FSDP and of the best TP layout at 2048 GPUs (Llama-2 7B, local batch 2), seconds; the "
+        "terms overlap (exposed communication is what the computation does not hide), so they need not add up "
+        "to the step.",
+        "",
+        "| term | " + " | ".join(f"{lay} ({label[lay]})" for lay in layouts) + " |",
+        "|---|" + "---|" * len(layouts),
+    ]
     for t in names:
         out.append(f"| {t} | " + " | ".join(f"{value.get((lay, t), 0.0):.4f}" for lay in layouts) + " |")
     search = basis.get("c3_search") or {}
     paper = basis.get("paper") or {}
     if search.get("single"):
-        out += ["", f"Which single input brings C3 to the paper's {paper.get('C3', 52.6):+.1f}% (searched from x1/16 "
-                "to x16 of its value), and C1 there (paper " + f"{paper.get('C1', -37.22):+.2f}%):", ""]
+        out += [
+            "",
+            f"Which single input brings C3 to the paper's {paper.get('C3', 52.6):+.1f}% (searched from x1/16 "
+            "to x16 of its value), and C1 there (paper " + f"{paper.get('C1', -37.22):+.2f}%):",
+            "",
+        ]
         for r in search["single"]:
-            out.append(f"- {r['latency model']} latency, {r['input']}: " + (
-                "no value in the range reaches it" if r.get("factor") is None else
-                f"x{r['factor']:.3f} gives C3 {r['C3']:+.1f}% with C1 {r['C1']:+.1f}%"))
+            out.append(
+                f"- {r['latency model']} latency, {r['input']}: "
+                + (
+                    "no value in the range reaches it"
+                    if r.get("factor") is None
+                    else f"x{r['factor']:.3f} gives C3 {r['C3']:+.1f}% with C1 {r['C1']:+.1f}%"
+                )
+            )
     joint = search.get("joint")
     if joint:
         c, top = joint["closest"], joint["largest_c3"]
         tg = joint.get("targets_pp", {})
-        verdict = ("none of them" if not joint["meeting_both"] else f"{len(joint['meeting_both'])} of them")
-        out += ["", f"Both together: of the {joint['corners']} corners of the inputs (network latency x0.5/1/1.5 "
-                "under either latency model, network bandwidth, computation time and the overlap slowdown at their "
-                f"band corners), {verdict} put C1 within {tg.get('C1', 10):g} pp and C3 within {tg.get('C3', 15):g} pp "
-                f"of the paper's values. The closest: C1 {c['C1']:+.1f}% and C3 {c['C3']:+.1f}% ({c['latency model']} "
-                f"latency x{c['latency']:g}); the largest C3, {top['C3']:+.1f}%, comes with C1 {top['C1']:+.1f}%."
-                + ("" if joint["meeting_both"] else " The paper's C1 and C3 together are not consistent with the "
-                   "modelled mechanisms: a C3 of +52.6% needs FSDP's loss at 2048 GPUs to come from something TP "
-                   "removes that the model lacks (e.g. congestion or jitter that grows with a ring's length but not "
-                   "with a tree's or a TP group's), or compute at a fraction of what the H200 calibration says.")]
+        verdict = "none of them" if not joint["meeting_both"] else f"{len(joint['meeting_both'])} of them"
+        out += [
+            "",
+            f"Both together: of the {joint['corners']} corners of the inputs (network latency x0.5/1/1.5 "
+            "under either latency model, network bandwidth, computation time and the overlap slowdown at their "
+            f"band corners), {verdict} put C1 within {tg.get('C1', 10):g} pp and C3 within {tg.get('C3', 15):g} pp "
+            f"of the paper's values. The closest: C1 {c['C1']:+.1f}% and C3 {c['C3']:+.1f}% ({c['latency model']} "
+            f"latency x{c['latency']:g}); the largest C3, {top['C3']:+.1f}%, comes with C1 {top['C1']:+.1f}%."
+            + (
+                ""
+                if joint["meeting_both"]
+                else " The paper's C1 and C3 together are not consistent with the "
+                "modelled mechanisms: a C3 of +52.6% needs FSDP's loss at 2048 GPUs to come from something TP "
+                "removes that the model lacks (e.g. congestion or jitter that grows with a ring's length but not "
+                "with a tree's or a TP group's), or compute at a fraction of what the H200 calibration says."
+            ),
+        ]
     return out
 
 
@@ -757,48 +967,74 @@ def markdown(rows: list[dict], study, measured: list[dict] | None = None, tables
         return cell(str(v or "").replace(PREDICTED_REASON, "PREDICTED (see above)"))
 
     predicted = any(r.get("n_seeds") == PREDICTED or PREDICTED_REASON in (r.get("reason") or "") for r in rows)
-    lines = [f"# Claims of arXiv 2411.13055 against study `{study.name}`", "",
-             f"Hardware: {study.hardware}. Recomputed from the study's tables by `scalestudy claims` "
-             f"(`{code_version()}`); ours: " + ("the model's prediction with its band." if predicted else
-                                                 "the value with its 95% confidence interval over seeds."), ""]
+    lines = [
+        f"# Claims of arXiv 2411.13055 against study `{study.name}`",
+        "",
+        f"Hardware: {study.hardware}. Recomputed from the study's tables by `scalestudy claims` "
+        f"(`{code_version()}`); ours: "
+        + (
+            "the model's prediction with its band."
+            if predicted
+            else "the value with its 95% confidence interval over seeds."
+        ),
+        "",
+    ]
     if predicted:
-        lines += ["**PREDICTED by scalestudy.perfmodel, not measured**: rows marked PREDICTED compare model "
-                  "predictions with the paper; their interval is the model's band (both sides at the same corner "
-                  "of its uncertainty box), which takes the place of the 95% CI in the rules below.", ""]
+        lines += [
+            "**PREDICTED by scalestudy.perfmodel, not measured**: rows marked PREDICTED compare model "
+            "predictions with the paper; their interval is the model's band (both sides at the same corner "
+            "of its uncertainty box), which takes the place of the 95% CI in the rules below.",
+            "",
+        ]
     caveated = [r["id"] for r in rows if CAVEAT_REASON in (r.get("reason") or "")]
     if caveated:
-        lines += [f"**CAVEAT**: {', '.join(caveated)} {'rests' if len(caveated) == 1 else 'rest'} on a measured input "
-                  "with a known artefact (the reason says which and why); the number is used as measured and the "
-                  "verdict is computed as for any other row.", ""]
+        lines += [
+            f"**CAVEAT**: {', '.join(caveated)} {'rests' if len(caveated) == 1 else 'rest'} on a measured input "
+            "with a known artefact (the reason says which and why); the number is used as measured and the "
+            "verdict is computed as for any other row.",
+            "",
+        ]
     if any("CPU smoke data" in (r.get("reason") or "") for r in rows):
         lines += ["**CPU smoke data — not comparable to the paper.**", ""]
     if measured:
         shares = (getattr(study, "prediction", None) or {}).get("rank_shares") or "its rank-share study"
-        lines += [f"**Both ways**: each claim is given from the model alone and {WITH_MEASURED}: a configuration "
-                  f"whose rank share study `{shares}` measured is predicted with that share's compute and memory, "
-                  "the others as in the headline. The headline is the model alone: "
-                  f"{HEADLINE_WHY}.", ""]
-        lines += [f"| id | claim | paper | ours, {MODEL_ALONE} (headline) | verdict | ours, {WITH_MEASURED} | verdict "
-                  "| reason |", "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            f"**Both ways**: each claim is given from the model alone and {WITH_MEASURED}: a configuration "
+            f"whose rank share study `{shares}` measured is predicted with that share's compute and memory, "
+            "the others as in the headline. The headline is the model alone: "
+            f"{HEADLINE_WHY}.",
+            "",
+        ]
+        lines += [
+            f"| id | claim | paper | ours, {MODEL_ALONE} (headline) | verdict | ours, {WITH_MEASURED} | verdict "
+            "| reason |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         by_id = {r["id"]: r for r in measured}
         for r in rows:
             m = by_id.get(r["id"]) or {}
             same = m.get("config_ids") == r.get("config_ids")
-            lines.append(f"| {r['id']} | {cell(r['claim'])} ({cell(r['where'])}) | {cell(r['paper'])} | "
-                         f"{cell(r['ours_text'] or 'n/a')} | **{r['verdict']}** | "
-                         f"{'the same: no measured input' if same else cell(m.get('ours_text') or 'n/a')} | "
-                         f"{'' if same else '**' + str(m.get('verdict')) + '**'} | {reason(r['reason'])} |")
+            lines.append(
+                f"| {r['id']} | {cell(r['claim'])} ({cell(r['where'])}) | {cell(r['paper'])} | "
+                f"{cell(r['ours_text'] or 'n/a')} | **{r['verdict']}** | "
+                f"{'the same: no measured input' if same else cell(m.get('ours_text') or 'n/a')} | "
+                f"{'' if same else '**' + str(m.get('verdict')) + '**'} | {reason(r['reason'])} |"
+            )
     else:
         lines += ["| id | claim | paper | ours | verdict | reason |", "|---|---|---|---|---|---|"]
         for r in rows:
-            lines.append(f"| {r['id']} | {cell(r['claim'])} ({cell(r['where'])}) | {cell(r['paper'])} | "
-                         f"{cell(r['ours_text'] or 'n/a')} | **{r['verdict']}** | {reason(r['reason'])} |")
+            lines.append(
+                f"| {r['id']} | {cell(r['claim'])} ({cell(r['where'])}) | {cell(r['paper'])} | "
+                f"{cell(r['ours_text'] or 'n/a')} | **{r['verdict']}** | {reason(r['reason'])} |"
+            )
     if measured:
         lines += ["", f"## Reasons, {WITH_MEASURED}", ""]
         for r, m in zip(rows, measured):
             if m.get("config_ids") != r.get("config_ids"):
-                lines.append(f"- **{m['id']}**: {reason(m['reason'])} (configurations: "
-                             f"{', '.join(f'`{c}`' for c in m.get('config_ids') or [])})")
+                lines.append(
+                    f"- **{m['id']}**: {reason(m['reason'])} (configurations: "
+                    f"{', '.join(f'`{c}`' for c in m.get('config_ids') or [])})"
+                )
     lines += c3_section(tables)
     if any(r.get("rests_on") for r in rows):
         lines += ["", "## What each claim rests on", ""]
@@ -809,8 +1045,10 @@ def markdown(rows: list[dict], study, measured: list[dict] | None = None, tables
     lines += ["", "## Runs behind each claim", ""]
     for r in rows:
         ids = r.get("run_ids") or []
-        lines.append(f"- **{r['id']}**: {', '.join(f'`{i}`' for i in ids) if ids else 'none'}"
-                     + (f"; left out: {cell('; '.join(r['left_out']))}" if r.get("left_out") else ""))
+        lines.append(
+            f"- **{r['id']}**: {', '.join(f'`{i}`' for i in ids) if ids else 'none'}"
+            + (f"; left out: {cell('; '.join(r['left_out']))}" if r.get("left_out") else "")
+        )
     return "\n".join(lines) + "\n"
 
 

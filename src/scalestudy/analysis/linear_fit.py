@@ -48,5 +48,11 @@ def fit_line(xs: Sequence[float], ys: Sequence[float]) -> LineFit:
     se_slope = math.sqrt(s2 / sxx)
     se_intercept = math.sqrt(s2 * (1.0 / n + mx * mx / sxx))
     t = t_quantile(0.5 + CONFIDENCE / 2, n - 2)
-    return LineFit(intercept, slope, (intercept - t * se_intercept, intercept + t * se_intercept),
-                   (slope - t * se_slope, slope + t * se_slope), n, r2)
+    return LineFit(
+        intercept,
+        slope,
+        (intercept - t * se_intercept, intercept + t * se_intercept),
+        (slope - t * se_slope, slope + t * se_slope),
+        n,
+        r2,
+    )

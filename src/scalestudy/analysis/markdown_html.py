@@ -9,9 +9,11 @@ import re
 
 _BOLD = re.compile(r"\*\*(.+?)\*\*")
 _CODE = re.compile(r"`([^`]+)`")
-STYLE = ("body{font-family:sans-serif;max-width:70em;margin:1em auto;line-height:1.4}"
-         "table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:.2em .5em;vertical-align:top}"
-         "th{background:#eee}code{background:#f4f4f4}")
+STYLE = (
+    "body{font-family:sans-serif;max-width:70em;margin:1em auto;line-height:1.4}"
+    "table{border-collapse:collapse}td,th{border:1px solid #bbb;padding:.2em .5em;vertical-align:top}"
+    "th{background:#eee}code{background:#f4f4f4}"
+)
 
 
 def inline(text: str) -> str:
@@ -43,9 +45,13 @@ def to_html(markdown: str, title: str = "") -> str:
                 rows.append(_cells(lines[i]))
                 i += 1
             head, rest = rows[0], [r for r in rows[1:] if not all(set(c) <= set("-: ") for c in r)]
-            body.append("<table><tr>" + "".join(f"<th>{inline(c)}</th>" for c in head) + "</tr>"
-                        + "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in rest)
-                        + "</table>")
+            body.append(
+                "<table><tr>"
+                + "".join(f"<th>{inline(c)}</th>" for c in head)
+                + "</tr>"
+                + "".join("<tr>" + "".join(f"<td>{inline(c)}</td>" for c in r) + "</tr>" for r in rest)
+                + "</table>"
+            )
         elif line.startswith("- "):
             items = []
             while i < len(lines) and lines[i].startswith("- "):
@@ -58,5 +64,7 @@ def to_html(markdown: str, title: str = "") -> str:
                 para.append(lines[i])
                 i += 1
             body.append(f"<p>{inline(' '.join(para))}</p>")
-    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
-            f"<style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
+        f"<style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n"
+    )

@@ -69,11 +69,20 @@ def infer_raw_dir(file: Path) -> Path:
 
 def _environment(prov: dict) -> dict:
     devices = prov.get("devices") or {}
-    return {"python": prov.get("python"), "platform": prov.get("platform"), "torch": prov.get("torch"),
-            "cuda": prov.get("cuda"), "nccl": prov.get("nccl"), "libraries": prov.get("libraries"),
-            "hosts": prov.get("hosts"), "devices": {"count": devices.get("count"), "names": devices.get("names")},
-            "slurm": prov.get("slurm"), "command": prov.get("command"), "model": prov.get("model"),
-            "cluster": (prov.get("cluster") or {}).get("name") if isinstance(prov.get("cluster"), dict) else None}
+    return {
+        "python": prov.get("python"),
+        "platform": prov.get("platform"),
+        "torch": prov.get("torch"),
+        "cuda": prov.get("cuda"),
+        "nccl": prov.get("nccl"),
+        "libraries": prov.get("libraries"),
+        "hosts": prov.get("hosts"),
+        "devices": {"count": devices.get("count"), "names": devices.get("names")},
+        "slurm": prov.get("slurm"),
+        "command": prov.get("command"),
+        "model": prov.get("model"),
+        "cluster": (prov.get("cluster") or {}).get("name") if isinstance(prov.get("cluster"), dict) else None,
+    }
 
 
 def run_provenance(run_dir: Path) -> dict:
@@ -82,8 +91,10 @@ def run_provenance(run_dir: Path) -> dict:
     out: dict = {"raw_dir": str(run_dir), "problems": []}
     status_path, run_path = run_dir / STATUS_FILE, run_dir / RUN_FILE
     if run_dir.is_symlink():  # as the aggregation and the audit: never read through a link
-        out["problems"].append(f"{run_dir}: a symbolic link (to {run_dir.resolve()}): a run directory is read where "
-                               "it lies, never through a link")
+        out["problems"].append(
+            f"{run_dir}: a symbolic link (to {run_dir.resolve()}): a run directory is read where "
+            "it lies, never through a link"
+        )
         return out
     if not run_dir.is_dir():
         out["problems"].append(f"{run_dir}: no such run directory")
@@ -117,14 +128,21 @@ def run_provenance(run_dir: Path) -> dict:
         if broken:
             out["problems"].append(f"{status_path}: {broken}")
         # status.json's own record is its seal: the sha256 of its content without the seal
-        files.append({"path": STATUS_FILE, "sha256_recorded": status.get("seal"), "sha256_now": seal_digest(status),
-                      "ok": broken is None, "sha256_file": sha256_file(status_path, run_dir)})
+        files.append(
+            {
+                "path": STATUS_FILE,
+                "sha256_recorded": status.get("seal"),
+                "sha256_now": seal_digest(status),
+                "ok": broken is None,
+                "sha256_file": sha256_file(status_path, run_dir),
+            }
+        )
     prov = run.get("provenance") or {}
     git = (prov.get("package") or {}).get("git") or {}
     if run.get("kind") == "predicted":
         cal = calibration_provenance(run_dir, run)
         out["calibration"] = cal
-        out["calibration_digest"] = ((prov.get("calibration") or {}).get("digest"))
+        out["calibration_digest"] = (prov.get("calibration") or {}).get("digest")
         out["problems"].extend(p for c in cal for p in c["problems"])
         shares = calibration_provenance(run_dir, run, measured_inputs=True)
         out["measured_inputs"] = shares
@@ -134,12 +152,22 @@ def run_provenance(run_dir: Path) -> dict:
         out["problems"].extend(p for f in measured for p in f["problems"])
     if prov.get("imported"):  # a raw log made from public files elsewhere (scalestudy import)
         src = prov.get("source") or {}
-        out["source"] = {"repository": src.get("repository"), "commit": src.get("commit"),
-                         "files": [{"path": p, "sha256": d} for p, d in sorted((src.get("files") or {}).items())]}
-    out.update(status=status.get("status"), error=status.get("error"), kind=run.get("kind"),
-               config_id=run.get("config_id"), files=files, spec=run.get("spec"),
-               git={"commit": git.get("commit"), "dirty": git.get("dirty"), "reason": git.get("reason")},
-               package_version=(prov.get("package") or {}).get("version"), environment=_environment(prov))
+        out["source"] = {
+            "repository": src.get("repository"),
+            "commit": src.get("commit"),
+            "files": [{"path": p, "sha256": d} for p, d in sorted((src.get("files") or {}).items())],
+        }
+    out.update(
+        status=status.get("status"),
+        error=status.get("error"),
+        kind=run.get("kind"),
+        config_id=run.get("config_id"),
+        files=files,
+        spec=run.get("spec"),
+        git={"commit": git.get("commit"), "dirty": git.get("dirty"), "reason": git.get("reason")},
+        package_version=(prov.get("package") or {}).get("version"),
+        environment=_environment(prov),
+    )
     return out
 
 
@@ -163,8 +191,10 @@ def calibration_provenance(run_dir: Path, run: dict, *, measured_inputs: bool = 
             p = member_path(d, rel)
             st = p.stat() if p.exists() else None
             stamp.append((str(p), st.st_size if st else None, st.st_mtime_ns if st else None))
-    return [dict(c, problems=list(c["problems"]))
-            for c in _calibration_cached(str(root), json.dumps(runs, sort_keys=True), tuple(stamp))]
+    return [
+        dict(c, problems=list(c["problems"]))
+        for c in _calibration_cached(str(root), json.dumps(runs, sort_keys=True), tuple(stamp))
+    ]
 
 
 def measured_files_provenance(run_dir: Path, run: dict) -> list[dict]:
@@ -180,14 +210,34 @@ def measured_files_provenance(run_dir: Path, run: dict) -> list[dict]:
         try:
             now = content_sha256(p)
         except RawLogError as e:
-            out.append({"path": str(p), "what": f.get("what"), "sha256_recorded": f.get("sha256"), "sha256_now": None,
-                        "problems": [str(e)]})
+            out.append(
+                {
+                    "path": str(p),
+                    "what": f.get("what"),
+                    "sha256_recorded": f.get("sha256"),
+                    "sha256_now": None,
+                    "problems": [str(e)],
+                }
+            )
             continue
-        problems = [] if now == f.get("sha256") else [
-            f"{p}: " + ("missing" if now is None else "changed since the predictions were made")
-            + f" ({f.get('what')}; the predictions made from it are stale)"]
-        out.append({"path": str(p), "what": f.get("what"), "sha256_recorded": f.get("sha256"), "sha256_now": now,
-                    "problems": problems})
+        problems = (
+            []
+            if now == f.get("sha256")
+            else [
+                f"{p}: "
+                + ("missing" if now is None else "changed since the predictions were made")
+                + f" ({f.get('what')}; the predictions made from it are stale)"
+            ]
+        )
+        out.append(
+            {
+                "path": str(p),
+                "what": f.get("what"),
+                "sha256_recorded": f.get("sha256"),
+                "sha256_now": now,
+                "problems": problems,
+            }
+        )
     return out
 
 
@@ -196,12 +246,17 @@ def _calibration_cached(root: str, runs_json: str, stamp: tuple) -> tuple[dict, 
     out = []
     for c in json.loads(runs_json):
         d = Path(root) / c.get("raw_dir", "")
-        item = {"run_id": c.get("run_id"), "raw_dir": str(d), "problems": [],
-                **({"study": c["study"]} if c.get("study") else {})}
+        item = {
+            "run_id": c.get("run_id"),
+            "raw_dir": str(d),
+            "problems": [],
+            **({"study": c["study"]} if c.get("study") else {}),
+        }
         if not d.is_dir():
             what = "measured input" if c.get("study") else "calibration"
-            item["problems"].append(f"{d}: {what} run {c.get('run_id')} is missing (predictions made from it "
-                                    "cannot be traced)")
+            item["problems"].append(
+                f"{d}: {what} run {c.get('run_id')} is missing (predictions made from it cannot be traced)"
+            )
         else:
             for rel, digest in sorted((c.get("files_sha256") or {}).items()):
                 try:
@@ -210,12 +265,15 @@ def _calibration_cached(root: str, runs_json: str, stamp: tuple) -> tuple[dict, 
                     item["problems"].append(str(e))
                     continue
                 if now != digest:
-                    item["problems"].append(f"{member_path(d, rel)}: "
-                                            + ("missing" if now is None else "changed since the predictions were made")
-                                            + " (the predictions made from it are stale)")
+                    item["problems"].append(
+                        f"{member_path(d, rel)}: "
+                        + ("missing" if now is None else "changed since the predictions were made")
+                        + " (the predictions made from it are stale)"
+                    )
             sub = run_provenance(d)
-            item.update(status=sub.get("status"), git=sub.get("git"), environment=sub.get("environment"),
-                        files=sub.get("files"))
+            item.update(
+                status=sub.get("status"), git=sub.get("git"), environment=sub.get("environment"), files=sub.get("files")
+            )
             item["problems"].extend(sub["problems"])
         out.append(item)
     return tuple(out)
@@ -244,13 +302,22 @@ def provenance(file, raw_dir=None) -> dict:
             if rid not in runs:
                 runs[rid] = run_provenance(raw / rid)  # where the tables read it from (aggregate), nowhere else
     problems = [p for r in runs.values() for p in r["problems"]]
-    return {"file": str(file), "table": str(table), "raw_dir": str(raw), "run_id_column": column,
-            "rows": out_rows, "runs": runs, "problems": problems}
+    return {
+        "file": str(file),
+        "table": str(table),
+        "raw_dir": str(raw),
+        "run_id_column": column,
+        "rows": out_rows,
+        "runs": runs,
+        "problems": problems,
+    }
 
 
 def _file_lines(c: dict, indent: str) -> list[str]:
-    return [f"{indent}{f['sha256_now']}  {f['path']} {({True: 'ok', False: 'MISMATCH', None: ''}[f['ok']])}".rstrip()
-            for f in c.get("files") or []]
+    return [
+        f"{indent}{f['sha256_now']}  {f['path']} { ({True: 'ok', False: 'MISMATCH', None: ''}[f['ok']]) }".rstrip()
+        for f in c.get("files") or []
+    ]
 
 
 def format_text(prov: dict) -> str:
@@ -259,8 +326,11 @@ def format_text(prov: dict) -> str:
     lines = [f"{prov['file']}: {len(prov['rows'])} rows from {prov['table']}, raw logs in {prov['raw_dir']}"]
     for r in prov["rows"]:
         v = r["values"]
-        key = ", ".join(f"{k}={v[k]}" for k in ("id", "panel", "series", "x", "y", "config_id", "op", "size_bytes",
-                                                  "verdict") if v.get(k))
+        key = ", ".join(
+            f"{k}={v[k]}"
+            for k in ("id", "panel", "series", "x", "y", "config_id", "op", "size_bytes", "verdict")
+            if v.get(k)
+        )
         lines.append(f"row {r['row']}: {key or '(no key columns)'}")
         for rid in r["run_ids"]:
             lines.append(f"  run {rid}")
@@ -271,13 +341,17 @@ def format_text(prov: dict) -> str:
             lines.append(f"  git {git.get('commit')}{' (dirty)' if git.get('dirty') else ''}")
         env = run.get("environment") or {}
         if run.get("kind") == "predicted":  # no machine ran it: the model's version stands for the environment
-            lines.append(f"  predicted by {env.get('model') or 'scalestudy.perfmodel'} on cluster "
-                         f"{env.get('cluster') or '?'}; devices {', '.join((env.get('devices') or {}).get('names') or [])}")
+            lines.append(
+                f"  predicted by {env.get('model') or 'scalestudy.perfmodel'} on cluster "
+                f"{env.get('cluster') or '?'}; devices {', '.join((env.get('devices') or {}).get('names') or [])}"
+            )
         elif env and not run.get("source"):
-            lines.append(f"  python {env.get('python')}, torch {env.get('torch')}, cuda {env.get('cuda')}, "
-                         f"nccl {env.get('nccl')}; hosts {', '.join(env.get('hosts') or [])}; devices "
-                         f"{', '.join((env.get('devices') or {}).get('names') or [])}; slurm job "
-                         f"{(env.get('slurm') or {}).get('job_id')}")
+            lines.append(
+                f"  python {env.get('python')}, torch {env.get('torch')}, cuda {env.get('cuda')}, "
+                f"nccl {env.get('nccl')}; hosts {', '.join(env.get('hosts') or [])}; devices "
+                f"{', '.join((env.get('devices') or {}).get('names') or [])}; slurm job "
+                f"{(env.get('slurm') or {}).get('job_id')}"
+            )
         for f in run.get("files", []):
             mark = {True: "ok", False: "MISMATCH", None: ""}[f["ok"]]
             lines.append(f"  {f['sha256_now']}  {f['path']} {mark}".rstrip())
@@ -291,8 +365,10 @@ def format_text(prov: dict) -> str:
             calibrations.setdefault(digest, run.get("calibration") or [])
             lines.append(f"  PREDICTED by scalestudy.perfmodel; calibration {digest} (its runs listed once below)")
             for c in run.get("measured_inputs") or []:
-                lines.append(f"  measured input: rank share of study {c.get('study')}, run {c['run_id']}: status "
-                             f"{c.get('status')}, {c['raw_dir']}")
+                lines.append(
+                    f"  measured input: rank share of study {c.get('study')}, run {c['run_id']}: status "
+                    f"{c.get('status')}, {c['raw_dir']}"
+                )
                 lines += _file_lines(c, "    ")
     for digest, runs in calibrations.items():
         lines.append(f"calibration {digest}: the predictions above were calibrated from")

@@ -54,28 +54,110 @@ from scalestudy.spec.run import RunSpec, SpecError
 
 SPEC_PREFIX = "spec."
 
-IDENTITY_COLUMNS = ["run_id", "config_id", "seed", "label", "experiments", "kind", "status", "error",
-                    "culprit_ranks", "raw_dir", "contaminated", "weakened", "outlier", "caveats", "measured_inputs"]
-LAYOUT_COLUMNS = ["layout", "model", "world_size", "nodes", "procs_per_node", "dp_replicate", "dp_shard", "tp",
-                  "pp", "global_batch", "local_batch", "seq_len", "tokens_per_step", "device", "device_names",
-                  "n_hosts"]
-THROUGHPUT_COLUMNS = ["n_measured_steps", "tokens_per_s", "tokens_per_s_per_device", "step_time_mean_s",
-                      "step_time_rule", "throughput_reason"]
-MFU_COLUMNS = ["flops_per_token", "flops_formula", "mfu", "mfu_peak_flops", "mfu_peak_source", "mfu_peak_dtype",
-               "mfu_reason"]
+IDENTITY_COLUMNS = [
+    "run_id",
+    "config_id",
+    "seed",
+    "label",
+    "experiments",
+    "kind",
+    "status",
+    "error",
+    "culprit_ranks",
+    "raw_dir",
+    "contaminated",
+    "weakened",
+    "outlier",
+    "caveats",
+    "measured_inputs",
+]
+LAYOUT_COLUMNS = [
+    "layout",
+    "model",
+    "world_size",
+    "nodes",
+    "procs_per_node",
+    "dp_replicate",
+    "dp_shard",
+    "tp",
+    "pp",
+    "global_batch",
+    "local_batch",
+    "seq_len",
+    "tokens_per_step",
+    "device",
+    "device_names",
+    "n_hosts",
+]
+THROUGHPUT_COLUMNS = [
+    "n_measured_steps",
+    "tokens_per_s",
+    "tokens_per_s_per_device",
+    "step_time_mean_s",
+    "step_time_rule",
+    "throughput_reason",
+]
+MFU_COLUMNS = [
+    "flops_per_token",
+    "flops_formula",
+    "mfu",
+    "mfu_peak_flops",
+    "mfu_peak_source",
+    "mfu_peak_dtype",
+    "mfu_reason",
+]
 MEMORY_COLUMNS = ["peak_memory_bytes", "peak_reserved_bytes", "peak_memory_kind", "alloc_retries"]
-ENERGY_COLUMNS = ["energy_j", "power_w_total", "power_w_per_gpu", "idle_power_w_total", "idle_power_w_per_gpu",
-                  "tokens_per_joule", "energy_method", "energy_scope", "energy_reason"]
-EXPOSED_COLUMNS = ["compute_s", "comm_s", "exposed_comm_s", "overlap_fraction", "exposed_comm_share",
-                   "exposed_comm_kind", "n_traces", "exposed_comm_reason"]
+ENERGY_COLUMNS = [
+    "energy_j",
+    "power_w_total",
+    "power_w_per_gpu",
+    "idle_power_w_total",
+    "idle_power_w_per_gpu",
+    "tokens_per_joule",
+    "energy_method",
+    "energy_scope",
+    "energy_reason",
+]
+EXPOSED_COLUMNS = [
+    "compute_s",
+    "comm_s",
+    "exposed_comm_s",
+    "overlap_fraction",
+    "exposed_comm_share",
+    "exposed_comm_kind",
+    "n_traces",
+    "exposed_comm_reason",
+]
 SPEC_COLUMNS = [SPEC_PREFIX + f.name for f in fields(RunSpec)]
-RUN_COLUMNS = (IDENTITY_COLUMNS + LAYOUT_COLUMNS + THROUGHPUT_COLUMNS + MFU_COLUMNS + MEMORY_COLUMNS
-               + ENERGY_COLUMNS + EXPOSED_COLUMNS + SPEC_COLUMNS)
+RUN_COLUMNS = (
+    IDENTITY_COLUMNS
+    + LAYOUT_COLUMNS
+    + THROUGHPUT_COLUMNS
+    + MFU_COLUMNS
+    + MEMORY_COLUMNS
+    + ENERGY_COLUMNS
+    + EXPOSED_COLUMNS
+    + SPEC_COLUMNS
+)
 
 # The numeric per-run metrics that the summary table summarises over seeds.
-METRICS = ("tokens_per_s", "tokens_per_s_per_device", "step_time_mean_s", "mfu", "peak_memory_bytes",
-           "energy_j", "power_w_total", "power_w_per_gpu", "idle_power_w_per_gpu", "tokens_per_joule",
-           "compute_s", "comm_s", "exposed_comm_s", "overlap_fraction", "exposed_comm_share")
+METRICS = (
+    "tokens_per_s",
+    "tokens_per_s_per_device",
+    "step_time_mean_s",
+    "mfu",
+    "peak_memory_bytes",
+    "energy_j",
+    "power_w_total",
+    "power_w_per_gpu",
+    "idle_power_w_per_gpu",
+    "tokens_per_joule",
+    "compute_s",
+    "comm_s",
+    "exposed_comm_s",
+    "overlap_fraction",
+    "exposed_comm_share",
+)
 REASON_COLUMNS = ("throughput_reason", "mfu_reason", "energy_reason", "exposed_comm_reason")
 NOT_ANALYSED = "traces not analysed (run_row(traces=False))"
 
@@ -93,16 +175,28 @@ def model_name(spec: RunSpec) -> str:
 
 def layout_columns(spec: RunSpec) -> dict:
     return {
-        "layout": spec.layout, "model": model_name(spec), "world_size": spec.world_size, "nodes": spec.nodes,
-        "procs_per_node": spec.procs_per_node, "dp_replicate": spec.dp_replicate, "dp_shard": spec.dp_shard,
-        "tp": spec.tp, "pp": spec.pp, "global_batch": spec.global_batch, "local_batch": spec.local_batch,
-        "seq_len": spec.seq_len, "tokens_per_step": spec.tokens_per_step, "device": spec.device,
+        "layout": spec.layout,
+        "model": model_name(spec),
+        "world_size": spec.world_size,
+        "nodes": spec.nodes,
+        "procs_per_node": spec.procs_per_node,
+        "dp_replicate": spec.dp_replicate,
+        "dp_shard": spec.dp_shard,
+        "tp": spec.tp,
+        "pp": spec.pp,
+        "global_batch": spec.global_batch,
+        "local_batch": spec.local_batch,
+        "seq_len": spec.seq_len,
+        "tokens_per_step": spec.tokens_per_step,
+        "device": spec.device,
     }
 
 
 def planned_columns(planned) -> dict:
-    return {"label": planned.label if planned is not None else None,
-            "experiments": list(planned.experiments) if planned is not None else []}
+    return {
+        "label": planned.label if planned is not None else None,
+        "experiments": list(planned.experiments) if planned is not None else [],
+    }
 
 
 def spec_of(log: RunLog) -> RunSpec:
@@ -122,12 +216,27 @@ def _null_metrics(reason: str) -> dict:
 def unread_row(planned, status: str, error: str, raw_dir: str | None) -> dict:
     """The row of a planned run whose directory is missing or unreadable (only with allow_missing)."""
     spec = planned.spec
-    row = {"run_id": planned.run_id, "config_id": getattr(planned, "config_id", spec.config_id), "seed": spec.seed,
-           "kind": "train",
-           "status": status, "error": error, "culprit_ranks": None, "raw_dir": raw_dir, "contaminated": None,
-           "weakened": [], "outlier": None, "caveats": [], "measured_inputs": None, **planned_columns(planned),
-           **layout_columns(spec), "device_names": None, "n_hosts": None,
-           **_null_metrics(f"run {status}"), **spec_columns(spec)}
+    row = {
+        "run_id": planned.run_id,
+        "config_id": getattr(planned, "config_id", spec.config_id),
+        "seed": spec.seed,
+        "kind": "train",
+        "status": status,
+        "error": error,
+        "culprit_ranks": None,
+        "raw_dir": raw_dir,
+        "contaminated": None,
+        "weakened": [],
+        "outlier": None,
+        "caveats": [],
+        "measured_inputs": None,
+        **planned_columns(planned),
+        **layout_columns(spec),
+        "device_names": None,
+        "n_hosts": None,
+        **_null_metrics(f"run {status}"),
+        **spec_columns(spec),
+    }
     return row
 
 
@@ -139,13 +248,22 @@ def run_row(log: RunLog, planned=None, raw_dir: str | None = None, *, traces: bo
     devices = (prov.get("devices") or {}).get("names") or []
     status = log.status["status"]
     row: dict[str, Any] = {
-        "run_id": log.run_id, "config_id": log.run.get("config_id", spec.config_id), "seed": spec.seed,
-        **planned_columns(planned), "kind": log.run.get("kind", "train"), "status": status,
-        "error": log.status.get("error"), "culprit_ranks": log.status.get("culprit_ranks") or [],
-        "raw_dir": raw_dir, "contaminated": (log.status.get("load") or {}).get("contaminated"),
-        "weakened": weakened_checks(log.run, log.status), "outlier": None,
-        "caveats": [], "measured_inputs": None,
-        **layout_columns(spec), "device_names": sorted(devices),
+        "run_id": log.run_id,
+        "config_id": log.run.get("config_id", spec.config_id),
+        "seed": spec.seed,
+        **planned_columns(planned),
+        "kind": log.run.get("kind", "train"),
+        "status": status,
+        "error": log.status.get("error"),
+        "culprit_ranks": log.status.get("culprit_ranks") or [],
+        "raw_dir": raw_dir,
+        "contaminated": (log.status.get("load") or {}).get("contaminated"),
+        "weakened": weakened_checks(log.run, log.status),
+        "outlier": None,
+        "caveats": [],
+        "measured_inputs": None,
+        **layout_columns(spec),
+        "device_names": sorted(devices),
         "n_hosts": len(prov.get("hosts") or []) or None,
     }
     row.update(spec_columns(spec))
@@ -163,8 +281,11 @@ def run_row(log: RunLog, planned=None, raw_dir: str | None = None, *, traces: bo
         row.update(_predicted(log, spec, row))
         return row
     row.update(_energy(log, spec, row))
-    row.update(_exposed_comm(log, row) if traces else {**{c: None for c in EXPOSED_COLUMNS},
-                                                        "exposed_comm_reason": NOT_ANALYSED})
+    row.update(
+        _exposed_comm(log, row)
+        if traces
+        else {**{c: None for c in EXPOSED_COLUMNS}, "exposed_comm_reason": NOT_ANALYSED}
+    )
     return row
 
 
@@ -188,22 +309,32 @@ def _predicted(log: RunLog, spec: RunSpec, row: dict) -> dict:
     step = row.get("step_time_mean_s")
     if v.get("power_w_per_gpu") is not None and step:
         total = v["power_w_per_gpu"] * spec.world_size
-        out.update(power_w_total=total, power_w_per_gpu=v["power_w_per_gpu"],
-                   energy_j=total * step * row["n_measured_steps"],
-                   energy_method=["predicted: scalestudy.perfmodel power model"],
-                   energy_scope=["GPU board power only (a model of NVML board power)"])
+        out.update(
+            power_w_total=total,
+            power_w_per_gpu=v["power_w_per_gpu"],
+            energy_j=total * step * row["n_measured_steps"],
+            energy_method=["predicted: scalestudy.perfmodel power model"],
+            energy_scope=["GPU board power only (a model of NVML board power)"],
+        )
         if v.get("idle_power_w_per_gpu") is not None:
-            out.update(idle_power_w_per_gpu=v["idle_power_w_per_gpu"],
-                       idle_power_w_total=v["idle_power_w_per_gpu"] * spec.world_size)
+            out.update(
+                idle_power_w_per_gpu=v["idle_power_w_per_gpu"],
+                idle_power_w_total=v["idle_power_w_per_gpu"] * spec.world_size,
+            )
         if row.get("_measured_tokens"):
             out["tokens_per_joule"] = row["_measured_tokens"] / out["energy_j"]
     else:
         out["energy_reason"] = "the model has no power calibration"
     comm, exposed = v.get("comm_s"), v.get("exposed_comm_s")
-    out.update(compute_s=v.get("compute_s"), comm_s=comm, exposed_comm_s=exposed,
-               overlap_fraction=(1.0 - exposed / comm) if comm else None,
-               exposed_comm_share=(exposed / step) if (exposed is not None and step) else None,
-               exposed_comm_kind=["predicted: scalestudy.perfmodel timeline"], n_traces=0)
+    out.update(
+        compute_s=v.get("compute_s"),
+        comm_s=comm,
+        exposed_comm_s=exposed,
+        overlap_fraction=(1.0 - exposed / comm) if comm else None,
+        exposed_comm_share=(exposed / step) if (exposed is not None and step) else None,
+        exposed_comm_kind=["predicted: scalestudy.perfmodel timeline"],
+        n_traces=0,
+    )
     if not comm:
         out["exposed_comm_reason"] = "the layout issues no communication"
     out[PREDICTED_BAND] = {m: b for m, b in (p.get("band") or {}).items()}
@@ -224,9 +355,13 @@ def _throughput(log: RunLog, spec: RunSpec) -> dict:
     except ValueError as e:
         out["throughput_reason"] = f"{log.path / 'metrics.jsonl'}: {e}"
         return out
-    out.update(n_measured_steps=t["n_steps"], tokens_per_s=t["tokens_per_s"],
-               tokens_per_s_per_device=t["tokens_per_s_per_device"], step_time_mean_s=t["step_time_mean_s"],
-               step_time_rule=t.get("step_time_rule"))
+    out.update(
+        n_measured_steps=t["n_steps"],
+        tokens_per_s=t["tokens_per_s"],
+        tokens_per_s_per_device=t["tokens_per_s_per_device"],
+        step_time_mean_s=t["step_time_mean_s"],
+        step_time_rule=t.get("step_time_rule"),
+    )
     out["_measured_tokens"] = t.get("tokens")
     return out
 
@@ -279,8 +414,12 @@ def _memory(log: RunLog) -> dict:
         if m.get("alloc_retries") is not None:
             retries = m["alloc_retries"] if retries is None else max(retries, m["alloc_retries"])
     kinds.discard(None)
-    out.update(peak_memory_bytes=peak, peak_reserved_bytes=reserved, peak_memory_kind=sorted(kinds) or None,
-               alloc_retries=retries)
+    out.update(
+        peak_memory_bytes=peak,
+        peak_reserved_bytes=reserved,
+        peak_memory_kind=sorted(kinds) or None,
+        alloc_retries=retries,
+    )
     return out
 
 
@@ -354,8 +493,11 @@ def _exposed_comm(log: RunLog, row: dict) -> dict:
     out = {c: None for c in EXPOSED_COLUMNS}
     profiles = _records(log, "profile")
     if not profiles:
-        out["exposed_comm_reason"] = "no profiler trace (profile_iters = 0)" \
-            if not log.spec.get("profile_iters") else "the run logged no profile record"
+        out["exposed_comm_reason"] = (
+            "no profiler trace (profile_iters = 0)"
+            if not log.spec.get("profile_iters")
+            else "the run logged no profile record"
+        )
         return out
     per_rank = []
     for rec in sorted(profiles, key=lambda r: (r["metadata"].get("rank", 0), r["value"].get("trace_file", ""))):
@@ -370,16 +512,28 @@ def _exposed_comm(log: RunLog, row: dict) -> dict:
             out["exposed_comm_reason"] = str(e)
             return out
         n = len(res.per_step) or 1
-        per_rank.append((res.compute_s / n, res.comm_s / n, res.exposed_comm_s / n, res.kind,
-                         math.fsum(s.wall_s for s in res.per_step) / n))
+        per_rank.append(
+            (
+                res.compute_s / n,
+                res.comm_s / n,
+                res.exposed_comm_s / n,
+                res.kind,
+                math.fsum(s.wall_s for s in res.per_step) / n,
+            )
+        )
     kinds = sorted({p[3] for p in per_rank})
     k = len(per_rank)
     compute = math.fsum(p[0] for p in per_rank) / k
     comm = math.fsum(p[1] for p in per_rank) / k
     exposed = math.fsum(p[2] for p in per_rank) / k
-    out.update(compute_s=compute, comm_s=comm, exposed_comm_s=exposed,
-               overlap_fraction=(1.0 - exposed / comm) if comm > 0 else None,
-               exposed_comm_kind=kinds, n_traces=k)
+    out.update(
+        compute_s=compute,
+        comm_s=comm,
+        exposed_comm_s=exposed,
+        overlap_fraction=(1.0 - exposed / comm) if comm > 0 else None,
+        exposed_comm_kind=kinds,
+        n_traces=k,
+    )
     # against the traced iterations themselves (tracing slows them, most of all on CPU): on CPU
     # traces the trace's own step windows, the ones its exposed time was clipped to; on GPU
     # traces (kernels run after the CPU window that launched them) the logged step times

@@ -177,7 +177,7 @@ def difference(a: Summary, b: Summary) -> Comparison:
     value = b.mean - a.mean
     if a.n < 2 or b.n < 2:
         return Comparison(value, None, None, a.n, b.n, "fewer than 2 seeds on a side: no interval")
-    va, vb = a.std ** 2 / a.n, b.std ** 2 / b.n
+    va, vb = a.std**2 / a.n, b.std**2 / b.n
     df = _welch_df(va, a.n, vb, b.n)
     if df is None:
         return Comparison(value, value, value, a.n, b.n, "zero spread over seeds")
@@ -187,6 +187,7 @@ def difference(a: Summary, b: Summary) -> Comparison:
 
 def from_columns(row: dict, metric: str) -> Summary:
     """A Summary back from a summary-table row's `<metric>_mean/_std/_ci95_low/_ci95_high/_n` columns."""
+
     def get(key):
         v = row.get(f"{metric}_{key}")
         if v is None or (isinstance(v, float) and math.isnan(v)) or v == "":

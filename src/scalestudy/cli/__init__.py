@@ -43,9 +43,12 @@ class _Version(argparse.Action):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="scalestudy", description="The `scalestudy` command.")
-    parser.add_argument("--version", action=_Version, nargs=0,
-                        help="the package version with the hashes of its analysis and model code, as outputs record "
-                             "them, and exit")
+    parser.add_argument(
+        "--version",
+        action=_Version,
+        nargs=0,
+        help="the package version with the hashes of its analysis and model code, as outputs record them, and exit",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND", help="one of:")
     for module in COMMAND_MODULES:
         importlib.import_module(module).register(sub)

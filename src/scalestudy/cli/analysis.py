@@ -42,6 +42,7 @@ def _fail(message: str) -> int:
 
 def _guard(fn):
     """Run a command; raw-log and missing-file errors exit 2 naming the file."""
+
     def run(args: argparse.Namespace) -> int:
         from scalestudy.measure.csv_format import UnreadableCsvError
         from scalestudy.analysis.provenance import ProvenanceError
@@ -61,6 +62,7 @@ def _guard(fn):
             return _fail(f"{e.filename}: cannot read ({e.strerror})")
         except OSError as e:  # a full disk while writing (rawlog.disk_error names the file), an I/O error
             return _fail(f"{e.filename}: {e.strerror}" if e.filename else (e.strerror or str(e)))
+
     run.__name__ = fn.__name__
     run.__doc__ = fn.__doc__
     return run
@@ -96,8 +98,10 @@ def cmd_figure(args: argparse.Namespace) -> int:
             print(_show(p))
         return 0
     if not (Path(study.tables_dir) / SUMMARY_FILE).exists():
-        return _fail(f"{_show(Path(study.tables_dir) / SUMMARY_FILE)}: missing; run "
-                     f"`scalestudy aggregate --study {study.name}` first")
+        return _fail(
+            f"{_show(Path(study.tables_dir) / SUMMARY_FILE)}: missing; run "
+            f"`scalestudy aggregate --study {study.name}` first"
+        )
     tables = load_tables(study.tables_dir)
     formats = [f for f in args.formats.split(",") if f]
     unknown = sorted(set(formats) - {"pdf", "png", "csv"})
@@ -133,8 +137,11 @@ def cmd_provenance(args: argparse.Namespace) -> int:
     else:
         print(format_text(prov), end="")
     if prov["problems"]:
-        print(f"scalestudy provenance: {len(prov['problems'])} problem(s): a raw-log file is missing, changed or "
-              f"unsealed (PROBLEM / MISMATCH above)", file=sys.stderr)
+        print(
+            f"scalestudy provenance: {len(prov['problems'])} problem(s): a raw-log file is missing, changed or "
+            f"unsealed (PROBLEM / MISMATCH above)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
@@ -152,16 +159,21 @@ def cmd_audit(args: argparse.Namespace) -> int:
         from scalestudy.measure.rawlog import atomic_write_text
 
         atomic_write_text(args.manifest, "".join(f"{d}  {_show(f)}\n" for f, d in sorted(manifest.items())))
-        print(f"scalestudy audit: the sha256 of {len(manifest)} outputs that follow from the raw logs: "
-              f"{_show(args.manifest)}", file=sys.stderr)
+        print(
+            f"scalestudy audit: the sha256 of {len(manifest)} outputs that follow from the raw logs: "
+            f"{_show(args.manifest)}",
+            file=sys.stderr,
+        )
     if problems:
         print(f"scalestudy audit: {len(problems)} problem(s) in study {study.name}", file=sys.stderr)
         return 1
     from scalestudy.measure.rawlog import find_runs
 
     runs = len(find_runs(study.raw_dir)) if Path(study.raw_dir).is_dir() else 0
-    print(f"scalestudy audit: study {study.name}: {len(manifest)} tables, claims and figures (data and images) "
-          f"follow from the raw logs of {runs} runs" + (", none made with a check weakened" if args.strict else ""))
+    print(
+        f"scalestudy audit: study {study.name}: {len(manifest)} tables, claims and figures (data and images) "
+        f"follow from the raw logs of {runs} runs" + (", none made with a check weakened" if args.strict else "")
+    )
     return 0
 
 
@@ -174,23 +186,31 @@ def cmd_rank_shares(args: argparse.Namespace) -> int:
     for p in rank_shares.write_tables(study):
         print(_show(p))
     shares, configs = rank_shares.tables(study, verify_checksums=False)
-    print(f"{LABEL.upper()} - study {study.name}: {sum(r['status'] != 'planned' for r in shares)} of "
-          f"{len(shares)} planned rank shares measured")
-    print(f"  {'model':<12}{'GPUs':>6}{'TP':>4}{'PP':>4}{'mb':>4}{'M':>4}  {'status':<9}{'stages':>7}"
-          f"{'rank step s':>13}{'peak GiB':>10}")
+    print(
+        f"{LABEL.upper()} - study {study.name}: {sum(r['status'] != 'planned' for r in shares)} of "
+        f"{len(shares)} planned rank shares measured"
+    )
+    print(
+        f"  {'model':<12}{'GPUs':>6}{'TP':>4}{'PP':>4}{'mb':>4}{'M':>4}  {'status':<9}{'stages':>7}"
+        f"{'rank step s':>13}{'peak GiB':>10}"
+    )
     for c in configs:
         if c["status"] == "planned":
             continue
         step = f"{c['rank_step_time_s']:.3f}" if c["rank_step_time_s"] else "-"
         peak = f"{c['peak_allocated_bytes'] / 2**30:.1f}" if c["peak_allocated_bytes"] else "-"
-        print(f"  {c['model']:<12}{c['world_size']:>6}{c['tp']:>4}{c['pp']:>4}{c['micro_batch']:>4}"
-              f"{c['pp_microbatches']:>4}  {c['status']:<9}{c['stages_measured']:>3}/{c['stages_planned']:<3}"
-              f"{step:>13}{peak:>10}")
+        print(
+            f"  {c['model']:<12}{c['world_size']:>6}{c['tp']:>4}{c['pp']:>4}{c['micro_batch']:>4}"
+            f"{c['pp_microbatches']:>4}  {c['status']:<9}{c['stages_measured']:>3}/{c['stages_planned']:<3}"
+            f"{step:>13}{peak:>10}"
+        )
     agree = rank_shares.agreement(shares)
     if agree:
-        print(f"agreement on one GPU (same shapes): real {agree['real_step_s']:.4f} s/step "
-              f"{agree['real_power_w'] or float('nan'):.0f} W, fake {agree['fake_step_s']:.4f} s/step "
-              f"{agree['fake_power_w'] or float('nan'):.0f} W")
+        print(
+            f"agreement on one GPU (same shapes): real {agree['real_step_s']:.4f} s/step "
+            f"{agree['real_power_w'] or float('nan'):.0f} W, fake {agree['fake_step_s']:.4f} s/step "
+            f"{agree['fake_power_w'] or float('nan'):.0f} W"
+        )
     return 0
 
 
@@ -205,16 +225,23 @@ def register(subparsers) -> None:
 
     p = subparsers.add_parser("aggregate", help="tables of a study from its raw logs (data/STUDY/tables/*.csv)")
     _study_options(p)
-    p.add_argument("--allow-missing", action="store_true",
-                   help="tabulate missing or unreadable planned runs as rows with that status instead of failing")
+    p.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="tabulate missing or unreadable planned runs as rows with that status instead of failing",
+    )
     p.set_defaults(func=cmd_aggregate)
 
     p = subparsers.add_parser("figure", help="draw a figure of a study from its tables (figures/STUDY/NAME.*)")
-    p.add_argument("name", choices=[*FIGURES, *LEDGER_FIGURES, "all"], metavar="NAME",
-                   help=f"one of {', '.join(FIGURES)} (from the study's tables; all: every one of them), or "
-                        f"{', '.join(LEDGER_FIGURES)} (redrawn from figures/STUDY/"
-                        f"{next(iter(LEDGER_FIGURES.values())).LEDGER_FILE}, the performance model's external "
-                        "ledger)")
+    p.add_argument(
+        "name",
+        choices=[*FIGURES, *LEDGER_FIGURES, "all"],
+        metavar="NAME",
+        help=f"one of {', '.join(FIGURES)} (from the study's tables; all: every one of them), or "
+        f"{', '.join(LEDGER_FIGURES)} (redrawn from figures/STUDY/"
+        f"{next(iter(LEDGER_FIGURES.values())).LEDGER_FILE}, the performance model's external "
+        "ledger)",
+    )
     _study_options(p)
     p.add_argument("--formats", default="pdf,png,csv", help="comma-separated subset of pdf,png,csv")
     p.set_defaults(func=cmd_figure)
@@ -224,27 +251,40 @@ def register(subparsers) -> None:
     p.add_argument("--print", action="store_true", help="also print claims.md")
     p.set_defaults(func=cmd_claims)
 
-    p = subparsers.add_parser("provenance", help="the runs, raw-log files and environment behind every row of a "
-                                                 "figure, table or claims file")
+    p = subparsers.add_parser(
+        "provenance", help="the runs, raw-log files and environment behind every row of a figure, table or claims file"
+    )
     p.add_argument("file", help="a figure's pdf/png/csv, a table csv, or claims.csv/claims.md")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.add_argument("--raw-dir", help="the study's raw-log directory (default: found from the file's place)")
     p.set_defaults(func=cmd_provenance)
 
-    p = subparsers.add_parser("rank-shares", help="tables of a study's rank shares (comm: fake): per-rank compute "
-                                                  "time, memory and status, and each configuration's stages "
-                                                  "put together (data/STUDY/tables/rank_*.csv)")
+    p = subparsers.add_parser(
+        "rank-shares",
+        help="tables of a study's rank shares (comm: fake): per-rank compute "
+        "time, memory and status, and each configuration's stages "
+        "put together (data/STUDY/tables/rank_*.csv)",
+    )
     _study_options(p)
     p.set_defaults(func=cmd_rank_shares)
 
-    p = subparsers.add_parser("audit", help="check that tables, claims and figures (data, PDF, PNG) follow from the "
-                                            "raw logs, and every raw-log checksum; exit 1 on a problem")
+    p = subparsers.add_parser(
+        "audit",
+        help="check that tables, claims and figures (data, PDF, PNG) follow from the "
+        "raw logs, and every raw-log checksum; exit 1 on a problem",
+    )
     _study_options(p)
     p.add_argument("--no-figures", action="store_true", help="skip the figures (CSV, PDF and PNG)")
-    p.add_argument("--strict", action="store_true",
-                   help="also refuse runs made with a check weakened (an override switch, the run guard off, an "
-                        "uncommitted checkout): what CI runs on the committed studies")
-    p.add_argument("--manifest", metavar="FILE",
-                   help="write the sha256 of every table, claims file and figure (CSV, PDF, PNG) that follows from "
-                        "the raw logs to FILE ('SHA256  PATH' lines)")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="also refuse runs made with a check weakened (an override switch, the run guard off, an "
+        "uncommitted checkout): what CI runs on the committed studies",
+    )
+    p.add_argument(
+        "--manifest",
+        metavar="FILE",
+        help="write the sha256 of every table, claims file and figure (CSV, PDF, PNG) that follows from "
+        "the raw logs to FILE ('SHA256  PATH' lines)",
+    )
     p.set_defaults(func=cmd_audit)

@@ -30,11 +30,15 @@ def _size(text: str) -> int:
 
 def add_collectives_spec_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--spec", help="a JSON or YAML file of CollectivesSpec fields; options below override it")
-    add_field_options(p.add_argument_group("benchmark specification (CollectivesSpec fields)"), CollectivesSpec, {
-        "ops": (_ops, ",".join(CollectivesSpec.ops) + "; comma-separated, or 'all'"),
-        "min_bytes": (_size, format_size(CollectivesSpec.min_bytes) + "; K/M/G suffixes allowed"),
-        "max_bytes": (_size, format_size(CollectivesSpec.max_bytes) + "; K/M/G suffixes allowed"),
-    })
+    add_field_options(
+        p.add_argument_group("benchmark specification (CollectivesSpec fields)"),
+        CollectivesSpec,
+        {
+            "ops": (_ops, ",".join(CollectivesSpec.ops) + "; comma-separated, or 'all'"),
+            "min_bytes": (_size, format_size(CollectivesSpec.min_bytes) + "; K/M/G suffixes allowed"),
+            "max_bytes": (_size, format_size(CollectivesSpec.max_bytes) + "; K/M/G suffixes allowed"),
+        },
+    )
 
 
 def collectives_spec_from_args(args: argparse.Namespace) -> CollectivesSpec:
@@ -50,8 +54,12 @@ def cmd_collectives(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("collectives", help="benchmark collectives (nccl-tests style) and write their raw log",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "collectives",
+        help="benchmark collectives (nccl-tests style) and write their raw log",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_collectives_spec_options(p)
     p.add_argument("--run-dir", help="the run's raw-log directory (default OUT_ROOT/RUN_ID)")
     p.add_argument("--out-root", default="runs", help="where run directories go (default ./runs)")

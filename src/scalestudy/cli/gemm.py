@@ -48,16 +48,27 @@ def cmd_gemm(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("gemm", help="time the matrix products of layouts on one GPU and write their raw log",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "gemm",
+        help="time the matrix products of layouts on one GPU and write their raw log",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--spec", help="a JSON or YAML file of GemmSpec fields; options below override it")
-    add_field_options(p.add_argument_group("benchmark specification (GemmSpec fields)"), GemmSpec, {
-        "layouts": (_list, "tiny/256/1; comma-separated MODEL/TOKENS/TP"),
-        "dtypes": (_list, "bf16; comma-separated"),
-    })
+    add_field_options(
+        p.add_argument_group("benchmark specification (GemmSpec fields)"),
+        GemmSpec,
+        {
+            "layouts": (_list, "tiny/256/1; comma-separated MODEL/TOKENS/TP"),
+            "dtypes": (_list, "bf16; comma-separated"),
+        },
+    )
     p.add_argument("--layouts-of", metavar="STUDY", help="also every layout of this study's configurations")
-    p.add_argument("--with-calibration", action="store_true",
-                   help="with --layouts-of: also the layouts of the runs the study's model is calibrated from")
+    p.add_argument(
+        "--with-calibration",
+        action="store_true",
+        help="with --layouts-of: also the layouts of the runs the study's model is calibrated from",
+    )
     p.add_argument("--run-dir", help="the run's raw-log directory (default OUT_ROOT/RUN_ID)")
     p.add_argument("--out-root", default="runs", help="where run directories go (default ./runs)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")

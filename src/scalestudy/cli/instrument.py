@@ -22,14 +22,26 @@ from scalestudy.spec.run import spec_with_overrides
 
 # NAME -> (module of scalestudy.harness.instruments, its run function, what it measures)
 INSTRUMENTS = {
-    "matmul-sweep": ("matmul_sweep", "run_matmul_sweep",
-                     "the best achievable bf16 matrix-product rate over a sweep of shapes (MAMF-style)"),
-    "power-duty": ("power_duty", "run_power_duty",
-                   "GPU board power under duty cycles of matrix products, copies and idle gaps"),
-    "comm-power": ("comm_power", "run_comm_power",
-                   "GPU board power while thread blocks poll and reduce as NCCL's channels do (needs cupy)"),
-    "burst-rate": ("burst_rate", "run_burst_rate",
-                   "the rate and power of matrix products in short bursts against back to back"),
+    "matmul-sweep": (
+        "matmul_sweep",
+        "run_matmul_sweep",
+        "the best achievable bf16 matrix-product rate over a sweep of shapes (MAMF-style)",
+    ),
+    "power-duty": (
+        "power_duty",
+        "run_power_duty",
+        "GPU board power under duty cycles of matrix products, copies and idle gaps",
+    ),
+    "comm-power": (
+        "comm_power",
+        "run_comm_power",
+        "GPU board power while thread blocks poll and reduce as NCCL's channels do (needs cupy)",
+    ),
+    "burst-rate": (
+        "burst_rate",
+        "run_burst_rate",
+        "the rate and power of matrix products in short bursts against back to back",
+    ),
 }
 _ELEMENT_TYPES: dict[str, Callable[[str], object]] = {"int": int, "float": float, "str": str}
 
@@ -37,6 +49,7 @@ _ELEMENT_TYPES: dict[str, Callable[[str], object]] = {"int": int, "float": float
 def _list_of(kind: Callable[[str], object]) -> Callable[[str], tuple]:
     def parse(text: str) -> tuple:
         return tuple(kind(t.strip()) for t in text.split(",") if t.strip())
+
     return parse
 
 
@@ -46,7 +59,7 @@ def _tuple_options(cls: type) -> dict[str, tuple[Callable[[str], tuple], str]]:
     for f in fields(cls):
         text = str(f.type)
         if text.startswith("tuple["):
-            kind = _ELEMENT_TYPES[text[len("tuple["):].split(",")[0].strip()]
+            kind = _ELEMENT_TYPES[text[len("tuple[") :].split(",")[0].strip()]
             default = f.default if f.default is not MISSING else ()
             out[f.name] = (_list_of(kind), ",".join(map(str, default)) + "; comma-separated")
     return out
@@ -63,16 +76,21 @@ def cmd_instrument(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    p = subparsers.add_parser("instrument", help="measure one GPU for the performance model (matmul sweep, power "
-                              "duty cycles, communication power, burst rate) and write the raw log",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "instrument",
+        help="measure one GPU for the performance model (matmul sweep, power "
+        "duty cycles, communication power, burst rate) and write the raw log",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = p.add_subparsers(dest="instrument", required=True, metavar="NAME", help="one of:")
     for name, (_, _, what) in INSTRUMENTS.items():
         cls = SPECS[name]
         q = sub.add_parser(name, help=what, description=f"{what} ({cls.__name__}, spec/instruments.py)")
         q.add_argument("--spec", help=f"a JSON or YAML file of {cls.__name__} fields; options below override it")
-        add_field_options(q.add_argument_group(f"measurement specification ({cls.__name__} fields)"), cls,
-                          _tuple_options(cls))
+        add_field_options(
+            q.add_argument_group(f"measurement specification ({cls.__name__} fields)"), cls, _tuple_options(cls)
+        )
         q.add_argument("--run-dir", help="the run's raw-log directory (default OUT_ROOT/RUN_ID)")
         q.add_argument("--out-root", default="runs", help="where run directories go (default ./runs)")
         q.add_argument("--quiet", action="store_true", help="no progress lines")

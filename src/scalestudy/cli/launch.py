@@ -35,8 +35,10 @@ def _load_spec(args: argparse.Namespace):
             raise _Usage("--study needs --run-id (one run) or --budget-gpu-s (its missing runs)")
         study = load_study(args.study, args.root)
         if not study.launch:
-            raise _Usage(f"study {study.name!r} is not launched by the workflow (launch: false): its figures "
-                         f"come from the raw logs committed under {study.raw_dir}")
+            raise _Usage(
+                f"study {study.name!r} is not launched by the workflow (launch: false): its figures "
+                f"come from the raw logs committed under {study.raw_dir}"
+            )
         try:
             spec = study.run(args.run_id).spec
         except KeyError:
@@ -45,8 +47,14 @@ def _load_spec(args: argparse.Namespace):
             except KeyError:
                 raise _Usage(f"study {study.name!r} plans no run {args.run_id!r}") from None
         run_dir = Path(args.run_dir) if args.run_dir else study.raw_dir / spec.run_id
-        return spec, run_dir, study.time_limit_s, study.peak_tflops, _study_sink(study), \
-            {"study": study.name, "hardware": study.hardware}
+        return (
+            spec,
+            run_dir,
+            study.time_limit_s,
+            study.peak_tflops,
+            _study_sink(study),
+            {"study": study.name, "hardware": study.hardware},
+        )
     path = args.spec_json or args.collectives_json
     data = json.loads(Path(path).read_text())
     spec = CollectivesSpec.from_dict(data) if args.collectives_json else RunSpec.from_dict(data)
@@ -97,9 +105,17 @@ def cmd_launch_one(args: argparse.Namespace) -> int:
             os.environ[PEAK_TFLOPS_ENV] = str(peak)
         if sink is not None:  # the workers' metrics sink: the study's
             os.environ[metrics_sink.SINK_ENV] = metrics_sink.to_env(sink)
-        outcome = launch(spec, run_dir, time_limit_s=args.time_limit_s or study_limit, log_path=args.log,
-                         grace_s=args.grace_s, attempt=args.attempt, max_attempts=max(args.max_attempts, args.attempt),
-                         site=site, identity=identity)
+        outcome = launch(
+            spec,
+            run_dir,
+            time_limit_s=args.time_limit_s or study_limit,
+            log_path=args.log,
+            grace_s=args.grace_s,
+            attempt=args.attempt,
+            max_attempts=max(args.max_attempts, args.attempt),
+            site=site,
+            identity=identity,
+        )
     except (_Usage, LaunchError, SiteError, metrics_sink.SinkUnavailable) as e:
         print(f"scalestudy launch: {e}", file=sys.stderr)
         return EXIT_USAGE
@@ -122,14 +138,19 @@ def _launch_in_budget(args: argparse.Namespace) -> int:
     from scalestudy.spec.studies import load_study
 
     if not args.study or args.run_id or args.run_dir:
-        print("scalestudy launch: --budget-gpu-s needs --study, and launches its runs into their own "
-              "directories (no --run-id, no --run-dir)", file=sys.stderr)
+        print(
+            "scalestudy launch: --budget-gpu-s needs --study, and launches its runs into their own "
+            "directories (no --run-id, no --run-dir)",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     try:
         study = load_study(args.study, args.root)
         if not study.launch:
-            raise _Usage(f"study {study.name!r} is not launched (launch: false): its figures come from the raw logs "
-                         f"committed under {study.raw_dir}")
+            raise _Usage(
+                f"study {study.name!r} is not launched (launch: false): its figures come from the raw logs "
+                f"committed under {study.raw_dir}"
+            )
         plan = plan_budget(study, args.budget_gpu_s, load_site(root=args.root), time_limit_s=args.time_limit_s)
     except (_Usage, BudgetTooSmall, SiteError) as e:
         print(f"scalestudy launch: {e}", file=sys.stderr)
@@ -142,8 +163,11 @@ def _launch_in_budget(args: argparse.Namespace) -> int:
         for i, run in enumerate(plan.chosen):
             code = cmd_launch_one(argparse.Namespace(**{**vars(args), "run_id": run.run_id, "budget_gpu_s": None}))
             if code in (1, EXIT_USAGE):
-                print(f"scalestudy launch: stopped at {run.run_id} (exit {code}); {len(plan.chosen) - i - 1} runs "
-                      "of this budget not started", file=sys.stderr)
+                print(
+                    f"scalestudy launch: stopped at {run.run_id} (exit {code}); {len(plan.chosen) - i - 1} runs "
+                    "of this budget not started",
+                    file=sys.stderr,
+                )
                 return code
             worst = max(worst, code)
     finally:
@@ -173,27 +197,51 @@ def cmd_study(args: argparse.Namespace) -> int:
     cost = study_cost(study, site, expected=not args.no_expected, root=args.root)
     budget, budget_source = budget_of(study, site)
     if args.json:
-        print(json.dumps({
-            "name": study.name, "hardware": study.hardware, "launch": study.launch, "figures": list(study.figures),
-            "runs": [{"run_id": r.run_id, "label": r.label, "experiments": list(r.experiments),
-                      "world_size": r.spec.world_size, "resources": job_resources(r.spec, study.time_limit_s, site)}
-                     for r in study.runs],
-            "collectives": [{"run_id": c.run_id, "world_size": c.world_size} for c in study.collectives],
-            "dropped": [{"experiment": d.experiment, "point": d.point, "reason": d.reason} for d in study.dropped],
-            "cost": {"unit": cost.unit, "jobs": cost.jobs, "requested_h": cost.requested_h,
-                     "expected_h": cost.expected_h, "expected_from": cost.expected_from,
-                     "by_size": [dataclasses.asdict(r) for r in cost.rows],
-                     "budget_h": budget, "budget_source": budget_source or None},
-        }, indent=1))
+        print(
+            json.dumps(
+                {
+                    "name": study.name,
+                    "hardware": study.hardware,
+                    "launch": study.launch,
+                    "figures": list(study.figures),
+                    "runs": [
+                        {
+                            "run_id": r.run_id,
+                            "label": r.label,
+                            "experiments": list(r.experiments),
+                            "world_size": r.spec.world_size,
+                            "resources": job_resources(r.spec, study.time_limit_s, site),
+                        }
+                        for r in study.runs
+                    ],
+                    "collectives": [{"run_id": c.run_id, "world_size": c.world_size} for c in study.collectives],
+                    "dropped": [
+                        {"experiment": d.experiment, "point": d.point, "reason": d.reason} for d in study.dropped
+                    ],
+                    "cost": {
+                        "unit": cost.unit,
+                        "jobs": cost.jobs,
+                        "requested_h": cost.requested_h,
+                        "expected_h": cost.expected_h,
+                        "expected_from": cost.expected_from,
+                        "by_size": [dataclasses.asdict(r) for r in cost.rows],
+                        "budget_h": budget,
+                        "budget_source": budget_source or None,
+                    },
+                },
+                indent=1,
+            )
+        )
         return 0
     print(f"study {study.name}: {study.hardware}" + ("" if study.launch else " (not launched: committed raw logs)"))
-    print(f"{len(study.runs)} runs ({len({r.spec.config_id for r in study.runs})} configurations), "
-          f"{len(study.collectives)} collectives benchmarks; figures: {', '.join(study.figures)}")
+    print(
+        f"{len(study.runs)} runs ({len({r.spec.config_id for r in study.runs})} configurations), "
+        f"{len(study.collectives)} collectives benchmarks; figures: {', '.join(study.figures)}"
+    )
     for r in study.runs:
         if r.spec.seed == study.runs[0].spec.seed or args.all_seeds:
             model = r.spec.model + (f"/{r.spec.n_layers}L" if r.spec.n_layers else "")
-            print(f"  {model:<14} {r.spec.world_size:>5} procs {r.label:<32} {','.join(r.experiments):<48} "
-                  f"{r.run_id}")
+            print(f"  {model:<14} {r.spec.world_size:>5} procs {r.label:<32} {','.join(r.experiments):<48} {r.run_id}")
     for c in study.collectives:
         print(f"  {'collectives':<14} {c.world_size:>5} procs {c.run_id}")
     for d in study.dropped:
@@ -217,8 +265,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     study = load_study(args.study, args.root)
     st = study_status(study, load_site(root=args.root))
     # where SLURM is (squeue on PATH), its queue too: a job pending there has no attempt directory yet
-    st = dataclasses.replace(st, queue=queued_runs(study.name, [r.run_id for r in study.runs]
-                                                   + [c.run_id for c in study.collectives]))
+    st = dataclasses.replace(
+        st, queue=queued_runs(study.name, [r.run_id for r in study.runs] + [c.run_id for c in study.collectives])
+    )
     if args.json:
         print(json.dumps(dataclasses.asdict(st), indent=1))
     else:
@@ -227,33 +276,63 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("launch", help="run one planned run on this host under a time limit (workflow jobs)",
-                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "launch",
+        help="run one planned run on this host under a time limit (workflow jobs)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--study", help="a study name (workflow/studies/NAME.yaml) or YAML path; needs --run-id")
     src.add_argument("--spec-json", help="a JSON file of RunSpec fields")
     src.add_argument("--collectives-json", help="a JSON file of CollectivesSpec fields")
     p.add_argument("--run-id", help="the planned run (training or collectives) to launch")
-    p.add_argument("--budget-gpu-s", type=float, default=None,
-                   help="with --study, no --run-id: launch the study's missing runs in its order, each charged its "
-                        "devices x time limit, until the next would exceed this many device-seconds; a later call "
-                        "goes on from there [unit: device-seconds (GPU or CPU process); allowed: > 0]")
+    p.add_argument(
+        "--budget-gpu-s",
+        type=float,
+        default=None,
+        help="with --study, no --run-id: launch the study's missing runs in its order, each charged its "
+        "devices x time limit, until the next would exceed this many device-seconds; a later call "
+        "goes on from there [unit: device-seconds (GPU or CPU process); allowed: > 0]",
+    )
     p.add_argument("--root", default=".", help="the repository root (default .)")
     p.add_argument("--run-dir", help="the raw-log directory (default data/STUDY/raw/RUN_ID, or runs/RUN_ID)")
     p.add_argument("--log", help="write torchrun's output here (default: this terminal)")
-    p.add_argument("--time-limit-s", type=float, default=None,
-                   help=help_line("wall-clock limit of the run", unit="s", allowed="> 0",
-                                  default="the study's time_limit_s, else estimated from the spec"))
-    p.add_argument("--grace-s", type=float, default=30.0,
-                   help=help_line("after SIGTERM at the limit, kill after this long", unit="s", allowed=">= 0",
-                                  default=30))
-    p.add_argument("--attempt", type=int, default=1,
-                   help=help_line("this attempt at the run (the workflow's)", unit="attempts", allowed=">= 1",
-                                  default=1))
-    p.add_argument("--max-attempts", type=int, default=1,
-                   help=help_line("attempts the workflow makes; before the last, a run stopped by a time limit or a "
-                                  "preemption exits 3 so that it runs again", unit="attempts", allowed=">= 1",
-                                  default="1: the status is data at once"))
+    p.add_argument(
+        "--time-limit-s",
+        type=float,
+        default=None,
+        help=help_line(
+            "wall-clock limit of the run",
+            unit="s",
+            allowed="> 0",
+            default="the study's time_limit_s, else estimated from the spec",
+        ),
+    )
+    p.add_argument(
+        "--grace-s",
+        type=float,
+        default=30.0,
+        help=help_line("after SIGTERM at the limit, kill after this long", unit="s", allowed=">= 0", default=30),
+    )
+    p.add_argument(
+        "--attempt",
+        type=int,
+        default=1,
+        help=help_line("this attempt at the run (the workflow's)", unit="attempts", allowed=">= 1", default=1),
+    )
+    p.add_argument(
+        "--max-attempts",
+        type=int,
+        default=1,
+        help=help_line(
+            "attempts the workflow makes; before the last, a run stopped by a time limit or a "
+            "preemption exits 3 so that it runs again",
+            unit="attempts",
+            allowed=">= 1",
+            default="1: the status is data at once",
+        ),
+    )
     p.set_defaults(func=cmd_launch)
 
     p = subparsers.add_parser("study", help="list a study's planned runs, labels, experiments and dropped points")
@@ -261,13 +340,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--root", default=".", help="the repository root (default .)")
     p.add_argument("--json", action="store_true", help="machine-readable, with each run's job resources")
     p.add_argument("--all-seeds", action="store_true", help="list every seed, not only the first")
-    p.add_argument("--no-expected", action="store_true",
-                   help="skip the performance model's expected GPU-hours (it calibrates first: seconds)")
+    p.add_argument(
+        "--no-expected",
+        action="store_true",
+        help="skip the performance model's expected GPU-hours (it calibrates first: seconds)",
+    )
     p.set_defaults(func=cmd_study)
 
-    p = subparsers.add_parser("status", help="a study in flight: jobs done (by status), running, failed and left; "
-                                             "GPU-hours spent and to come; where squeue is on PATH, the "
-                                             "runs' SLURM jobs pending and running")
+    p = subparsers.add_parser(
+        "status",
+        help="a study in flight: jobs done (by status), running, failed and left; "
+        "GPU-hours spent and to come; where squeue is on PATH, the "
+        "runs' SLURM jobs pending and running",
+    )
     p.add_argument("--study", required=True, help="a study name or YAML path")
     p.add_argument("--root", default=".", help="the repository root (default .)")
     p.add_argument("--json", action="store_true", help="machine-readable")

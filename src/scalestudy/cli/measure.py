@@ -19,8 +19,10 @@ def cmd_flops(args: argparse.Namespace) -> int:
         print(f"scalestudy flops: --seq-len must be at least 1, got {args.seq_len}", file=sys.stderr)
         return 2
     if args.model not in catalog.models():
-        print(f"scalestudy flops: unknown model {args.model!r}; the catalog has {', '.join(sorted(catalog.models()))}",
-              file=sys.stderr)
+        print(
+            f"scalestudy flops: unknown model {args.model!r}; the catalog has {', '.join(sorted(catalog.models()))}",
+            file=sys.stderr,
+        )
         return 2
     print(json.dumps({"model": args.model, **flops_per_token(args.model, args.seq_len)}, indent=1))
     return 0
@@ -51,13 +53,22 @@ def cmd_exposed(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("flops", help="model FLOPs per token (6*N_non_embedding + 12*L*d*T) of a named model")
     p.add_argument("--model", required=True, help="a model of the catalog (scalestudy/spec/catalog/models.yaml)")
-    p.add_argument("--seq-len", type=int, default=4096,
-                   help=help_line("sequence length T", unit="tokens", allowed=">= 1", default="4096, the study's"))
+    p.add_argument(
+        "--seq-len",
+        type=int,
+        default=4096,
+        help=help_line("sequence length T", unit="tokens", allowed=">= 1", default="4096, the study's"),
+    )
     p.set_defaults(func=cmd_flops)
 
-    p = subparsers.add_parser("exposed", help="compute, communication and exposed communication of profiler "
-                                              "traces (one per rank), summed and per rank")
+    p = subparsers.add_parser(
+        "exposed",
+        help="compute, communication and exposed communication of profiler traces (one per rank), summed and per rank",
+    )
     p.add_argument("traces", nargs="+", metavar="TRACE", help="torch.profiler Chrome traces (.json.gz or .json)")
-    p.add_argument("--hta", action="store_true",
-                   help="also report HolisticTraceAnalysis's overlap per rank (GPU traces; needs the hta extra)")
+    p.add_argument(
+        "--hta",
+        action="store_true",
+        help="also report HolisticTraceAnalysis's overlap per rank (GPU traces; needs the hta extra)",
+    )
     p.set_defaults(func=cmd_exposed)

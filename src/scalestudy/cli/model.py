@@ -66,13 +66,18 @@ def _study_prediction(args: argparse.Namespace):
     from scalestudy.spec.run import RunSpec
     from scalestudy.spec.studies import load_study
 
-    given = [f"--{k.replace('_', '-')}" for k in [*choices(), *(f.name for f in fields(RunSpec))]
-             if getattr(args, k, None) is not None]
+    given = [
+        f"--{k.replace('_', '-')}"
+        for k in [*choices(), *(f.name for f in fields(RunSpec))]
+        if getattr(args, k, None) is not None
+    ]
     given += ["--cluster"] * bool(args.cluster) + ["--set"] * bool(args.set) + ["--spec"] * bool(args.spec)
     given += ["--calibration"] * (args.calibration != [DEFAULT_CALIBRATION])
     if given:
-        raise ValueError(f"--study prints the study's own prediction: its cluster, options, calibration and spec "
-                         f"come from the study; drop {', '.join(given)} (or predict with --cluster instead)")
+        raise ValueError(
+            f"--study prints the study's own prediction: its cluster, options, calibration and spec "
+            f"come from the study; drop {', '.join(given)} (or predict with --cluster instead)"
+        )
     if not args.run_id:
         raise ValueError("--study needs --run-id RUN_ID (`scalestudy plan --study STUDY` lists them)")
     study = load_study(args.study, args.root)
@@ -111,41 +116,62 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=1, sort_keys=True, default=str))
         return 0
     v, b = p.values, p.band
-    print(f"PREDICTED (scalestudy.perfmodel, not measured): {args.run_id or p.run_id}"
-          + (f" of study {args.study}, as its raw log holds it" if args.study else ""))
-    print(f"cluster {cluster.name} ({cluster.gpu}, {cluster.gpus_per_node} a node); layout {p.label}; "
-          f"{spec.world_size} GPUs; global batch {spec.global_batch} x {spec.seq_len}")
-    rows = [("step time (s)", "step_time_s", 1, "{:.4f}"), ("tokens/s (global)", "tokens_per_s", 1, "{:.4g}"),
-            ("tokens/s per device", "tokens_per_s_per_device", 1, "{:.1f}"), ("MFU (%)", "mfu", 100, "{:.2f}"),
-            ("computation (s)", "compute_s", 1, "{:.4f}"), ("communication (s)", "comm_s", 1, "{:.4f}"),
-            ("exposed communication (s)", "exposed_comm_s", 1, "{:.4f}"),
-            ("GPU power per GPU (W)", "power_w_per_gpu", 1, "{:.0f}"),
-            ("tokens per joule", "tokens_per_joule", 1, "{:.4g}")]
+    print(
+        f"PREDICTED (scalestudy.perfmodel, not measured): {args.run_id or p.run_id}"
+        + (f" of study {args.study}, as its raw log holds it" if args.study else "")
+    )
+    print(
+        f"cluster {cluster.name} ({cluster.gpu}, {cluster.gpus_per_node} a node); layout {p.label}; "
+        f"{spec.world_size} GPUs; global batch {spec.global_batch} x {spec.seq_len}"
+    )
+    rows = [
+        ("step time (s)", "step_time_s", 1, "{:.4f}"),
+        ("tokens/s (global)", "tokens_per_s", 1, "{:.4g}"),
+        ("tokens/s per device", "tokens_per_s_per_device", 1, "{:.1f}"),
+        ("MFU (%)", "mfu", 100, "{:.2f}"),
+        ("computation (s)", "compute_s", 1, "{:.4f}"),
+        ("communication (s)", "comm_s", 1, "{:.4f}"),
+        ("exposed communication (s)", "exposed_comm_s", 1, "{:.4f}"),
+        ("GPU power per GPU (W)", "power_w_per_gpu", 1, "{:.0f}"),
+        ("tokens per joule", "tokens_per_joule", 1, "{:.4g}"),
+    ]
     for name, key, sc, f in rows:
         lo, hi = b.get(key, [None, None])
         print(f"  {name:28s} {_fmt(v.get(key), sc, f):>10s}   band [{_fmt(lo, sc, f)}, {_fmt(hi, sc, f)}]")
     if v.get("straggler_s"):
-        print(f"  {'waiting for the slowest rank (s)':28s} {v['straggler_s']:>10.4f}   (in computation: "
-              f"x {v['straggler_factor']:.4f})")
+        print(
+            f"  {'waiting for the slowest rank (s)':28s} {v['straggler_s']:>10.4f}   (in computation: "
+            f"x {v['straggler_factor']:.4f})"
+        )
     if v.get("overlap_slowdown_s"):
-        print(f"  {'computation slowed by overlap (s)':28s} {v['overlap_slowdown_s']:>10.4f}   (overlap_slowdown "
-              f"{v['overlap_slowdown']:g}: counted in computation)")
+        print(
+            f"  {'computation slowed by overlap (s)':28s} {v['overlap_slowdown_s']:>10.4f}   (overlap_slowdown "
+            f"{v['overlap_slowdown']:g}: counted in computation)"
+        )
     if v.get("burst_speedup", 1.0) != 1.0:
-        print(f"  {'bursts at full clock':28s} {'x ' + format(v['burst_speedup'], '.4f'):>10s}   (computation in "
-              f"bursts shorter than the power limiter's window, option burst_speedup)")
+        print(
+            f"  {'bursts at full clock':28s} {'x ' + format(v['burst_speedup'], '.4f'):>10s}   (computation in "
+            f"bursts shorter than the power limiter's window, option burst_speedup)"
+        )
     if v.get("compute_burst_s"):
-        print(f"  {'computation bursts (s)':28s} {v['compute_burst_s']:>10.4f}   (computation between exposed waits: "
-              f"the power limiter's window)")
+        print(
+            f"  {'computation bursts (s)':28s} {v['compute_burst_s']:>10.4f}   (computation between exposed waits: "
+            f"the power limiter's window)"
+        )
     if v.get("bubble_s"):
         print(f"  {'pipeline bubble (s)':28s} {v['bubble_s']:>10.4f}   (counted in exposed communication)")
-    print(f"  memory estimate {v['memory_estimate_gib']:.1f} GiB of {cluster.v('memory_gib'):g}"
-          f"{'' if v['fits_memory'] else '  (DOES NOT FIT)'}")
+    print(
+        f"  memory estimate {v['memory_estimate_gib']:.1f} GiB of {cluster.v('memory_gib'):g}"
+        f"{'' if v['fits_memory'] else '  (DOES NOT FIT)'}"
+    )
     print("collectives a step (one GPU):")
     for c in p.collectives:
         g = c["group"]
-        print(f"  {c['name']:22s} {c['unit']:9s} {c['size_bytes'] / 2**20:10.1f} MiB x {c['calls']:5d} over "
-              f"{g['n']} ranks on {g['nodes']} node(s): {1e3 * c['time_each_s']:.3f} ms each, "
-              f"{c['time_per_step_s']:.4f} s a step ({c['stream']} stream)")
+        print(
+            f"  {c['name']:22s} {c['unit']:9s} {c['size_bytes'] / 2**20:10.1f} MiB x {c['calls']:5d} over "
+            f"{g['n']} ranks on {g['nodes']} node(s): {1e3 * c['time_each_s']:.3f} ms each, "
+            f"{c['time_per_step_s']:.4f} s a step ({c['stream']} stream)"
+        )
     s = p.sources
     measured = s["calibrated_from_measurements"]
     print("calibrated from measurements: " + "; ".join(f"{k}: {x}" for k, x in measured.items() if x))
@@ -179,8 +205,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
                 render(out, args.figure)
         if args.json:
-            print(json.dumps({"rows": [r.as_dict() for r in rows], "groups": group_summary(data, rows)}, indent=1,
-                             sort_keys=True, default=str))
+            print(
+                json.dumps(
+                    {"rows": [r.as_dict() for r in rows], "groups": group_summary(data, rows)},
+                    indent=1,
+                    sort_keys=True,
+                    default=str,
+                )
+            )
         else:
             sys.stdout.write(format_ledger(data, rows))
         return 0
@@ -203,10 +235,12 @@ def cmd_clusters(args: argparse.Namespace) -> int:
         print(json.dumps([c.as_dict() for c in out], indent=1, sort_keys=True))
         return 0
     for c in out:
-        print(f"{c.name}: {c.gpu}, {c.gpus_per_node} a node, up to {c.max_gpus} GPUs; "
-              f"peak {c.peak_flops / 1e12:g} TFLOP/s, HBM {c.hbm / 1e12:g} TB/s, "
-              f"NVLink {c.v('intra_node_GBps'):g} GB/s, "
-              f"NIC {c.v('inter_node_GBps'):g} GB/s a GPU; assumed: {', '.join(c.assumed())}")
+        print(
+            f"{c.name}: {c.gpu}, {c.gpus_per_node} a node, up to {c.max_gpus} GPUs; "
+            f"peak {c.peak_flops / 1e12:g} TFLOP/s, HBM {c.hbm / 1e12:g} TB/s, "
+            f"NVLink {c.v('intra_node_GBps'):g} GB/s, "
+            f"NIC {c.v('inter_node_GBps'):g} GB/s a GPU; assumed: {', '.join(c.assumed())}"
+        )
     return 0
 
 
@@ -246,8 +280,9 @@ def cmd_sensitivity(args: argparse.Namespace) -> int:
     if not study.prediction:
         raise ValueError(f"study {study.name!r} has no prediction section ({study.source})")
     cal = calibrate(list(study.prediction["calibration"]), root)
-    paths = write_tables(cal, args.out_dir or study.tables_dir, root,
-                         ModelOptions.from_dict(study.prediction.get("options")), study)
+    paths = write_tables(
+        cal, args.out_dir or study.tables_dir, root, ModelOptions.from_dict(study.prediction.get("options")), study
+    )
     print("claim sensitivity: " + ", ".join(str(p) for p in paths))
     return 0
 
@@ -264,7 +299,10 @@ def cmd_gemm_factors(args: argparse.Namespace) -> int:
         cells = []
         for dtype in ("bf16", "fp8"):
             rate, s = r[f"{dtype}_tflops"], r[f"{dtype}_S"]
-            cells += [f"{rate:>7.0f}" if rate is not None else f"{'-':>7}", f"{s:>6.3f}" if s is not None else f"{'-':>6}"]
+            cells += [
+                f"{rate:>7.0f}" if rate is not None else f"{'-':>7}",
+                f"{s:>6.3f}" if s is not None else f"{'-':>6}",
+            ]
         print(f"{r['layout']:<24} " + " ".join(cells))
     return 0
 
@@ -280,6 +318,7 @@ def _guard(fn):
         except (ClusterError, RawLogError, SpecError, ValueError, FileNotFoundError) as e:
             print(f"scalestudy model: {e}", file=sys.stderr)
             return 2
+
     return run
 
 
@@ -293,13 +332,21 @@ def add_model_options(q: argparse.ArgumentParser) -> None:
         flag = f"--{name.replace('_', '-')}"
         d = getattr(default, name)
         if allowed is None:
-            g.add_argument(flag, action=argparse.BooleanOptionalAction, default=None,
-                           help=f"{MEANING[name]} (default {'yes' if d else 'no'})")
+            g.add_argument(
+                flag,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=f"{MEANING[name]} (default {'yes' if d else 'no'})",
+            )
         elif allowed is float:
             g.add_argument(flag, type=float, default=None, help=f"{MEANING[name]} (default {d:g})")
         else:
-            g.add_argument(flag, choices=allowed, default=None,
-                           help=f"{MEANING[name]} (default {d if d is not None else 'as the run specification says'})")
+            g.add_argument(
+                flag,
+                choices=allowed,
+                default=None,
+                help=f"{MEANING[name]} (default {d if d is not None else 'as the run specification says'})",
+            )
 
 
 def register(subparsers) -> None:
@@ -310,21 +357,40 @@ def register(subparsers) -> None:
 
     def common(q):
         q.add_argument("--root", default=".", help="the project root (workflow/clusters, data)")
-        q.add_argument("--calibration", nargs="+", default=[DEFAULT_CALIBRATION],
-                       help=f"raw-log directories of measured runs to calibrate from (default {DEFAULT_CALIBRATION})")
+        q.add_argument(
+            "--calibration",
+            nargs="+",
+            default=[DEFAULT_CALIBRATION],
+            help=f"raw-log directories of measured runs to calibrate from (default {DEFAULT_CALIBRATION})",
+        )
         q.add_argument("--json", action="store_true", help="print JSON")
 
-    q = sub.add_parser("predict", help="predict one RunSpec on a cluster, or one run of a prediction study "
-                                       "(labelled PREDICTED)")
-    q.add_argument("--cluster", help="a name under workflow/clusters (h100-paper, a100-paper, h200-node) or a YAML path")
-    q.add_argument("--study", help="a prediction study (e.g. paper-model): with --run-id, print the prediction its "
-                                   "raw logs, figures and claims hold")
-    q.add_argument("--run-id", help="with --study: one of its planned runs (a '--measured-inputs' variant takes the "
-                                    "measured rank share)")
-    q.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override a cluster value (what-if), e.g. inter_node_GBps=100; repeatable")
-    q.add_argument("--gpu", help="a GPU of the catalog (name or alias) in the cluster's nodes: its peak, HBM, memory, "
-                                 "board limit and NVLink from its catalog entry, the cluster's network unchanged")
+    q = sub.add_parser(
+        "predict", help="predict one RunSpec on a cluster, or one run of a prediction study (labelled PREDICTED)"
+    )
+    q.add_argument(
+        "--cluster", help="a name under workflow/clusters (h100-paper, a100-paper, h200-node) or a YAML path"
+    )
+    q.add_argument(
+        "--study",
+        help="a prediction study (e.g. paper-model): with --run-id, print the prediction its "
+        "raw logs, figures and claims hold",
+    )
+    q.add_argument(
+        "--run-id",
+        help="with --study: one of its planned runs (a '--measured-inputs' variant takes the measured rank share)",
+    )
+    q.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a cluster value (what-if), e.g. inter_node_GBps=100; repeatable",
+    )
+    q.add_argument(
+        "--gpu",
+        help="a GPU of the catalog (name or alias) in the cluster's nodes: its peak, HBM, memory, "
+        "board limit and NVLink from its catalog entry, the cluster's network unchanged",
+    )
     add_model_options(q)
     common(q)
     add_spec_options(q)
@@ -332,15 +398,25 @@ def register(subparsers) -> None:
 
     q = sub.add_parser("validate", help="held-out error on measured runs; C1-C4 and HSDP predicted vs the paper")
     common(q)
-    q.add_argument("--external", action="store_true",
-                   help="predict the external ledger (workflow/validation/external.yaml) instead of C1-C4")
+    q.add_argument(
+        "--external",
+        action="store_true",
+        help="predict the external ledger (workflow/validation/external.yaml) instead of C1-C4",
+    )
     q.add_argument("--out", metavar="CSV", help="with --external: write the ledger with predictions to this CSV file")
-    q.add_argument("--figure", metavar="PATH", help="with --external: draw the model_validation figure to "
-                                                   "PATH.pdf, PATH.png and PATH.csv (the ledger CSV beside it "
-                                                   "unless --out names one)")
-    q.add_argument("--cluster", default="h100-paper",
-                   help="the H100 cluster C1-C4 are predicted on (default h100-paper, NCCL's tuning-model latencies; "
-                        "h100-paper-fig2: the network hop of the tree fitted to the paper's Fig 2)")
+    q.add_argument(
+        "--figure",
+        metavar="PATH",
+        help="with --external: draw the model_validation figure to "
+        "PATH.pdf, PATH.png and PATH.csv (the ledger CSV beside it "
+        "unless --out names one)",
+    )
+    q.add_argument(
+        "--cluster",
+        default="h100-paper",
+        help="the H100 cluster C1-C4 are predicted on (default h100-paper, NCCL's tuning-model latencies; "
+        "h100-paper-fig2: the network hop of the tree fitted to the paper's Fig 2)",
+    )
     q.set_defaults(func=_guard(cmd_validate))
 
     q = sub.add_parser("study", help="predict every run of a prediction study; write predicted raw logs")
@@ -349,26 +425,37 @@ def register(subparsers) -> None:
     q.add_argument("--out", default=None, help="where the run directories go (default data/STUDY/raw)")
     q.set_defaults(func=_guard(cmd_study))
 
-    q = sub.add_parser("beside", help="the model's prediction beside each configuration of a study of measurements, "
-                                      "or why it cannot express it")
+    q = sub.add_parser(
+        "beside",
+        help="the model's prediction beside each configuration of a study of measurements, or why it cannot express it",
+    )
     q.add_argument("--study", required=True, help="a study with a `model_beside` section, e.g. mlperf")
     q.add_argument("--root", default=".", help="the project root (default .)")
     q.add_argument("--out", default=None, help="the CSV to write (default data/STUDY/tables/model_beside.csv)")
     q.set_defaults(func=_guard(cmd_beside))
 
-    q = sub.add_parser("sensitivity", help="each claim with each uncertain input at its low and high value, C3 term by "
-                                          "term and what each claim rests on (a prediction study's tables)")
+    q = sub.add_parser(
+        "sensitivity",
+        help="each claim with each uncertain input at its low and high value, C3 term by "
+        "term and what each claim rests on (a prediction study's tables)",
+    )
     q.add_argument("--root", default=".", help="the project root (workflow/clusters, data)")
     q.add_argument("--study", required=True, help="a prediction study, e.g. paper-model")
     q.add_argument("--out-dir", default=None, help="where the tables go (default data/STUDY/tables)")
     q.set_defaults(func=_guard(cmd_sensitivity))
 
-    q = sub.add_parser("gemm-factors", help="the measured matrix-product rates of `scalestudy gemm` runs by layout, "
-                                           "and their shape factors against a calibration layout")
+    q = sub.add_parser(
+        "gemm-factors",
+        help="the measured matrix-product rates of `scalestudy gemm` runs by layout, "
+        "and their shape factors against a calibration layout",
+    )
     q.add_argument("raw_dirs", nargs="+", help="directories of gemm runs (one GPU kind), e.g. data/h100-gemm/raw")
-    q.add_argument("--calibration-layout", default="llama2-7b/8192/1",
-                   help="the layout S is taken against [unit: MODEL/TOKENS/TP (tokens of one micro batch on one "
-                        "rank); allowed: a layout the runs timed; default: llama2-7b/8192/1, the calibration run's]")
+    q.add_argument(
+        "--calibration-layout",
+        default="llama2-7b/8192/1",
+        help="the layout S is taken against [unit: MODEL/TOKENS/TP (tokens of one micro batch on one "
+        "rank); allowed: a layout the runs timed; default: llama2-7b/8192/1, the calibration run's]",
+    )
     q.add_argument("--root", default=".", help="the project root (default .)")
     q.set_defaults(func=_guard(cmd_gemm_factors))
 

@@ -54,9 +54,18 @@ def cmd_train(args: argparse.Namespace) -> int:
     from scalestudy.harness.train import train
 
     peak = args.peak_tflops if args.peak_tflops is not None else float(os.environ.get(PEAK_TFLOPS_ENV) or 0) or None
-    return run_into_dir(train, spec_from_args(args), args, "scalestudy train", time_limit_s=args.time_limit_s,
-                        peak_tflops=peak, power=args.power, power_period_s=args.power_period_s,
-                        progress_every=args.progress_every, metrics_sink=args.metrics_sink)
+    return run_into_dir(
+        train,
+        spec_from_args(args),
+        args,
+        "scalestudy train",
+        time_limit_s=args.time_limit_s,
+        peak_tflops=peak,
+        power=args.power,
+        power_period_s=args.power_period_s,
+        progress_every=args.progress_every,
+        metrics_sink=args.metrics_sink,
+    )
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -64,8 +73,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     spec = spec_from_args(args)
     est = estimate_memory(spec)
-    out = {"run_id": spec.run_id, "layout": spec.layout, "world_size": spec.world_size,
-           "grad_accum": spec.grad_accum, "memory_estimate": est.as_dict()}
+    out = {
+        "run_id": spec.run_id,
+        "layout": spec.layout,
+        "world_size": spec.world_size,
+        "grad_accum": spec.grad_accum,
+        "memory_estimate": est.as_dict(),
+    }
     if args.device_memory_gib:
         out["fits"] = est.fits(int(args.device_memory_gib * GIB))
     print(json.dumps(out, indent=1))
@@ -77,27 +91,70 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_spec_options(p)
     p.add_argument("--run-dir", help="the run's raw-log directory (default OUT_ROOT/RUN_ID)")
     p.add_argument("--out-root", default="runs", help="where run directories go (default ./runs)")
-    p.add_argument("--time-limit-s", type=float, default=None, help=help_line("stop the run with status timeout after this long", unit="s", allowed="> 0",
-                                  default="none"))
-    p.add_argument("--quiet", action="store_true",
-                   help="only rank 0 speaks (the workflow's launcher passes it); progress lines stay")
-    p.add_argument("--progress-every", type=int, default=None,
-                   help=help_line("a progress line (step, loss, tokens/s, MFU, memory, time left) every N steps",
-                                  unit="steps", allowed=">= 0; 0: none", default="about ten lines a run"))
-    p.add_argument("--peak-tflops", type=float, default=None,
-                   help=help_line("the device's peak for MFU, for a GPU missing from the peak table (or to override it)",
-                                  unit="TFLOP/s per device", allowed="> 0",
-                                  default=f"${PEAK_TFLOPS_ENV}, else the GPU catalog's"))
-    p.add_argument("--power", action=argparse.BooleanOptionalAction, default=True,
-                   help="GPU power and energy through NVML (default on)")
-    p.add_argument("--power-period-s", type=float, default=0.1, help=help_line("NVML power sampling period", unit="s", allowed="> 0", default=0.1))
-    p.add_argument("--metrics-sink", default="none", choices=("none", "tensorboard", "wandb"),
-                   help=help_line("also log rank 0's per-step loss, tokens/s, MFU and memory live to TensorBoard "
-                                  "(RUN_DIR/tensorboard) or Weights & Biases (WANDB_PROJECT); its package must be "
-                                  "installed", allowed=("none", "tensorboard", "wandb"), default="none"))
+    p.add_argument(
+        "--time-limit-s",
+        type=float,
+        default=None,
+        help=help_line("stop the run with status timeout after this long", unit="s", allowed="> 0", default="none"),
+    )
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="only rank 0 speaks (the workflow's launcher passes it); progress lines stay",
+    )
+    p.add_argument(
+        "--progress-every",
+        type=int,
+        default=None,
+        help=help_line(
+            "a progress line (step, loss, tokens/s, MFU, memory, time left) every N steps",
+            unit="steps",
+            allowed=">= 0; 0: none",
+            default="about ten lines a run",
+        ),
+    )
+    p.add_argument(
+        "--peak-tflops",
+        type=float,
+        default=None,
+        help=help_line(
+            "the device's peak for MFU, for a GPU missing from the peak table (or to override it)",
+            unit="TFLOP/s per device",
+            allowed="> 0",
+            default=f"${PEAK_TFLOPS_ENV}, else the GPU catalog's",
+        ),
+    )
+    p.add_argument(
+        "--power",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="GPU power and energy through NVML (default on)",
+    )
+    p.add_argument(
+        "--power-period-s",
+        type=float,
+        default=0.1,
+        help=help_line("NVML power sampling period", unit="s", allowed="> 0", default=0.1),
+    )
+    p.add_argument(
+        "--metrics-sink",
+        default="none",
+        choices=("none", "tensorboard", "wandb"),
+        help=help_line(
+            "also log rank 0's per-step loss, tokens/s, MFU and memory live to TensorBoard "
+            "(RUN_DIR/tensorboard) or Weights & Biases (WANDB_PROJECT); its package must be "
+            "installed",
+            allowed=("none", "tensorboard", "wandb"),
+            default="none",
+        ),
+    )
     p.set_defaults(func=cmd_train)
 
     p = sub.add_parser("plan", help="validate a spec and print its run id and memory estimate")
     add_spec_options(p)
-    p.add_argument("--device-memory-gib", type=float, help=help_line("exit 3 if the estimate exceeds this", unit="GiB", allowed="> 0"))
+    p.add_argument(
+        "--device-memory-gib",
+        type=float,
+        help=help_line("exit 3 if the estimate exceeds this", unit="GiB", allowed="> 0"),
+    )
     p.set_defaults(func=cmd_plan)

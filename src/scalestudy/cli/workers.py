@@ -18,8 +18,10 @@ from scalestudy.spec.run import help_line
 
 # what each command's workers need, imported once in the parent. torch._dynamo: torch imports it
 # lazily on a run's first meta-device initialisation (about 0.5 CPU-s in every worker otherwise)
-PRELOAD = {"train": ("scalestudy.harness.train", "torch._dynamo"),
-           "collectives": ("scalestudy.harness.collectives.bench",)}
+PRELOAD = {
+    "train": ("scalestudy.harness.train", "torch._dynamo"),
+    "collectives": ("scalestudy.harness.collectives.bench",),
+}
 
 
 def preload(command: str) -> None:
@@ -59,13 +61,23 @@ def cmd_workers(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     from scalestudy.launch.warm_workers import DEFAULT_IDLE_S
 
-    p = subparsers.add_parser("workers", help="(started by scalestudy launch) fork a one-host CPU run's workers, "
-                                              "or serve them warm", description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "workers",
+        help="(started by scalestudy launch) fork a one-host CPU run's workers, or serve them warm",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--nproc", type=int, help=help_line("worker processes", unit="processes", allowed=">= 1"))
-    p.add_argument("--serve", metavar="SOCKET", help="run a warm server on this unix socket (the warm client starts it)")
-    p.add_argument("--idle-s", type=float, default=DEFAULT_IDLE_S,
-                   help=help_line("the server ends after this long without a run", unit="s", allowed="> 0",
-                                  default=f"{DEFAULT_IDLE_S:.0f}"))
+    p.add_argument(
+        "--serve", metavar="SOCKET", help="run a warm server on this unix socket (the warm client starts it)"
+    )
+    p.add_argument(
+        "--idle-s",
+        type=float,
+        default=DEFAULT_IDLE_S,
+        help=help_line(
+            "the server ends after this long without a run", unit="s", allowed="> 0", default=f"{DEFAULT_IDLE_S:.0f}"
+        ),
+    )
     p.add_argument("args", nargs=argparse.REMAINDER, help="the scalestudy command and its options, after --")
     p.set_defaults(func=cmd_workers)

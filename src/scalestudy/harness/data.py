@@ -13,8 +13,9 @@ def sequence(seed: int, step: int, index: int, seq_len: int, vocab_size: int) ->
     return torch.randint(0, vocab_size, (seq_len + 1,), generator=gen)
 
 
-def local_batch(seed: int, step: int, dp_rank: int, local_size: int, seq_len: int, vocab_size: int,
-                device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+def local_batch(
+    seed: int, step: int, dp_rank: int, local_size: int, seq_len: int, vocab_size: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
     """This data-parallel rank's slice of the global batch: (inputs, labels), each [local_size, seq_len]."""
     start = dp_rank * local_size
     seqs = torch.stack([sequence(seed, step, start + i, seq_len, vocab_size) for i in range(local_size)])

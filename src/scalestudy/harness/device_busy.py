@@ -28,9 +28,11 @@ import time
 BUSY_STEPS = 2
 LONG_STEP_S = 5.0
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-METHOD = (f"{BUSY_STEPS} steps (1 where a measured step takes over {LONG_STEP_S:g} s) after the measured window, "
-          f"each alone in a torch.profiler session (CUDA activity only): the union of the GPU's {', '.join(GPU_CATS)} "
-          "intervals in its Chrome trace")
+METHOD = (
+    f"{BUSY_STEPS} steps (1 where a measured step takes over {LONG_STEP_S:g} s) after the measured window, "
+    f"each alone in a torch.profiler session (CUDA activity only): the union of the GPU's {', '.join(GPU_CATS)} "
+    "intervals in its Chrome trace"
+)
 
 
 def applies(spec, device) -> str | None:
@@ -49,8 +51,11 @@ def busy_seconds(trace_events: list[dict]) -> tuple[float, int]:
     and how many activities there were."""
     from scalestudy.measure.intervals import total
 
-    acts = [(float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0))) for e in trace_events
-            if e.get("cat") in GPU_CATS and e.get("ph") == "X"]
+    acts = [
+        (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
+        for e in trace_events
+        if e.get("cat") in GPU_CATS and e.get("ph") == "X"
+    ]
     return total(acts) / 1e6, len(acts)
 
 
@@ -94,5 +99,12 @@ def measure(run_step, sync, n_steps: int = BUSY_STEPS) -> dict:
         return {"available": False, "reason": f"{type(e).__name__}: {e}", "method": METHOD}
     if not any(counts):
         return {"available": False, "reason": "the profiler recorded no GPU activity", "method": METHOD}
-    return {"available": True, "method": METHOD, "n_steps": len(busy), "busy_s": busy, "host_wall_s": walls,
-            "n_activities": counts, "busy_s_per_step": sum(busy) / len(busy)}
+    return {
+        "available": True,
+        "method": METHOD,
+        "n_steps": len(busy),
+        "busy_s": busy,
+        "host_wall_s": walls,
+        "n_activities": counts,
+        "busy_s_per_step": sum(busy) / len(busy),
+    }

@@ -175,8 +175,10 @@ def install_one_copy_collectives() -> list[str]:
     into world-size views (FakeProcessGroup::_allgather_base, _reduce_scatter_base): world-size
     copies (on a GPU, kernel launches) or views a call, host work that grows with the emulated
     world and that no real backend does (NCCL launches one kernel)."""
-    return [*_replace(dist, _DIST_ALL_GATHER, "all_gather", _one_copy, "_scalestudy_one_copy"),
-            *_replace(dist, _DIST_REDUCE_SCATTER, "reduce_scatter", _one_copy, "_scalestudy_one_copy")]
+    return [
+        *_replace(dist, _DIST_ALL_GATHER, "all_gather", _one_copy, "_scalestudy_one_copy"),
+        *_replace(dist, _DIST_REDUCE_SCATTER, "reduce_scatter", _one_copy, "_scalestudy_one_copy"),
+    ]
 
 
 def _replace(module, names: tuple[str, ...], kind: str, wrap: Callable, marker: str) -> list[str]:
@@ -199,10 +201,12 @@ def install_fills(fills: dict, *, force: bool = False) -> list[str]:
     import torch.distributed._functional_collectives as funcol
 
     wrapped = []
-    plan = [(dist, _DIST_ALL_GATHER, "all_gather", "all_gather", _wrap_dist),
-            (dist, _DIST_REDUCE_SCATTER, "reduce_scatter", "reduce_scatter", _wrap_dist),
-            (funcol, _FUNCOL_ALL_GATHER, "functional_all_gather", "all_gather", _wrap_funcol),
-            (funcol, _FUNCOL_REDUCE_SCATTER, "functional_reduce_scatter", "reduce_scatter", _wrap_funcol)]
+    plan = [
+        (dist, _DIST_ALL_GATHER, "all_gather", "all_gather", _wrap_dist),
+        (dist, _DIST_REDUCE_SCATTER, "reduce_scatter", "reduce_scatter", _wrap_dist),
+        (funcol, _FUNCOL_ALL_GATHER, "functional_all_gather", "all_gather", _wrap_funcol),
+        (funcol, _FUNCOL_REDUCE_SCATTER, "functional_reduce_scatter", "reduce_scatter", _wrap_funcol),
+    ]
     for module, names, probe_key, kind, wrap in plan:
         if force or not fills.get(probe_key, False):
             wrapped += _replace(module, names, kind, wrap, "_scalestudy_fill")
@@ -216,12 +220,19 @@ def cap_device_memory(spec: RunSpec, device: torch.device) -> dict | None:
     total = torch.cuda.get_device_properties(device).total_memory
     cap = int(spec.device_memory_cap_gib * 2**30)
     if cap > total:
-        raise faults.InvalidConfig(f"device_memory_cap_gib {spec.device_memory_cap_gib} exceeds this device's "
-                                   f"{total / 2**30:.1f} GiB ({torch.cuda.get_device_name(device)}): a GPU of that "
-                                   "size cannot be emulated on it")
+        raise faults.InvalidConfig(
+            f"device_memory_cap_gib {spec.device_memory_cap_gib} exceeds this device's "
+            f"{total / 2**30:.1f} GiB ({torch.cuda.get_device_name(device)}): a GPU of that "
+            "size cannot be emulated on it"
+        )
     torch.cuda.set_per_process_memory_fraction(cap / total, device)
-    return {"cap_gib": spec.device_memory_cap_gib, "cap_bytes": cap, "device_total_bytes": total,
-            "fraction": cap / total, "how": "torch.cuda.set_per_process_memory_fraction"}
+    return {
+        "cap_gib": spec.device_memory_cap_gib,
+        "cap_bytes": cap,
+        "device_total_bytes": total,
+        "fraction": cap / total,
+        "how": "torch.cuda.set_per_process_memory_fraction",
+    }
 
 
 def start_record(spec: RunSpec, device: torch.device) -> dict:
@@ -232,12 +243,18 @@ def start_record(spec: RunSpec, device: torch.device) -> dict:
         fills = probe_fills(device)
     wrapped = install_fills(fills)
     one_copy = install_one_copy_collectives()
-    return {"label": LABEL, "world_size_emulated": spec.world_size, "rank_emulated": spec.emulate_rank,
-            "backend": "torch fake process group (torch.testing._internal.distributed.fake_pg)",
-            "torch": torch.__version__, "backend_fills_outputs": fills, "fill_wrappers": wrapped,
-            "one_copy_collectives": one_copy,
-            "fill_rule": "all-gather: the local shard in every chunk; reduce-scatter: this rank's slice of the "
-                         "input; all-reduce/broadcast: in place (the local input)"}
+    return {
+        "label": LABEL,
+        "world_size_emulated": spec.world_size,
+        "rank_emulated": spec.emulate_rank,
+        "backend": "torch fake process group (torch.testing._internal.distributed.fake_pg)",
+        "torch": torch.__version__,
+        "backend_fills_outputs": fills,
+        "fill_wrappers": wrapped,
+        "one_copy_collectives": one_copy,
+        "fill_rule": "all-gather: the local shard in every chunk; reduce-scatter: this rank's slice of the "
+        "input; all-reduce/broadcast: in place (the local input)",
+    }
 
 
 class FakeStage:
@@ -302,4 +319,3 @@ class FakeStage:
                 self._set_sync(i == m - 1)
                 out.backward(grad)
         self._set_sync(True)
-

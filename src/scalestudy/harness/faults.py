@@ -74,16 +74,29 @@ def check_step(step: int, loss: float | None, step_time_s: float, vocab_size: in
         return
     kind, why = problem
     if kind == "invalid":
-        raise InvalidMeasurement(f"{why}: the clock or the synchronisation failed; nothing of this run is a "
-                                 "measurement", step)
-    band = (f" ({LOSS_BAND_FACTOR:g} x ln(vocab {vocab_size}), the loss of a uniform prediction, at most)"
-            if math.isfinite(loss) else "")
+        raise InvalidMeasurement(
+            f"{why}: the clock or the synchronisation failed; nothing of this run is a measurement", step
+        )
+    band = (
+        f" ({LOSS_BAND_FACTOR:g} x ln(vocab {vocab_size}), the loss of a uniform prediction, at most)"
+        if math.isfinite(loss)
+        else ""
+    )
     raise Diverged(f"{why}{band}: the run did not train", step)
 
 
 _COMM_MARKERS = (
-    "connection closed by peer", "connection reset by peer", "broken pipe", "gloo", "nccl",
-    "timed out", "timeout", "processgroup", "socket", "rendezvous", "c10d",
+    "connection closed by peer",
+    "connection reset by peer",
+    "broken pipe",
+    "gloo",
+    "nccl",
+    "timed out",
+    "timeout",
+    "processgroup",
+    "socket",
+    "rendezvous",
+    "c10d",
 )
 
 

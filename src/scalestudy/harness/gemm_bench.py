@@ -92,15 +92,31 @@ def run_gemm(spec: GemmSpec, run_dir: Path, *, quiet: bool = False) -> str:
     machine = {}
     if nv:
         nvml, h = nv
-        machine = {"driver": nvml.nvmlSystemGetDriverVersion(),
-                   "power_limit_w": nvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000}
-    rawlog.atomic_write_json(run.run_dir / rawlog.RUN_FILE, {
-        "schema": rawlog.SCHEMA, "kind": "gemm", "run_id": spec.run_id, "config_id": spec.config_id,
-        **rawlog.identity_from_env(), "overrides": rawlog.overrides_from_env(), "spec": spec.to_dict(),
-        "measurement": {"timer": TIMER, "warmup_iters": spec.warmup_iters, "iters": spec.iters,
-                        "operands": "random normal; fp8: e4m3 with one scale a tensor, bf16 output", **machine},
-        "provenance": provenance.collect(run.facts), "start_time_unix": round(time.time(), 3),
-    })
+        machine = {
+            "driver": nvml.nvmlSystemGetDriverVersion(),
+            "power_limit_w": nvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000,
+        }
+    rawlog.atomic_write_json(
+        run.run_dir / rawlog.RUN_FILE,
+        {
+            "schema": rawlog.SCHEMA,
+            "kind": "gemm",
+            "run_id": spec.run_id,
+            "config_id": spec.config_id,
+            **rawlog.identity_from_env(),
+            "overrides": rawlog.overrides_from_env(),
+            "spec": spec.to_dict(),
+            "measurement": {
+                "timer": TIMER,
+                "warmup_iters": spec.warmup_iters,
+                "iters": spec.iters,
+                "operands": "random normal; fp8: e4m3 with one scale a tensor, bf16 output",
+                **machine,
+            },
+            "provenance": provenance.collect(run.facts),
+            "start_time_unix": round(time.time(), 3),
+        },
+    )
     try:
         run.log.log("settle", settle(run.device, spec.settle_s))
         gemms = spec.gemms()
@@ -110,12 +126,17 @@ def run_gemm(spec: GemmSpec, run_dir: Path, *, quiet: bool = False) -> str:
             rec = {"layout": layout, "dtype": dtype, **g.as_dict(), "time_s": s, "tflops": g.flops / s / 1e12}
             if nv:
                 nvml, h = nv
-                rec.update(power_w=nvml.nvmlDeviceGetPowerUsage(h) / 1000,
-                           sm_clock_mhz=nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM))
+                rec.update(
+                    power_w=nvml.nvmlDeviceGetPowerUsage(h) / 1000,
+                    sm_clock_mhz=nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM),
+                )
             run.log.log("gemm", rec, index=i)
             if not quiet:
-                print(f"[{i + 1}/{len(gemms)}] {layout} {dtype} {g.projection} {g.pass_} {g.m}x{g.n}x{g.k}: "
-                      f"{rec['tflops']:.1f} TFLOP/s", flush=True)
+                print(
+                    f"[{i + 1}/{len(gemms)}] {layout} {dtype} {g.projection} {g.pass_} {g.m}x{g.n}x{g.k}: "
+                    f"{rec['tflops']:.1f} TFLOP/s",
+                    flush=True,
+                )
     except BaseException as e:  # noqa: BLE001 - every failure is recorded, then classified or re-raised
         return run.fail(e, quiet=quiet)
     status = run.finish()

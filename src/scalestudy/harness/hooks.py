@@ -23,9 +23,12 @@ def sync(device: torch.device) -> None:
 def memory_now(device: torch.device) -> dict:
     if device.type == "cuda":
         stats = torch.cuda.memory_stats(device)
-        return {"peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
-                "peak_reserved_bytes": torch.cuda.max_memory_reserved(device),
-                "alloc_retries": stats.get("num_alloc_retries", 0), "kind": "cuda_caching_allocator"}
+        return {
+            "peak_allocated_bytes": torch.cuda.max_memory_allocated(device),
+            "peak_reserved_bytes": torch.cuda.max_memory_reserved(device),
+            "alloc_retries": stats.get("num_alloc_retries", 0),
+            "kind": "cuda_caching_allocator",
+        }
     return {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, "kind": "cpu_peak_rss"}
 
 
@@ -45,11 +48,26 @@ class MeasurementHooks:
         self.progress: Progress | None = None
         self.measured_times: list[float] = []
 
-    def open(self, world: int, every: int | None, flops_per_token: float, peak_flops_per_s: float | None, sink,
-             rank_share: str | None) -> None:
+    def open(
+        self,
+        world: int,
+        every: int | None,
+        flops_per_token: float,
+        peak_flops_per_s: float | None,
+        sink,
+        rank_share: str | None,
+    ) -> None:
         total = self.spec.warmup_iters + self.spec.measured_iters
-        self.progress = Progress(total, self.spec.tokens_per_step, world, default_every(total) if every is None else every,
-                                 flops_per_token, peak_flops_per_s, sink=sink, rank_share=rank_share)
+        self.progress = Progress(
+            total,
+            self.spec.tokens_per_step,
+            world,
+            default_every(total) if every is None else every,
+            flops_per_token,
+            peak_flops_per_s,
+            sink=sink,
+            rank_share=rank_share,
+        )
         self.profiler.start()
 
     def before(self, step: int) -> None:
@@ -61,11 +79,24 @@ class MeasurementHooks:
         """Record one step (on every rank) and print its progress line (rank 0); its memory."""
         phase = "warmup" if step < self.spec.warmup_iters else "measured"
         memory = memory_now(self.device)
-        self.log.log("iteration", {"step": step, "phase": phase, "step_time_s": dt, "tokens": self.spec.tokens_per_step,
-                                   "loss": loss, "memory": memory})
+        self.log.log(
+            "iteration",
+            {
+                "step": step,
+                "phase": phase,
+                "step_time_s": dt,
+                "tokens": self.spec.tokens_per_step,
+                "loss": loss,
+                "memory": memory,
+            },
+        )
         if phase == "measured":
             self.measured_times.append(dt)
-        if self.rank == 0 and self.progress is not None and (line := self.progress.update(step, phase, dt, loss, memory)):
+        if (
+            self.rank == 0
+            and self.progress is not None
+            and (line := self.progress.update(step, phase, dt, loss, memory))
+        ):
             print(line, flush=True)
         self.profiler.step()
         return memory
@@ -78,8 +109,12 @@ class MeasurementHooks:
         for sample in self.monitor.samples():
             self.log.log("power_sample", sample)
         if device_busy.applies(self.spec, self.device) is None:
-            self.log.log("device_busy", device_busy.measure(more_steps, lambda: sync(self.device),
-                                                            device_busy.steps_to_trace(self.measured_times)))
+            self.log.log(
+                "device_busy",
+                device_busy.measure(
+                    more_steps, lambda: sync(self.device), device_busy.steps_to_trace(self.measured_times)
+                ),
+            )
         self.profiler.stop()
         if (rec := self.profiler.record()) is not None:
             self.log.log("profile", rec)

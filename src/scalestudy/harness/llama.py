@@ -87,8 +87,7 @@ class Attention(nn.Module):
         if self.n_rep > 1:
             xk = xk.repeat_interleave(self.n_rep, dim=2)
             xv = xv.repeat_interleave(self.n_rep, dim=2)
-        out = F.scaled_dot_product_attention(xq.transpose(1, 2), xk.transpose(1, 2), xv.transpose(1, 2),
-                                             is_causal=True)
+        out = F.scaled_dot_product_attention(xq.transpose(1, 2), xk.transpose(1, 2), xv.transpose(1, 2), is_causal=True)
         return self.wo(out.transpose(1, 2).reshape(bs, seqlen, -1))
 
 
@@ -124,17 +123,18 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig, seq_len: int):
         super().__init__()
         if cfg.mlp != "swiglu" or cfg.tied_embeddings:
-            raise ValueError(f"model {cfg.name!r} ({cfg.mlp} MLP, tied embeddings {cfg.tied_embeddings}): the harness "
-                             "builds Llama-style models only (SwiGLU, untied output head); the performance model "
-                             "takes it")
+            raise ValueError(
+                f"model {cfg.name!r} ({cfg.mlp} MLP, tied embeddings {cfg.tied_embeddings}): the harness "
+                "builds Llama-style models only (SwiGLU, untied output head); the performance model "
+                "takes it"
+            )
         self.cfg = cfg
         self.seq_len = seq_len
         self.tok_embeddings = nn.Embedding(cfg.vocab_size, cfg.dim)
         self.layers = nn.ModuleDict({str(i): TransformerBlock(cfg) for i in range(cfg.n_layers)})
         self.norm = RMSNorm(cfg.dim, cfg.norm_eps)
         self.output = nn.Linear(cfg.dim, cfg.vocab_size, bias=False)
-        self.register_buffer("freqs_cis", precompute_freqs_cis(cfg.head_dim, seq_len, cfg.rope_theta),
-                             persistent=False)
+        self.register_buffer("freqs_cis", precompute_freqs_cis(cfg.head_dim, seq_len, cfg.rope_theta), persistent=False)
         # tokens per chunk of the fused output projection + loss; 0: full logits (tensor parallelism
         # shards the output layer over the vocabulary, which the chunked loss does not handle)
         self.loss_chunk_tokens = 1024 if enabled("loss") else 0
@@ -152,8 +152,9 @@ class Transformer(nn.Module):
         if self.output is None:
             return h
         if labels is not None and self.loss_chunk_tokens:
-            return linear_cross_entropy(h.flatten(0, 1), self.output.weight, labels.flatten(0, 1),
-                                        self.loss_chunk_tokens)
+            return linear_cross_entropy(
+                h.flatten(0, 1), self.output.weight, labels.flatten(0, 1), self.loss_chunk_tokens
+            )
         logits = self.output(h).float()
         if labels is None:
             return logits
@@ -179,7 +180,7 @@ def init_values(name: str, shape: torch.Size, cfg: ModelConfig, seed: int, devic
     elif name.endswith(("wo.weight", "w2.weight")):
         std = 0.02 / math.sqrt(2 * cfg.n_layers)  # scaled residual projections (GPT-2/Megatron)
     elif name.startswith("output"):
-        std = cfg.dim ** -0.5
+        std = cfg.dim**-0.5
     else:
         std = 0.02
     return torch.randn(shape, generator=gen, device=device) * std

@@ -22,14 +22,14 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
         dlogits = torch.empty((n, weight.shape[0]), dtype=hidden.dtype, device=hidden.device) if need_grad else None
         total = torch.zeros((), dtype=torch.float32, device=hidden.device)
         for start in range(0, n, chunk):
-            y = labels[start:start + chunk].unsqueeze(1)
+            y = labels[start : start + chunk].unsqueeze(1)
             # logits rounded to the compute dtype, as nn.Linear gives them; statistics in fp32
-            logp = torch.log_softmax(hidden[start:start + chunk] @ weight.t(), dim=-1, dtype=torch.float32)
+            logp = torch.log_softmax(hidden[start : start + chunk] @ weight.t(), dim=-1, dtype=torch.float32)
             total -= logp.gather(1, y).sum()
             if need_grad:
                 probs = logp.exp_()
                 probs.scatter_add_(1, y, torch.full_like(y, -1, dtype=probs.dtype))
-                dlogits[start:start + chunk].copy_(probs)
+                dlogits[start : start + chunk].copy_(probs)
         grad_h = dlogits @ weight if ctx.needs_input_grad[0] else None
         grad_w = dlogits.t() @ hidden if ctx.needs_input_grad[1] else None
         ctx.n = n
@@ -39,8 +39,10 @@ class _ChunkedLinearCrossEntropy(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out: torch.Tensor):
         if ctx.n is None:
-            raise RuntimeError("linear_cross_entropy: backward ran twice (retain_graph); its gradients are "
-                               "scaled in place and cannot be used again")
+            raise RuntimeError(
+                "linear_cross_entropy: backward ran twice (retain_graph); its gradients are "
+                "scaled in place and cannot be used again"
+            )
         grad_h, grad_w = ctx.saved_tensors
         scale = grad_out.float() / ctx.n
         ctx.n = None
@@ -57,11 +59,14 @@ def _scale_(t: torch.Tensor | None, scale: torch.Tensor, rows: int = 4096) -> to
     return t
 
 
-def linear_cross_entropy(hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor,
-                         chunk_tokens: int = 1024) -> torch.Tensor:
+def linear_cross_entropy(
+    hidden: torch.Tensor, weight: torch.Tensor, labels: torch.Tensor, chunk_tokens: int = 1024
+) -> torch.Tensor:
     """Mean cross-entropy of `hidden @ weight.T` ([tokens, dim] @ [dim, vocab]) against `labels`
     ([tokens]), as float32; equals F.cross_entropy(F.linear(hidden, weight).float(), labels)."""
     if hidden.dim() != 2 or labels.shape != hidden.shape[:1]:
-        raise ValueError(f"linear_cross_entropy: hidden {tuple(hidden.shape)} must be [tokens, dim] "
-                         f"and labels {tuple(labels.shape)} [tokens]")
+        raise ValueError(
+            f"linear_cross_entropy: hidden {tuple(hidden.shape)} must be [tokens, dim] "
+            f"and labels {tuple(labels.shape)} [tokens]"
+        )
     return _ChunkedLinearCrossEntropy.apply(hidden, weight, labels, max(1, chunk_tokens))

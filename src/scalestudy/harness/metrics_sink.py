@@ -21,8 +21,10 @@ from pathlib import Path
 SINKS = ("none", "tensorboard", "wandb")
 WANDB_MODES = ("offline", "online")
 SINK_ENV = "SCALESTUDY_METRICS_SINK"  # a sink config as JSON, set by `scalestudy launch` from the study
-_NEEDS = {"tensorboard": ("tensorboard", 'pip install "scalestudy[tensorboard]" (or tensorboard)'),
-          "wandb": ("wandb", 'pip install "scalestudy[wandb]" (or wandb)')}
+_NEEDS = {
+    "tensorboard": ("tensorboard", 'pip install "scalestudy[tensorboard]" (or tensorboard)'),
+    "wandb": ("wandb", 'pip install "scalestudy[wandb]" (or wandb)'),
+}
 _KEYS = {"kind", "dir", "project", "mode", "group"}
 
 
@@ -104,9 +106,14 @@ class MetricsSink:
                 init = wandb.init
             self.location = str(cfg.get("dir") or run_dir)
             Path(self.location).mkdir(parents=True, exist_ok=True)
-            self._run = init(project=cfg.get("project") or os.environ.get("WANDB_PROJECT", "scalestudy"), name=run_id,
-                             group=cfg.get("group"), config=config, dir=self.location,
-                             mode=cfg.get("mode") or os.environ.get("WANDB_MODE", "offline"))
+            self._run = init(
+                project=cfg.get("project") or os.environ.get("WANDB_PROJECT", "scalestudy"),
+                name=run_id,
+                group=cfg.get("group"),
+                config=config,
+                dir=self.location,
+                mode=cfg.get("mode") or os.environ.get("WANDB_MODE", "offline"),
+            )
         else:
             raise SinkUnavailable(f"--metrics-sink {self.kind!r} is not one of {', '.join(SINKS[1:])}")
 

@@ -32,7 +32,9 @@ def turned_off() -> frozenset[str]:
         return frozenset(NAMES)
     unknown = names - set(NAMES)
     if unknown:
-        raise ValueError(f"{OFF_ENV}={raw!r}: unknown optimisation(s) {sorted(unknown)}; known: {', '.join(NAMES)}, all")
+        raise ValueError(
+            f"{OFF_ENV}={raw!r}: unknown optimisation(s) {sorted(unknown)}; known: {', '.join(NAMES)}, all"
+        )
     return frozenset(names)
 
 

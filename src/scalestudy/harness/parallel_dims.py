@@ -22,8 +22,10 @@ class ParallelDims:
     @classmethod
     def from_spec(cls, spec: RunSpec, world_size: int) -> "ParallelDims":
         if world_size != spec.world_size:
-            raise ValueError(f"the launcher started {world_size} processes but the spec needs "
-                             f"nodes*procs_per_node = {spec.world_size}")
+            raise ValueError(
+                f"the launcher started {world_size} processes but the spec needs "
+                f"nodes*procs_per_node = {spec.world_size}"
+            )
         return cls(spec.pp, spec.dp_replicate, spec.dp_shard, spec.tp, world_size, spec.device)
 
     @property

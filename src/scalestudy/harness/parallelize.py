@@ -46,14 +46,16 @@ def apply_tp(model: nn.Module, tp_mesh, sequence_parallel: bool) -> None:
             "feed_forward.w3": ColwiseParallel(),
         }
         if sequence_parallel:
-            plan.update({
-                "attention_norm": SequenceParallel(),
-                "attention": PrepareModuleInput(input_layouts=(Shard(1), None),
-                                                desired_input_layouts=(Replicate(), None)),
-                "ffn_norm": SequenceParallel(),
-                "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),),
-                                                   desired_input_layouts=(Replicate(),)),
-            })
+            plan.update(
+                {
+                    "attention_norm": SequenceParallel(),
+                    "attention": PrepareModuleInput(
+                        input_layouts=(Shard(1), None), desired_input_layouts=(Replicate(), None)
+                    ),
+                    "ffn_norm": SequenceParallel(),
+                    "feed_forward": PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),)),
+                }
+            )
         parallelize_module(block, tp_mesh, plan)
 
 
@@ -86,13 +88,13 @@ def apply_fsdp(model: nn.Module, dp_mesh, spec: RunSpec) -> None:
     if spec.fsdp_forward_prefetch:
         n = spec.fsdp_forward_prefetch
         for i, block in enumerate(blocks):
-            nxt = blocks[i + 1: i + 1 + n]
+            nxt = blocks[i + 1 : i + 1 + n]
             if nxt:
                 block.set_modules_to_forward_prefetch(nxt)
     if spec.fsdp_backward_prefetch:
         n = spec.fsdp_backward_prefetch
         for i, block in enumerate(blocks):
-            prev = blocks[max(0, i - n): i][::-1]
+            prev = blocks[max(0, i - n) : i][::-1]
             if prev:
                 block.set_modules_to_backward_prefetch(prev)
 

@@ -43,8 +43,9 @@ def split_model(model: nn.Module, stage: int, n_stages: int) -> nn.Module:
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B, "interleaved_1f1b": ScheduleInterleaved1F1B}
 
 
-def build_schedule(parts: list[nn.Module], ids: list[int], spec: RunSpec, pp_group, device: torch.device,
-                   loss_fn: Callable):
+def build_schedule(
+    parts: list[nn.Module], ids: list[int], spec: RunSpec, pp_group, device: torch.device, loss_fn: Callable
+):
     n_stages = spec.pp * spec.pp_stages_per_rank
     stages = [PipelineStage(part, sid, n_stages, device, group=pp_group) for part, sid in zip(parts, ids)]
     cls = SCHEDULES[spec.pp_schedule]

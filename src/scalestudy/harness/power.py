@@ -104,8 +104,9 @@ class PowerMonitor:
             pynvml.nvmlDeviceGetTotalEnergyConsumption(self._handle)
             self.counter_supported = True
         except Exception as e:  # noqa: BLE001
-            self.reason = (f"energy counter not supported on this GPU ({type(e).__name__}: {e}); "
-                           "energy from sampled power only")
+            self.reason = (
+                f"energy counter not supported on this GPU ({type(e).__name__}: {e}); energy from sampled power only"
+            )
         self.available = True
 
     def close(self) -> None:
@@ -201,8 +202,9 @@ class PowerMonitor:
         sampled_j = energy.sampled_energy_j(ts, ps, 0.0, window_s)
         if energy_j is None and sampled_j is None:
             errors = "; ".join(self._sample_errors)
-            return energy.unavailable_record(f"no energy reading and no power sample: {self.reason or ''} "
-                                             f"{errors}".strip())
+            return energy.unavailable_record(
+                f"no energy reading and no power sample: {self.reason or ''} {errors}".strip()
+            )
         reason = self.reason
         if self._sample_errors:
             reason = "; ".join(filter(None, [reason, "power samples missed: " + self._sample_errors[0]]))

@@ -96,7 +96,7 @@ class ProfilerWindow:
             return
         path = self.run_dir / trace_file(self.rank)
         path.parent.mkdir(parents=True, exist_ok=True)
-        stem = f".{path.name[:-len('.json.gz')]}.tmp"
+        stem = f".{path.name[: -len('.json.gz')]}.tmp"
         plain, packed = path.with_name(f"{stem}.json"), path.with_name(f"{stem}.json.gz")
         # torch would gzip a .gz path line by line at level 9 (a third of a CPU-second for a smoke
         # run's trace); exported plain and compressed in large blocks it is ten times cheaper
@@ -118,5 +118,8 @@ class ProfilerWindow:
         """The `profile` record value, once the trace is written; None otherwise."""
         if not self._exported:
             return None
-        return {"trace_file": trace_file(self.rank), "steps": [self.first_step, self.last_step],
-                "activities": list(self.activities)}
+        return {
+            "trace_file": trace_file(self.rank),
+            "steps": [self.first_step, self.last_step],
+            "activities": list(self.activities),
+        }

@@ -26,9 +26,19 @@ def speed_text(tokens_per_s: float, world_size: int) -> str:
     return f"{tokens_per_s:,.0f} tok/s global | {tokens_per_s / world_size:,.0f} tok/s per device"
 
 
-def summary_line(run_id: str, status: str, run_dir, *, throughput: dict | None = None, mfu: float | None = None,
-                 no_mfu: str | None = None, peak_memory_bytes: int | None = None, rank_share: str | None = None,
-                 elapsed_s: float | None = None, detail: str | None = None) -> str:
+def summary_line(
+    run_id: str,
+    status: str,
+    run_dir,
+    *,
+    throughput: dict | None = None,
+    mfu: float | None = None,
+    no_mfu: str | None = None,
+    peak_memory_bytes: int | None = None,
+    rank_share: str | None = None,
+    elapsed_s: float | None = None,
+    detail: str | None = None,
+) -> str:
     """The one line a run ends with. `throughput` is scalestudy.measure.metrics.throughput of the
     run's measured iteration records (every rank's: each step timed on its slowest rank), the
     numbers the tables show; `mfu` from it (or `no_mfu`, why there is none); `detail` replaces
@@ -39,12 +49,15 @@ def summary_line(run_id: str, status: str, run_dir, *, throughput: dict | None =
     elif throughput is None:
         parts.append("no measured steps")
     elif rank_share:  # a fake-communication run: its step time, never a throughput of the configuration
-        parts.append(f"{throughput['n_steps']} measured steps | {throughput['step_time_mean_s']:.4f} s/step "
-                     f"({rank_share})")
+        parts.append(
+            f"{throughput['n_steps']} measured steps | {throughput['step_time_mean_s']:.4f} s/step ({rank_share})"
+        )
     else:
-        parts += [f"{throughput['n_steps']} measured steps, each timed on its slowest rank",
-                  speed_text(throughput["tokens_per_s"], throughput["world_size"]),
-                  f"MFU {100 * mfu:.1f}%" if mfu is not None else f"no MFU ({no_mfu or 'no peak'})"]
+        parts += [
+            f"{throughput['n_steps']} measured steps, each timed on its slowest rank",
+            speed_text(throughput["tokens_per_s"], throughput["world_size"]),
+            f"MFU {100 * mfu:.1f}%" if mfu is not None else f"no MFU ({no_mfu or 'no peak'})",
+        ]
     if peak_memory_bytes is not None:
         parts.append(f"peak mem {peak_memory_bytes / GIB:.2f} GiB")
     if elapsed_s is not None:
@@ -86,8 +99,11 @@ class Progress:
         mean = sum(self._window) / len(self._window)
         self._window.clear()
         tokens_per_s = self.tokens_per_step / mean if mean > 0 else float("nan")
-        speed = ([f"{mean:.4f} s/step ({self.rank_share})"] if self.rank_share else
-                 [speed_text(tokens_per_s, self.world_size), f"MFU {self.mfu(tokens_per_s)}"])
+        speed = (
+            [f"{mean:.4f} s/step ({self.rank_share})"]
+            if self.rank_share
+            else [speed_text(tokens_per_s, self.world_size), f"MFU {self.mfu(tokens_per_s)}"]
+        )
         parts = [f"step {done:>{len(str(self.total_steps))}}/{self.total_steps} {phase:<8}", f"loss {loss:.4f}", *speed]
         parts.append(self._mem())
         elapsed = time.monotonic() - self.started

@@ -16,8 +16,18 @@ import scalestudy
 from scalestudy.measure.portable import portable_value
 from scalestudy.spec import checkout
 
-ENV_PREFIXES = ("NCCL_", "TORCH_", "GLOO_", "CUDA_", "OMP_", "SLURM_", "PYTORCH_", "MASTER_", "NVIDIA_",
-                "SCALESTUDY_HARNESS_")
+ENV_PREFIXES = (
+    "NCCL_",
+    "TORCH_",
+    "GLOO_",
+    "CUDA_",
+    "OMP_",
+    "SLURM_",
+    "PYTORCH_",
+    "MASTER_",
+    "NVIDIA_",
+    "SCALESTUDY_HARNESS_",
+)
 LIBRARIES = ("torch", "numpy", "megatron-core", "nvidia-ml-py", "pandas", "seaborn", "snakemake")
 
 
@@ -50,8 +60,9 @@ def local_facts(device: torch.device) -> dict:
     facts = {"host": socket.gethostname(), "pid": os.getpid(), "device": str(device)}
     if device.type == "cuda":
         props = torch.cuda.get_device_properties(device)
-        facts.update(device_name=props.name, device_memory_bytes=props.total_memory,
-                     device_uuid=str(getattr(props, "uuid", "")))
+        facts.update(
+            device_name=props.name, device_memory_bytes=props.total_memory, device_uuid=str(getattr(props, "uuid", ""))
+        )
     else:
         facts.update(device_name=platform.processor() or platform.machine(), cpu_count=os.cpu_count())
     return facts
@@ -67,8 +78,12 @@ def collect(rank_facts: list[dict]) -> dict:
         except Exception as e:  # noqa: BLE001 - recorded, not fatal
             nccl = f"unavailable: {e}"
     return {
-        "package": {"name": "scalestudy", "version": scalestudy.__version__, "git": git_state(),
-                    "source_sha256": source_digest()},
+        "package": {
+            "name": "scalestudy",
+            "version": scalestudy.__version__,
+            "git": git_state(),
+            "source_sha256": source_digest(),
+        },
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "torch": torch.__version__,
@@ -77,8 +92,11 @@ def collect(rank_facts: list[dict]) -> dict:
         "libraries": library_versions(),
         "command": [portable_value(a) for a in sys.argv],
         "environment": {k: portable_value(v) for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES)},
-        "slurm": {"job_id": os.environ.get("SLURM_JOB_ID"), "nodelist": os.environ.get("SLURM_JOB_NODELIST"),
-                  "nnodes": os.environ.get("SLURM_NNODES")},
+        "slurm": {
+            "job_id": os.environ.get("SLURM_JOB_ID"),
+            "nodelist": os.environ.get("SLURM_JOB_NODELIST"),
+            "nnodes": os.environ.get("SLURM_NNODES"),
+        },
         "hosts": sorted({f["host"] for f in rank_facts}),
         "devices": {"count": len(rank_facts), "names": sorted({f["device_name"] for f in rank_facts})},
         "ranks": rank_facts,

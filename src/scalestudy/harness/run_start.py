@@ -39,11 +39,14 @@ def init_distributed(spec) -> tuple[int, int, torch.device]:
         raise faults.InvalidConfig("; ".join(f"{f}: {r}" for f, r in unrunnable))
     if "RANK" not in os.environ:
         if processes != 1:
-            raise faults.InvalidConfig(f"the spec needs {processes} processes: start it with "
-                                       f"torchrun --nproc_per_node {spec.procs_per_node} -m scalestudy ..., or "
-                                       "let scalestudy launch --spec-json SPEC start them")
-        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
-                          MASTER_PORT=str(_free_port()))
+            raise faults.InvalidConfig(
+                f"the spec needs {processes} processes: start it with "
+                f"torchrun --nproc_per_node {spec.procs_per_node} -m scalestudy ..., or "
+                "let scalestudy launch --spec-json SPEC start them"
+            )
+        os.environ.update(
+            RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port())
+        )
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ.get("LOCAL_RANK", 0))
     if spec.device == "cuda":
@@ -99,16 +102,14 @@ class RunContext:
         """Record a failure; return its status if classified, re-raise it if not."""
         faults.ignore_sigterm()
         status = faults.classify(e)
-        self.log.log("error", {"type": type(e).__name__, "message": str(e)},
-                     traceback=portable.portable_traceback(e))
+        self.log.log("error", {"type": type(e).__name__, "message": str(e)}, traceback=portable.portable_traceback(e))
         step = getattr(e, "step", None)  # diverged, invalid: the step where it happened
         self.log.write_status(status, error=f"{type(e).__name__}: {e}", **({"step": step} if step is not None else {}))
         rawlog.try_finalize(self.run_dir, self.world)
         if status == "crashed":
             raise e
         if self.rank == 0 or not quiet:
-            print(f"[scalestudy] rank {self.rank}: run ended with status {status}: {type(e).__name__}: {e}",
-                  flush=True)
+            print(f"[scalestudy] rank {self.rank}: run ended with status {status}: {type(e).__name__}: {e}", flush=True)
         _release_gloo_group()
         return status
 

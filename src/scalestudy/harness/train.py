@@ -41,8 +41,7 @@ def device_peak(spec: RunSpec, device: torch.device, user_peak_tflops: float | N
         try:
             return device_peak_record(peak_flops(name, dtype, user))
         except UnknownDeviceError as e:
-            return {"device_name": name, "dtype": dtype, "peak_flops_per_s": None, "source": None,
-                    "reason": str(e)}
+            return {"device_name": name, "dtype": dtype, "peak_flops_per_s": None, "source": None, "reason": str(e)}
     if user:
         return device_peak_record(peak_flops("cpu", dtype, user))
     if not shared:
@@ -57,23 +56,42 @@ def device_peak(spec: RunSpec, device: torch.device, user_peak_tflops: float | N
 LAUNCHER_PID_ENV = "SCALESTUDY_LAUNCHER_PID"
 
 
-def summary_numbers(spec: RunSpec, world: int, device: torch.device, step_times: list[float], memory: dict,
-                    peak: dict, flops_per_token_: float) -> dict:
+def summary_numbers(
+    spec: RunSpec,
+    world: int,
+    device: torch.device,
+    step_times: list[float],
+    memory: dict,
+    peak: dict,
+    flops_per_token_: float,
+) -> dict:
     """The summary line's numbers, by the tables' rule (scalestudy.analysis.run_table): tokens/s
     over the measured steps, each step timed on its slowest rank (metrics.throughput of the same
     step times the raw log records), MFU against the ranks' mean peak, the largest peak memory.
     Every rank calls it (two small all-reduces); rank 0's answer is the one to print."""
     mem = memory_bytes(memory)
     t = torch.tensor([*step_times, -1.0 if mem is None else float(mem)], dtype=torch.float64, device=device)
-    p = torch.tensor([float(peak.get("peak_flops_per_s") or 0.0), 1.0 if peak.get("peak_flops_per_s") else 0.0],
-                     dtype=torch.float64, device=device)
+    p = torch.tensor(
+        [float(peak.get("peak_flops_per_s") or 0.0), 1.0 if peak.get("peak_flops_per_s") else 0.0],
+        dtype=torch.float64,
+        device=device,
+    )
     if world > 1 and spec.comm_backend != "fake":
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         dist.all_reduce(p)
     values = t.tolist()
     out: dict = {"peak_memory_bytes": int(values[-1]) if values[-1] >= 0 else None}
-    records = [{"value": {"step": spec.warmup_iters + i, "phase": "measured", "step_time_s": v,
-                          "tokens": spec.tokens_per_step}} for i, v in enumerate(values[:-1])]
+    records = [
+        {
+            "value": {
+                "step": spec.warmup_iters + i,
+                "phase": "measured",
+                "step_time_s": v,
+                "tokens": spec.tokens_per_step,
+            }
+        }
+        for i, v in enumerate(values[:-1])
+    ]
     try:
         out["throughput"] = metrics.throughput(records, spec.world_size)
     except ValueError:  # no measured step
@@ -89,25 +107,58 @@ def summary_numbers(spec: RunSpec, world: int, device: torch.device, step_times:
     return out
 
 
-def run_record(spec: RunSpec, run, *, time_limit_s, peak_tflops, power: bool, power_period_s: float, sink: dict,
-               fake_comm: dict | None, memory_cap: dict | None) -> dict:
+def run_record(
+    spec: RunSpec,
+    run,
+    *,
+    time_limit_s,
+    peak_tflops,
+    power: bool,
+    power_period_s: float,
+    sink: dict,
+    fake_comm: dict | None,
+    memory_cap: dict | None,
+) -> dict:
     """run.json of a training run: what was asked (spec, layout, launch settings), the memory
     estimate, the machine (provenance), and for a rank share what it stands in for."""
     return {
-        "schema": rawlog.SCHEMA, "kind": "train", "run_id": spec.run_id, "config_id": spec.config_id,
-        **rawlog.identity_from_env(), "overrides": rawlog.overrides_from_env(), "spec": spec.to_dict(),
-        "layout": spec.layout, "memory_estimate": estimate_memory(spec).as_dict(),
-        "launch": {"time_limit_s": time_limit_s, "world_size": run.world, "comm_backend": spec.comm_backend,
-                   "peak_tflops": peak_tflops, "power": power, "power_period_s": power_period_s,
-                   **({"metrics_sink": sink} if sink["kind"] != "none" else {})},
-        "provenance": provenance.collect(run.facts), "start_time_unix": round(time.time(), 3),
-        **({"rank_share": fake_comm} if fake_comm else {}), **({"memory_cap": memory_cap} if memory_cap else {}),
+        "schema": rawlog.SCHEMA,
+        "kind": "train",
+        "run_id": spec.run_id,
+        "config_id": spec.config_id,
+        **rawlog.identity_from_env(),
+        "overrides": rawlog.overrides_from_env(),
+        "spec": spec.to_dict(),
+        "layout": spec.layout,
+        "memory_estimate": estimate_memory(spec).as_dict(),
+        "launch": {
+            "time_limit_s": time_limit_s,
+            "world_size": run.world,
+            "comm_backend": spec.comm_backend,
+            "peak_tflops": peak_tflops,
+            "power": power,
+            "power_period_s": power_period_s,
+            **({"metrics_sink": sink} if sink["kind"] != "none" else {}),
+        },
+        "provenance": provenance.collect(run.facts),
+        "start_time_unix": round(time.time(), 3),
+        **({"rank_share": fake_comm} if fake_comm else {}),
+        **({"memory_cap": memory_cap} if memory_cap else {}),
     }
 
 
-def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, quiet: bool = False,
-          peak_tflops: float | None = None, power: bool = True, power_period_s: float = 0.1,
-          progress_every: int | None = None, metrics_sink: str | dict | None = "none") -> str:
+def train(
+    spec: RunSpec,
+    run_dir: Path,
+    *,
+    time_limit_s: float | None = None,
+    quiet: bool = False,
+    peak_tflops: float | None = None,
+    power: bool = True,
+    power_period_s: float = 0.1,
+    progress_every: int | None = None,
+    metrics_sink: str | dict | None = "none",
+) -> str:
     """Run `spec` in this process (one rank of it) and write its raw log; returns the run's status
     as this rank saw it. Classified failures return; unclassified ones re-raise after logging.
     Rank 0 prints a progress line every `progress_every` steps (None: about ten a run; 0: none)
@@ -136,9 +187,20 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
 
         fake_comm = start_record(spec, device)
     if rank == 0:
-        rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, run_record(
-            spec, run, time_limit_s=time_limit_s, peak_tflops=peak_tflops, power=power,
-            power_period_s=power_period_s, sink=sink, fake_comm=fake_comm, memory_cap=memory_cap))
+        rawlog.atomic_write_json(
+            run_dir / rawlog.RUN_FILE,
+            run_record(
+                spec,
+                run,
+                time_limit_s=time_limit_s,
+                peak_tflops=peak_tflops,
+                power=power,
+                power_period_s=power_period_s,
+                sink=sink,
+                fake_comm=fake_comm,
+                memory_cap=memory_cap,
+            ),
+        )
     hooks = MeasurementHooks(spec, run_dir, rank, device, log, power=power, power_period_s=power_period_s)
     try:
         if refused is not None:
@@ -154,12 +216,20 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         if rank == 0:
             log.log("flops", flops)
         total_iters = spec.warmup_iters + spec.measured_iters
-        hooks.open(world, progress_every, flops["flops_per_token"], peak.get("peak_flops_per_s"),
-                   open_sink(sink, run_dir, spec.run_id, spec.to_dict()) if rank == 0 else None,
-                   fake_comm["label"] if fake_comm else None)
+        hooks.open(
+            world,
+            progress_every,
+            flops["flops_per_token"],
+            peak.get("peak_flops_per_s"),
+            open_sink(sink, run_dir, spec.run_id, spec.to_dict()) if rank == 0 else None,
+            fake_comm["label"] if fake_comm else None,
+        )
         if rank == 0:
-            print(f"[scalestudy] run {spec.run_id}: {spec.layout} on {world} process{'es' if world > 1 else ''}, {total_iters} steps "
-                  f"({spec.warmup_iters} warm-up); raw log {run_dir}", flush=True)
+            print(
+                f"[scalestudy] run {spec.run_id}: {spec.layout} on {world} process{'es' if world > 1 else ''}, {total_iters} steps "
+                f"({spec.warmup_iters} warm-up); raw log {run_dir}",
+                flush=True,
+            )
         # under fake communication no data moves between ranks: the loss is not a training loss
         vocab_size = getattr(trainer.cfg, "vocab_size", None)
         for step in range(total_iters):
@@ -187,6 +257,15 @@ def train(spec: RunSpec, run_dir: Path, *, time_limit_s: float | None = None, qu
         hooks.close()
     status = run.finish()
     if rank == 0 and LAUNCHER_PID_ENV not in os.environ:
-        print(summary_line(spec.run_id, status, run_dir, **numbers, rank_share=hooks.progress.rank_share,
-                           elapsed_s=time.monotonic() - started), flush=True)
+        print(
+            summary_line(
+                spec.run_id,
+                status,
+                run_dir,
+                **numbers,
+                rank_share=hooks.progress.rank_share,
+                elapsed_s=time.monotonic() - started,
+            ),
+            flush=True,
+        )
     return status

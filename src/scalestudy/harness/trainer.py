@@ -51,8 +51,9 @@ class Trainer:
         params = [p for part in self.parts for p in part.parameters()]
         fast = {"fused": True} if device.type == "cuda" else {"foreach": True}
         if spec.optimizer == "adamw":
-            self.optimizer = torch.optim.AdamW(params, lr=spec.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1,
-                                               **fast)
+            self.optimizer = torch.optim.AdamW(
+                params, lr=spec.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1, **fast
+            )
         else:
             self.optimizer = torch.optim.SGD(params, lr=spec.lr, **fast)
         self.schedule = None
@@ -63,22 +64,25 @@ class Trainer:
         elif dims.pp_enabled:
             from scalestudy.harness.pipeline import build_schedule
 
-            self.schedule = build_schedule(self.parts, self.stage_ids, spec, dims.pp_mesh.get_group(), device,
-                                           self._pp_loss)
+            self.schedule = build_schedule(
+                self.parts, self.stage_ids, spec, dims.pp_mesh.get_group(), device, self._pp_loss
+            )
 
     def _pp_loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.flatten(0, 1), labels.flatten(0, 1)) / (
-            self.spec.grad_accum * self.spec.pp_microbatches)
+            self.spec.grad_accum * self.spec.pp_microbatches
+        )
 
     def step(self, step: int) -> torch.Tensor:
         """One optimizer step over this rank's share of the global batch; returns the local loss."""
         spec = self.spec
-        inputs, labels = local_batch(spec.seed, step, self.dims.dp_rank(), spec.local_batch, spec.seq_len,
-                                     self.cfg.vocab_size, self.device)
+        inputs, labels = local_batch(
+            spec.seed, step, self.dims.dp_rank(), spec.local_batch, spec.seq_len, self.cfg.vocab_size, self.device
+        )
         chunk = spec.micro_batch * spec.pp_microbatches
         total = torch.zeros((), device=self.device)
         for a in range(spec.grad_accum):
-            x, y = inputs[a * chunk:(a + 1) * chunk], labels[a * chunk:(a + 1) * chunk]
+            x, y = inputs[a * chunk : (a + 1) * chunk], labels[a * chunk : (a + 1) * chunk]
             if self.schedule is not None:
                 losses: list[torch.Tensor] = []
                 args = (x,) if self.has_first else ()

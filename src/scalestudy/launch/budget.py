@@ -44,9 +44,11 @@ class BudgetPlan:
         return sum(r.charge_s for r in self.chosen)
 
     def describe(self) -> str:
-        line = (f"budget {self.budget_s:,.0f} {self.unit} for study {self.study}: {len(self.done)} runs done, "
-                f"{len(self.chosen)} to run now ({self.charged_s:,.0f} {self.unit} at their time limits), "
-                f"{len(self.left)} left for a later call")
+        line = (
+            f"budget {self.budget_s:,.0f} {self.unit} for study {self.study}: {len(self.done)} runs done, "
+            f"{len(self.chosen)} to run now ({self.charged_s:,.0f} {self.unit} at their time limits), "
+            f"{len(self.left)} left for a later call"
+        )
         if self.left:
             line += f" (next: {self.left[0].run_id}, {self.left[0].charge_s:,.0f} {self.unit})"
         return line
@@ -74,11 +76,12 @@ def plan_budget(study, budget_s: float, site=None, *, time_limit_s: float | None
         chosen.append(run)
         spent += run.charge_s
     unit = "GPU-seconds" if cuda else "CPU process-seconds"
-    plan = BudgetPlan(study.name, float(budget_s), unit, tuple(chosen), tuple(missing[len(chosen):]), tuple(done))
+    plan = BudgetPlan(study.name, float(budget_s), unit, tuple(chosen), tuple(missing[len(chosen) :]), tuple(done))
     if missing and not chosen:
         nxt = missing[0]
         raise BudgetTooSmall(
             f"a budget of {budget_s:,.0f} {unit} cannot start {nxt.run_id}, the next run of study {study.name}: "
             f"it may use {nxt.charge_s:,.0f} ({nxt.devices} devices x {nxt.charge_s / nxt.devices:,.0f} s, its "
-            "time limit); raise the budget or lower the study's time_limit_s")
+            "time limit); raise the budget or lower the study's time_limit_s"
+        )
     return plan

@@ -78,8 +78,14 @@ def model_fingerprint(root: Path | str = ".") -> str:
 
     add([PACKAGE_DIR / "__init__.py", Path(__file__).resolve()], PACKAGE_DIR)
     for d in MODEL_CODE:
-        add(sorted(f for f in (PACKAGE_DIR / d).rglob("*")
-                   if f.is_file() and f.suffix != ".pyc" and "__pycache__" not in f.parts), PACKAGE_DIR)
+        add(
+            sorted(
+                f
+                for f in (PACKAGE_DIR / d).rglob("*")
+                if f.is_file() and f.suffix != ".pyc" and "__pycache__" not in f.parts
+            ),
+            PACKAGE_DIR,
+        )
     for rel in MODEL_INPUTS:
         try:
             p = checkout_path(rel, root)
@@ -122,10 +128,18 @@ def calibration_key(raw_dirs, root: Path | str = ".") -> dict:
                 if f.is_file():
                     st = f.stat()
                     files.append([f.relative_to(run_dir).as_posix(), st.st_size, st.st_mtime_ns])
-            runs.append([d, run_dir.relative_to(base).as_posix(), hashlib.sha256(status.read_bytes()).hexdigest(),
-                         files])
-    return {"format": FORMAT, "model": model_fingerprint(root), "python": list(sys.version_info[:2]),
-            "scalestudy": scalestudy.__version__, "raw_dirs": dirs, "root": root, "runs": runs}
+            runs.append(
+                [d, run_dir.relative_to(base).as_posix(), hashlib.sha256(status.read_bytes()).hexdigest(), files]
+            )
+    return {
+        "format": FORMAT,
+        "model": model_fingerprint(root),
+        "python": list(sys.version_info[:2]),
+        "scalestudy": scalestudy.__version__,
+        "raw_dirs": dirs,
+        "root": root,
+        "runs": runs,
+    }
 
 
 def _digest(key: dict) -> str:
@@ -180,8 +194,9 @@ def calibration_digest(raw_dirs, root: Path | str = ".") -> str | None:
     return _digest(calibration_key(raw_dirs, root))
 
 
-def load_calibration(raw_dirs, root: Path | str = ".", *, directory: Path | str | None = None,
-                     key_digest: str | None = None):
+def load_calibration(
+    raw_dirs, root: Path | str = ".", *, directory: Path | str | None = None, key_digest: str | None = None
+):
     """predict.calibrate(raw_dirs, root) (root resolved, as predict.cached_calibration gives it), from
     the entry on disk where its key still holds; else calibrated and the entry (re)written.
     `directory`: in place of cache_dir(root); `key_digest`: calibration_digest's, where the caller
@@ -227,8 +242,12 @@ class StepTimes:
     def save(self) -> None:
         if self.path is None or not self._changed:
             return
-        doc = {"format": STEPS_FORMAT, "key": self.key_digest, "values_sha256": _values_digest(self.values),
-               "step_time_s": self.values}
+        doc = {
+            "format": STEPS_FORMAT,
+            "key": self.key_digest,
+            "values_sha256": _values_digest(self.values),
+            "step_time_s": self.values,
+        }
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_bytes(self.path, (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode())
@@ -246,13 +265,24 @@ def step_times_key(calibration: str, cluster, root: Path | str = ".", options=No
     model's code and inputs), the cluster's values as loaded, the model options, and the raw logs a
     cluster with `collectives.fit: raw` fits its collectives to (collectives.CollectiveModel.for_cluster)."""
     coll = calibration_key(list(cluster.raw_dirs), root)["runs"] if cluster.collectives_fit == "raw" else []
-    return {"format": STEPS_FORMAT, "calibration": calibration,
-            "cluster": hashlib.sha256(json.dumps(cluster.as_dict(), sort_keys=True, default=str).encode()).hexdigest(),
-            "options": None if options is None else options.as_dict(), "collective_runs": coll}
+    return {
+        "format": STEPS_FORMAT,
+        "calibration": calibration,
+        "cluster": hashlib.sha256(json.dumps(cluster.as_dict(), sort_keys=True, default=str).encode()).hexdigest(),
+        "options": None if options is None else options.as_dict(),
+        "collective_runs": coll,
+    }
 
 
-def step_times(raw_dirs, cluster, root: Path | str = ".", options=None, *, calibration: str | None,
-               directory: Path | str | None = None) -> StepTimes:
+def step_times(
+    raw_dirs,
+    cluster,
+    root: Path | str = ".",
+    options=None,
+    *,
+    calibration: str | None,
+    directory: Path | str | None = None,
+) -> StepTimes:
     """The step times kept for the calibration of `raw_dirs` (`calibration`: its key's digest,
     calibration_digest), `cluster` and `options`: empty where none are kept, or where the entry does
     not check. None as the digest: a memo of this process only."""
@@ -261,16 +291,22 @@ def step_times(raw_dirs, cluster, root: Path | str = ".", options=None, *, calib
         return StepTimes(None, None)
     key_digest = _digest(step_times_key(calibration, cluster, root, options))
     opts = None if options is None else options.as_dict()
-    slot = hashlib.sha256(json.dumps([_root(root), _as_list(raw_dirs), cluster.name, opts], sort_keys=True,
-                                     default=str).encode()).hexdigest()[:16]
+    slot = hashlib.sha256(
+        json.dumps([_root(root), _as_list(raw_dirs), cluster.name, opts], sort_keys=True, default=str).encode()
+    ).hexdigest()[:16]
     path = d / f"steps-{slot}.json"
     try:
         doc = json.loads(path.read_text())
         values = doc["step_time_s"]
-        ok = (doc.get("format") == STEPS_FORMAT and doc.get("key") == key_digest and isinstance(values, dict)
-              and all(isinstance(k, str) and isinstance(v, float) and math.isfinite(v) and v > 0
-                      for k, v in values.items())
-              and doc.get("values_sha256") == _values_digest(values))
+        ok = (
+            doc.get("format") == STEPS_FORMAT
+            and doc.get("key") == key_digest
+            and isinstance(values, dict)
+            and all(
+                isinstance(k, str) and isinstance(v, float) and math.isfinite(v) and v > 0 for k, v in values.items()
+            )
+            and doc.get("values_sha256") == _values_digest(values)
+        )
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         ok = False
     return StepTimes(path, key_digest, values if ok else None)

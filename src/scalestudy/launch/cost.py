@@ -83,7 +83,7 @@ def study_cost(study, site=None, *, expected: bool = True, root: Path | str | No
     jobs = study.jobs
     predicted, expected_from, notes = ({}, "", [])
     if expected:  # study.jobs begins with the runs, in order: their ids are not made twice
-        predicted, expected_from, notes = _expected_hours(study, root, [i for i, _ in jobs[:len(study.runs)]])
+        predicted, expected_from, notes = _expected_hours(study, root, [i for i, _ in jobs[: len(study.runs)]])
     sizes: dict[tuple[int, int], list] = defaultdict(lambda: [0, 0.0, 0.0, False])
     done, left = 0, 0.0
     for run_id, spec in jobs:
@@ -98,10 +98,13 @@ def study_cost(study, site=None, *, expected: bool = True, root: Path | str | No
             done += 1
         else:
             left += hours
-    rows = tuple(SizeRow(n, d, v[0], v[1], v[2] if v[3] else None)
-                 for (n, d), v in sorted(sizes.items(), key=lambda kv: (kv[0][1], kv[0][0])))
-    return StudyCost(study.name, "GPU-hours" if cuda else "CPU process-hours", rows, expected_from, done, left,
-                     tuple(notes))
+    rows = tuple(
+        SizeRow(n, d, v[0], v[1], v[2] if v[3] else None)
+        for (n, d), v in sorted(sizes.items(), key=lambda kv: (kv[0][1], kv[0][0]))
+    )
+    return StudyCost(
+        study.name, "GPU-hours" if cuda else "CPU process-hours", rows, expected_from, done, left, tuple(notes)
+    )
 
 
 def _expected_hours(study, root: Path, run_ids: list[str] | None = None) -> tuple[dict[str, float], str, list[str]]:
@@ -135,8 +138,10 @@ def _expected_hours(study, root: Path, run_ids: list[str] | None = None) -> tupl
                 from scalestudy.perfmodel.predict import predict
 
                 try:
-                    model = (load_calibration(calibration, root, key_digest=cal_key),
-                             CollectiveModel.for_cluster(cluster, root))
+                    model = (
+                        load_calibration(calibration, root, key_digest=cal_key),
+                        CollectiveModel.for_cluster(cluster, root),
+                    )
                 except (OSError, ValueError, KeyError) as e:
                     return {}, f"no expected column: the performance model cannot load ({e})", []
             try:
@@ -148,15 +153,19 @@ def _expected_hours(study, root: Path, run_ids: list[str] | None = None) -> tupl
         steps = r.spec.warmup_iters + r.spec.measured_iters
         out[run_id] = r.spec.processes * (step * steps + EXPECTED_STARTUP_S) / 3600.0
     known.save()
-    how = (f"performance model on {cluster_name} (step time x steps + {EXPECTED_STARTUP_S:.0f} s start-up a job "
-           "[assumed]; collectives jobs not modelled)")
+    how = (
+        f"performance model on {cluster_name} (step time x steps + {EXPECTED_STARTUP_S:.0f} s start-up a job "
+        "[assumed]; collectives jobs not modelled)"
+    )
     return out, how, notes
 
 
 def format_cost(cost: StudyCost, budget: float | None = None, budget_source: str = "") -> str:
     unit = cost.unit
-    lines = [f"cost of study {cost.study}: {cost.jobs} jobs, {cost.requested_h:,.0f} {unit} at the requested "
-             "time limits" + (f", ~{cost.expected_h:,.0f} expected" if cost.expected_h is not None else "")]
+    lines = [
+        f"cost of study {cost.study}: {cost.jobs} jobs, {cost.requested_h:,.0f} {unit} at the requested "
+        "time limits" + (f", ~{cost.expected_h:,.0f} expected" if cost.expected_h is not None else "")
+    ]
     dev = "GPUs" if cost.gpu else "procs"
     lines.append(f"  {'nodes':>5} {dev:>6} {'jobs':>5} {unit + ' requested':>24} {'expected':>10}")
     for r in cost.rows:
@@ -167,8 +176,10 @@ def format_cost(cost: StudyCost, budget: float | None = None, budget_source: str
     if cost.notes:
         lines.append(f"  {len(cost.notes)} runs without an expected cost, e.g. {cost.notes[0]}")
     if cost.jobs_done:
-        lines.append(f"  done: {cost.jobs_done} jobs; left: {cost.jobs - cost.jobs_done} jobs, "
-                     f"{cost.requested_left_h:,.0f} {unit} requested")
+        lines.append(
+            f"  done: {cost.jobs_done} jobs; left: {cost.jobs - cost.jobs_done} jobs, "
+            f"{cost.requested_left_h:,.0f} {unit} requested"
+        )
     if budget is not None:
         lines.append(f"  budget: {budget:,.0f} GPU-hours ({budget_source})")
     return "\n".join(line for line in lines if line)
@@ -182,7 +193,8 @@ def check_budget(cost: StudyCost, budget: float | None, source: str) -> None:
     raise BudgetError(
         f"study {cost.study} asks for {cost.requested_left_h:,.0f} GPU-hours at the requested time limits{exp} "
         f"for {cost.jobs - cost.jobs_done} jobs, over its budget of {budget:,.0f} GPU-hours ({source}); "
-        "raise gpu_hours_budget there (or pass --config gpu_hours_budget=N), or plan fewer or shorter runs")
+        "raise gpu_hours_budget there (or pass --config gpu_hours_budget=N), or plan fewer or shorter runs"
+    )
 
 
 def budget_of(study, site, config_budget: float | None = None) -> tuple[float | None, str]:
@@ -235,8 +247,17 @@ def study_status(study, site=None, now: float | None = None) -> StudyStatus:
             failed.append(run_id)
         else:
             left += 1
-    return StudyStatus(study.name, "GPU-hours" if cuda else "CPU process-hours",
-                       len(study.runs) + len(study.collectives), dict(done), running, failed, left, spent, to_come)
+    return StudyStatus(
+        study.name,
+        "GPU-hours" if cuda else "CPU process-hours",
+        len(study.runs) + len(study.collectives),
+        dict(done),
+        running,
+        failed,
+        left,
+        spent,
+        to_come,
+    )
 
 
 def _duration_s(run_dir: Path, now: float) -> float:
@@ -253,18 +274,22 @@ def _duration_s(run_dir: Path, now: float) -> float:
 def format_status(st: StudyStatus) -> str:
     done = sum(st.done.values())
     by = ", ".join(f"{n} {s}" for s, n in sorted(st.done.items(), key=lambda kv: (-kv[1], kv[0])))
-    lines = [f"study {st.study}: {st.planned} jobs planned",
-             f"  done     {done:>5}" + (f"  ({by})" if by else ""),
-             f"  running  {len(st.running):>5}",
-             f"  failed   {len(st.failed):>5}  (harness errors; raw logs kept under crashed/)",
-             f"  left     {st.left:>5}",
-             f"  {st.unit}: {st.spent_h:,.1f} spent, up to {st.to_come_h:,.1f} to come (the requested time limits)"]
+    lines = [
+        f"study {st.study}: {st.planned} jobs planned",
+        f"  done     {done:>5}" + (f"  ({by})" if by else ""),
+        f"  running  {len(st.running):>5}",
+        f"  failed   {len(st.failed):>5}  (harness errors; raw logs kept under crashed/)",
+        f"  left     {st.left:>5}",
+        f"  {st.unit}: {st.spent_h:,.1f} spent, up to {st.to_come_h:,.1f} to come (the requested time limits)",
+    ]
     q = st.queue
     if q is not None and q.error:
         lines.append(f"  squeue   unknown  ({q.error})")
     elif q is not None:
         others = "".join(f", {len(ids)} {state.lower()}" for state, ids in q.other.items())
-        lines.append(f"  squeue   {len(q.pending):>5} pending, {len(q.running)} running{others}  (SLURM jobs of its runs)")
+        lines.append(
+            f"  squeue   {len(q.pending):>5} pending, {len(q.running)} running{others}  (SLURM jobs of its runs)"
+        )
     lines += [f"  running: {r}" for r in st.running[:10]]
     lines += [f"  failed: {r}" for r in st.failed[:10]]
     return "\n".join(lines)

@@ -109,8 +109,14 @@ class LaunchOutcome:
 # The thread-count variables Snakemake sets per job. torch takes the larger of OMP_NUM_THREADS and
 # MKL_NUM_THREADS, so sharing out only the first left every process of a multi-process run with all
 # of the job's threads (idle OpenMP threads spin, starving the peer ranks a collective waits for).
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS",
-               "VECLIB_MAXIMUM_THREADS", "NUMEXPR_NUM_THREADS")
+THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "GOTO_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+)
 
 
 def _launcher_name(cmd: list[str]) -> str:
@@ -159,8 +165,10 @@ def host_problem(spec: Spec, cpus: int | None = None) -> str | None:
     one host than CPU_PROCS_PER_CPU_MAX a CPU of this host."""
     cpus = cpus or os.cpu_count() or 1
     if spec.device == "cpu" and spec.launch_procs_per_node > CPU_PROCS_PER_CPU_MAX * cpus:
-        return (f"run {spec.run_id}: procs_per_node {spec.launch_procs_per_node} is more than {CPU_PROCS_PER_CPU_MAX} "
-                f"processes a CPU of this host ({cpus} CPUs): its step times would measure the scheduler")
+        return (
+            f"run {spec.run_id}: procs_per_node {spec.launch_procs_per_node} is more than {CPU_PROCS_PER_CPU_MAX} "
+            f"processes a CPU of this host ({cpus} CPUs): its step times would measure the scheduler"
+        )
     return None
 
 
@@ -178,10 +186,17 @@ def job_resources(spec: Spec, time_limit_s: float | None = None, site: Site | No
         "gpus": spec.processes if cuda else 0,
         "time_limit_s": int(math.ceil(limit)),
     }
-    res.update(slurm.job_resources(
-        nodes=spec.launch_nodes, procs_per_node=per_node, cuda=cuda, site=site or Site(), what=f"run {spec.run_id}",
-        runtime_min=int(math.ceil((limit + 2 * DEFAULT_GRACE_S) / 60)) + 2,
-        mem_mb=16384 * per_node if cuda else 1024 + 768 * per_node))
+    res.update(
+        slurm.job_resources(
+            nodes=spec.launch_nodes,
+            procs_per_node=per_node,
+            cuda=cuda,
+            site=site or Site(),
+            what=f"run {spec.run_id}",
+            runtime_min=int(math.ceil((limit + 2 * DEFAULT_GRACE_S) / 60)) + 2,
+            mem_mb=16384 * per_node if cuda else 1024 + 768 * per_node,
+        )
+    )
     return res
 
 
@@ -195,45 +210,92 @@ def _module_args(spec: Spec, spec_file: Path, run_dir: Path) -> list[str]:
 
 
 def torchrun_command(spec: Spec, spec_file: Path, run_dir: Path, python: str = sys.executable) -> list[str]:
-    return [python, "-m", "torch.distributed.run", f"--nproc_per_node={spec.launch_procs_per_node}", "--nnodes=1",
-            "--rdzv-backend=c10d", "--rdzv-endpoint=localhost:0", "-m", *_module_args(spec, spec_file, run_dir)]
+    return [
+        python,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={spec.launch_procs_per_node}",
+        "--nnodes=1",
+        "--rdzv-backend=c10d",
+        "--rdzv-endpoint=localhost:0",
+        "-m",
+        *_module_args(spec, spec_file, run_dir),
+    ]
 
 
-def launch_command(spec: Spec, spec_file: Path, run_dir: Path, python: str = sys.executable,
-                   allocation: slurm.Allocation | None = None, site: Site | None = None) -> list[str]:
+def launch_command(
+    spec: Spec,
+    spec_file: Path,
+    run_dir: Path,
+    python: str = sys.executable,
+    allocation: slurm.Allocation | None = None,
+    site: Site | None = None,
+) -> list[str]:
     """torchrun on this host, or inside a SLURM allocation srun + torchrun on its nodes (one-node
     runs already inside a job step start torchrun directly: the step holds the node)."""
     if allocation is None or (allocation.in_step and spec.launch_nodes == 1):
         if spec.launch_nodes != 1:
-            raise LaunchError(f"{spec.run_id} needs {spec.launch_nodes} nodes; outside a SLURM job this launcher starts "
-                              "single-node runs only (run the workflow with --profile slurm)")
-        choice = local_workers.launcher_choice(spec.device, spec.launch_nodes, os.environ) if allocation is None \
+            raise LaunchError(
+                f"{spec.run_id} needs {spec.launch_nodes} nodes; outside a SLURM job this launcher starts "
+                "single-node runs only (run the workflow with --profile slurm)"
+            )
+        choice = (
+            local_workers.launcher_choice(spec.device, spec.launch_nodes, os.environ)
+            if allocation is None
             else "torchrun"
+        )
         if choice == "warm":
             return warm_workers.command(spec.launch_procs_per_node, _module_args(spec, spec_file, run_dir), python)
         if choice == "local":
             return local_workers.command(spec.launch_procs_per_node, _module_args(spec, spec_file, run_dir), python)
         return torchrun_command(spec, spec_file, run_dir, python)
     if len(allocation.hosts) < spec.launch_nodes:
-        raise LaunchError(f"{spec.run_id} needs {spec.launch_nodes} nodes; SLURM job {allocation.job_id} has "
-                          f"{len(allocation.hosts)} ({allocation.nodelist})")
+        raise LaunchError(
+            f"{spec.run_id} needs {spec.launch_nodes} nodes; SLURM job {allocation.job_id} has "
+            f"{len(allocation.hosts)} ({allocation.nodelist})"
+        )
     site = site or Site()
     cuda = spec.device == "cuda"
-    res = slurm.job_resources(nodes=spec.launch_nodes, procs_per_node=spec.launch_procs_per_node, cuda=cuda, runtime_min=0,
-                              mem_mb=0, site=site, what=f"run {spec.run_id}")
+    res = slurm.job_resources(
+        nodes=spec.launch_nodes,
+        procs_per_node=spec.launch_procs_per_node,
+        cuda=cuda,
+        runtime_min=0,
+        mem_mb=0,
+        site=site,
+        what=f"run {spec.run_id}",
+    )
     return slurm.srun_torchrun_command(
-        nodes=spec.launch_nodes, procs_per_node=spec.launch_procs_per_node, first_host=allocation.first_host,
-        job_id=allocation.job_id, module_args=_module_args(spec, spec_file, run_dir), python=python,
-        cpus_per_task=res["cpus_per_task"], gpus_per_node=spec.launch_procs_per_node if cuda else None,
-        port=slurm.rdzv_port(allocation.job_id, site.rdzv_port), overlap=allocation.in_step,
-        srun_extra=site.srun_extra)
+        nodes=spec.launch_nodes,
+        procs_per_node=spec.launch_procs_per_node,
+        first_host=allocation.first_host,
+        job_id=allocation.job_id,
+        module_args=_module_args(spec, spec_file, run_dir),
+        python=python,
+        cpus_per_task=res["cpus_per_task"],
+        gpus_per_node=spec.launch_procs_per_node if cuda else None,
+        port=slurm.rdzv_port(allocation.job_id, site.rdzv_port),
+        overlap=allocation.in_step,
+        srun_extra=site.srun_extra,
+    )
 
 
 # ---- launching ------------------------------------------------------------------------
-def launch(spec: Spec, run_dir: Path | str, *, time_limit_s: float | None = None, log_path: Path | str | None = None,
-           grace_s: float = DEFAULT_GRACE_S, env: dict | None = None, python: str = sys.executable,
-           keep_crashed: bool = True, attempt: int = 1, max_attempts: int = 1,
-           site: Site | None = None, identity: dict | None = None) -> LaunchOutcome:
+def launch(
+    spec: Spec,
+    run_dir: Path | str,
+    *,
+    time_limit_s: float | None = None,
+    log_path: Path | str | None = None,
+    grace_s: float = DEFAULT_GRACE_S,
+    env: dict | None = None,
+    python: str = sys.executable,
+    keep_crashed: bool = True,
+    attempt: int = 1,
+    max_attempts: int = 1,
+    site: Site | None = None,
+    identity: dict | None = None,
+) -> LaunchOutcome:
     """Run `spec` on this host, or on the nodes of the SLURM job it runs in, and leave a
     finished raw log in run_dir (see the module doc). `identity` ({"study", "hardware"}: the
     study that planned the run and its hardware line) goes into run.json (rawlog.IDENTITY_ENV)."""
@@ -252,21 +314,46 @@ def launch(spec: Spec, run_dir: Path | str, *, time_limit_s: float | None = None
         env[rawlog.IDENTITY_ENV] = rawlog.identity_env(identity.get("study"), identity.get("hardware"))
     allocation = slurm.current_allocation(env) if slurm.job_id_of(env) else None
     if spec.launch_nodes != 1 and allocation is None:
-        raise LaunchError(f"{spec.run_id} needs {spec.launch_nodes} nodes; outside a SLURM job this launcher starts "
-                          "single-node runs only (run the workflow with --profile slurm)")
+        raise LaunchError(
+            f"{spec.run_id} needs {spec.launch_nodes} nodes; outside a SLURM job this launcher starts "
+            "single-node runs only (run the workflow with --profile slurm)"
+        )
     who = f"launcher pid {os.getpid()} on {os.uname().nodename} since {time.strftime('%Y-%m-%dT%H:%M:%S')}"
     try:
         with run_guard.run_lock(run_dir, who):
-            return _launch_locked(spec, run_dir, env, allocation, time_limit_s=time_limit_s, log_path=log_path,
-                                  grace_s=grace_s, python=python, keep_crashed=keep_crashed, attempt=attempt,
-                                  max_attempts=max_attempts, site=site)
+            return _launch_locked(
+                spec,
+                run_dir,
+                env,
+                allocation,
+                time_limit_s=time_limit_s,
+                log_path=log_path,
+                grace_s=grace_s,
+                python=python,
+                keep_crashed=keep_crashed,
+                attempt=attempt,
+                max_attempts=max_attempts,
+                site=site,
+            )
     except run_guard.RunLockedError as e:
         raise LaunchError(str(e)) from None
 
 
-def _launch_locked(spec: Spec, run_dir: Path, env: dict, allocation: slurm.Allocation | None, *,
-                   time_limit_s: float | None, log_path: Path | str | None, grace_s: float, python: str,
-                   keep_crashed: bool, attempt: int, max_attempts: int, site: Site | None) -> LaunchOutcome:
+def _launch_locked(
+    spec: Spec,
+    run_dir: Path,
+    env: dict,
+    allocation: slurm.Allocation | None,
+    *,
+    time_limit_s: float | None,
+    log_path: Path | str | None,
+    grace_s: float,
+    python: str,
+    keep_crashed: bool,
+    attempt: int,
+    max_attempts: int,
+    site: Site | None,
+) -> LaunchOutcome:
     found_note = None
     if (run_dir / rawlog.STATUS_FILE).exists():
         try:
@@ -282,8 +369,10 @@ def _launch_locked(spec: Spec, run_dir: Path, env: dict, allocation: slurm.Alloc
             # copy): a measurement is never deleted; it is moved aside to a named sibling, which the
             # aggregation lists as an unplanned run (and the audit as a problem) until someone decides
             aside = _move_found(run_dir)
-            found_note = (f"{run_dir} already held a finished run (status {before}) when this launch was about to "
-                          f"measure into it: moved aside to {aside}, kept, not deleted; measuring the run again")
+            found_note = (
+                f"{run_dir} already held a finished run (status {before}) when this launch was about to "
+                f"measure into it: moved aside to {aside}, kept, not deleted; measuring the run again"
+            )
             print(f"[scalestudy] {found_note}", flush=True)
     limit = float(time_limit_s or default_time_limit_s(spec))
     run_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -297,8 +386,10 @@ def _launch_locked(spec: Spec, run_dir: Path, env: dict, allocation: slurm.Alloc
     # removes a failed job's output at once) cannot take the record with it, and run_dir only
     # ever appears finished.
     stage = _stage_dir(run_dir, attempt, allocation)
-    with tempfile.TemporaryDirectory(prefix="scalestudy-launch-") as tmp, \
-            (open(log_path, "a" if attempt > 1 else "w") if log_path is not None else _Stdout()) as log:
+    with (
+        tempfile.TemporaryDirectory(prefix="scalestudy-launch-") as tmp,
+        open(log_path, "a" if attempt > 1 else "w") if log_path is not None else _Stdout() as log,
+    ):
         # the spec file must be readable on every node of a multi-node run: on the shared file
         # system next to the run's directory, not in this host's /tmp
         spec_dir = Path(tmp) if allocation is None or spec.launch_nodes == 1 else stage.parent
@@ -309,27 +400,39 @@ def _launch_locked(spec: Spec, run_dir: Path, env: dict, allocation: slurm.Alloc
             cmd = launch_command(spec, spec_file, stage, python, allocation, site)
             stage.mkdir(parents=True)
             if allocation is not None:
-                _note(log, f"SLURM job {allocation.job_id}, nodes {allocation.nodelist}, attempt {attempt} of "
-                           f"{max_attempts}" + (" (inside a job step)" if allocation.in_step else ""))
+                _note(
+                    log,
+                    f"SLURM job {allocation.job_id}, nodes {allocation.nodelist}, attempt {attempt} of "
+                    f"{max_attempts}" + (" (inside a job step)" if allocation.in_step else ""),
+                )
             if found_note:
                 _note(log, found_note)
             _note(log, f"run {spec.run_id}: {' '.join(cmd)}")
             _note(log, f"wall-clock limit {limit:.0f} s, then SIGTERM and {grace_s:.0f} s grace")
             token = run_guard.new_token()
-            watch = run_guard.LoadWatch(token, gpus=tuple(run_guard.gpu_ids(spec.launch_procs_per_node, env))
-                                        if spec.device == "cuda" else (),
-                                        cpu_share_max=run_guard.foreign_cpu_threshold(env))
-            with run_guard.device_lock(run_guard.device_names(spec.device, spec.launch_procs_per_node, env),
-                                       f"{spec.run_id} ({os.getpid()})", env,
-                                       on_wait=lambda p, h: _note(log, f"waiting for {p}: held by {h}")) as held:
+            watch = run_guard.LoadWatch(
+                token,
+                gpus=tuple(run_guard.gpu_ids(spec.launch_procs_per_node, env)) if spec.device == "cuda" else (),
+                cpu_share_max=run_guard.foreign_cpu_threshold(env),
+            )
+            with run_guard.device_lock(
+                run_guard.device_names(spec.device, spec.launch_procs_per_node, env),
+                f"{spec.run_id} ({os.getpid()})",
+                env,
+                on_wait=lambda p, h: _note(log, f"waiting for {p}: held by {h}"),
+            ) as held:
                 started = time.monotonic()
                 returncode, timed_out, signalled, strays = _supervise(
-                    cmd, run_guard.guarded_env(env, token), log, limit, grace_s, token, watch)
+                    cmd, run_guard.guarded_env(env, token), log, limit, grace_s, token, watch
+                )
             load = watch.record(held.waited_s, window=measured_window(stage))
-            _note(log, f"{_launcher_name(cmd)} ended with exit code {returncode} after {time.monotonic() - started:.1f} s"
-                       + (" (stopped at the time limit)" if timed_out else "")
-                       + (f" (stopped: the launcher received {signal.Signals(signalled).name})" if signalled else "")
-                       + (f"; killed {len(strays)} leftover process(es) of the run: {strays}" if strays else ""))
+            _note(
+                log,
+                f"{_launcher_name(cmd)} ended with exit code {returncode} after {time.monotonic() - started:.1f} s"
+                + (" (stopped at the time limit)" if timed_out else "")
+                + (f" (stopped: the launcher received {signal.Signals(signalled).name})" if signalled else "")
+                + (f"; killed {len(strays)} leftover process(es) of the run: {strays}" if strays else ""),
+            )
             if load["contaminated"]:
                 _note(log, f"CONTAMINATED: {load['reason']} (pids {load['other_run_processes']})")
         finally:
@@ -339,11 +442,25 @@ def _launch_locked(spec: Spec, run_dir: Path, env: dict, allocation: slurm.Alloc
         if signalled is not None and allocation is not None:
             verdict, facts = slurm.why_stopped(allocation.job_id, signal=signalled)
             stop = {"scheduler": "slurm", "job_id": allocation.job_id, "status": verdict, **facts}
-            _note(log, f"SLURM says: {' '.join(f'{k}={v}' for k, v in facts.items()) or 'nothing'}"
-                       f" -> {verdict or 'no verdict'}")
+            _note(
+                log,
+                f"SLURM says: {' '.join(f'{k}={v}' for k, v in facts.items()) or 'nothing'}"
+                f" -> {verdict or 'no verdict'}",
+            )
         try:
-            outcome = _conclude(spec, stage, returncode, timed_out, signalled, limit, keep_crashed, stop, allocation,
-                                final_dir=run_dir, identity=rawlog.identity_from_env(env))
+            outcome = _conclude(
+                spec,
+                stage,
+                returncode,
+                timed_out,
+                signalled,
+                limit,
+                keep_crashed,
+                stop,
+                allocation,
+                final_dir=run_dir,
+                identity=rawlog.identity_from_env(env),
+            )
             _record_load(stage / rawlog.STATUS_FILE, load)
             compress_gpu_run(spec, stage)
         except (rawlog.RawLogError, OSError) as e:  # e.g. a full disk: say which file, and how much room is left
@@ -395,8 +512,9 @@ def _stage_dir(run_dir: Path, attempt: int, allocation: slurm.Allocation | None)
     under raw/, else a hidden sibling of run_dir."""
     who = f"job{allocation.job_id}" if allocation is not None else f"pid{os.getpid()}"
     name = f"{run_dir.name}.attempt{attempt}.{who}.{_stamp()}"
-    stage = (run_dir.parent.parent / "attempts" / name) if run_dir.parent.name == "raw" \
-        else run_dir.with_name(f".{name}")
+    stage = (
+        (run_dir.parent.parent / "attempts" / name) if run_dir.parent.name == "raw" else run_dir.with_name(f".{name}")
+    )
     n = 1
     while stage.exists():
         n += 1
@@ -404,8 +522,9 @@ def _stage_dir(run_dir: Path, attempt: int, allocation: slurm.Allocation | None)
     return stage
 
 
-def _place(outcome: LaunchOutcome, stage: Path, run_dir: Path, attempt: int, max_attempts: int,
-           stopping: bool) -> LaunchOutcome:
+def _place(
+    outcome: LaunchOutcome, stage: Path, run_dir: Path, attempt: int, max_attempts: int, stopping: bool
+) -> LaunchOutcome:
     """Move the finished attempt to run_dir. An interrupted run (timeout, preempted) goes to
     interrupted/ instead, where it is never read as a result, while attempts remain: the launcher
     exits EXIT_RETRY and the workflow runs it again. A job that SLURM is stopping fails whatever
@@ -434,8 +553,9 @@ def _place(outcome: LaunchOutcome, stage: Path, run_dir: Path, attempt: int, max
             stage.parent.rmdir()  # when no other attempt is in flight
         except OSError:
             pass
-    return dataclasses.replace(outcome, run_dir=run_dir, exit_code=EXIT_RETRY if retry else outcome.exit_code,
-                               message=text, kept_at=kept)
+    return dataclasses.replace(
+        outcome, run_dir=run_dir, exit_code=EXIT_RETRY if retry else outcome.exit_code, message=text, kept_at=kept
+    )
 
 
 class _Stdout:
@@ -473,8 +593,15 @@ def _kill_group(pgid: int) -> None:
         pass
 
 
-def _supervise(cmd: list[str], env: dict, log: IO[str], limit: float, grace_s: float, token: str,
-               watch: run_guard.LoadWatch | None = None) -> tuple[int, bool, int | None, list[int]]:
+def _supervise(
+    cmd: list[str],
+    env: dict,
+    log: IO[str],
+    limit: float,
+    grace_s: float,
+    token: str,
+    watch: run_guard.LoadWatch | None = None,
+) -> tuple[int, bool, int | None, list[int]]:
     """Run torchrun in its own session; stop it at `limit` (SIGTERM to torchrun, which passes it
     on to its workers, then SIGKILL to the whole group after grace_s). A SIGTERM or SIGINT sent
     to the launcher (a scheduler's limit, Ctrl-C) is passed on the same way. On every way out,
@@ -484,8 +611,14 @@ def _supervise(cmd: list[str], env: dict, log: IO[str], limit: float, grace_s: f
         out = log.fileno()
     except (AttributeError, OSError, ValueError):  # e.g. a captured sys.stdout
         out = None
-    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT if out is not None else None, env=env,
-                            start_new_session=True, preexec_fn=_die_with_parent)
+    proc = subprocess.Popen(
+        cmd,
+        stdout=out,
+        stderr=subprocess.STDOUT if out is not None else None,
+        env=env,
+        start_new_session=True,
+        preexec_fn=_die_with_parent,
+    )
     try:
         returncode, timed_out, signalled = _wait(proc, limit, grace_s, watch)
         if watch is not None:  # a last sample after the run: the measured steps lie between two
@@ -495,8 +628,9 @@ def _supervise(cmd: list[str], env: dict, log: IO[str], limit: float, grace_s: f
     return returncode, timed_out, signalled, strays
 
 
-def _wait(proc: subprocess.Popen, limit: float, grace_s: float,
-          watch: run_guard.LoadWatch | None) -> tuple[int, bool, int | None]:
+def _wait(
+    proc: subprocess.Popen, limit: float, grace_s: float, watch: run_guard.LoadWatch | None
+) -> tuple[int, bool, int | None]:
     pgid = proc.pid
     received: list[int] = []
 
@@ -545,10 +679,19 @@ def _missing_ranks(run_dir: Path, world: int) -> list[int]:
     return [r for r in range(world) if not (run_dir / rawlog.rank_status_file(r)).exists()]
 
 
-def _conclude(spec: Spec, run_dir: Path, returncode: int, timed_out: bool, signalled: int | None,
-              limit: float, keep_crashed: bool, stop: dict | None = None,
-              allocation: slurm.Allocation | None = None, final_dir: Path | None = None,
-              identity: dict | None = None) -> LaunchOutcome:
+def _conclude(
+    spec: Spec,
+    run_dir: Path,
+    returncode: int,
+    timed_out: bool,
+    signalled: int | None,
+    limit: float,
+    keep_crashed: bool,
+    stop: dict | None = None,
+    allocation: slurm.Allocation | None = None,
+    final_dir: Path | None = None,
+    identity: dict | None = None,
+) -> LaunchOutcome:
     """The outcome of the run written in run_dir (this attempt's directory); copies of it go
     where final_dir's would (crashed/ next to raw/)."""
     final_dir = final_dir or run_dir
@@ -569,9 +712,17 @@ def _conclude(spec: Spec, run_dir: Path, returncode: int, timed_out: bool, signa
     if not status_path.exists():
         started = (run_dir / rawlog.RUN_FILE).exists() or any(run_dir.glob("rank-*.jsonl"))
         if not started and not stopped:
-            return LaunchOutcome(spec.run_id, run_dir, None, EXIT_HARNESS_ERROR,
-                                 f"{spec.run_id}: the run's launcher ended (exit code {returncode}) before the harness "
-                                 "started a raw log; see the log above", timed_out, returncode, False)
+            return LaunchOutcome(
+                spec.run_id,
+                run_dir,
+                None,
+                EXIT_HARNESS_ERROR,
+                f"{spec.run_id}: the run's launcher ended (exit code {returncode}) before the harness "
+                "started a raw log; see the log above",
+                timed_out,
+                returncode,
+                False,
+            )
         if not started:  # stopped before the harness got going (e.g. stuck in rendezvous)
             run_dir.mkdir(parents=True, exist_ok=True)
             _write_launcher_run_json(spec, run_dir, limit, allocation, identity)
@@ -581,9 +732,13 @@ def _conclude(spec: Spec, run_dir: Path, returncode: int, timed_out: bool, signa
             reason = f"no status from this rank: {why}"
         else:
             reason = f"the process ended without writing its status (torchrun exit code {returncode})"
-        finalized = rawlog.try_finalize(run_dir, world, force=True,
-                                        missing_status=(verdict or "timeout") if stopped else "crashed",
-                                        missing_reason=reason)
+        finalized = rawlog.try_finalize(
+            run_dir,
+            world,
+            force=True,
+            missing_status=(verdict or "timeout") if stopped else "crashed",
+            missing_reason=reason,
+        )
     if stop is not None:
         _record_scheduler_stop(status_path, stop, why)
     final = json.loads(status_path.read_text())
@@ -596,13 +751,18 @@ def _conclude(spec: Spec, run_dir: Path, returncode: int, timed_out: bool, signa
     if finalized:
         text += "; status.json written by the launcher"
     if not harness_error:
-        return LaunchOutcome(spec.run_id, run_dir, status, EXIT_CLASSIFIED, text, timed_out, returncode, finalized,
-                             stopped_by=stop)
+        return LaunchOutcome(
+            spec.run_id, run_dir, status, EXIT_CLASSIFIED, text, timed_out, returncode, finalized, stopped_by=stop
+        )
     kept = _keep_copy(run_dir, final_dir, "crashed", _stamp()) if keep_crashed else None
-    text = (f"{text}. The harness raised an error it could not classify: a bug, not a measurement"
-            + (f"; the raw log is kept at {kept}" if kept else "") + _traceback_of(run_dir))
-    return LaunchOutcome(spec.run_id, run_dir, status, EXIT_HARNESS_ERROR, text, timed_out, returncode, finalized, kept,
-                         stopped_by=stop)
+    text = (
+        f"{text}. The harness raised an error it could not classify: a bug, not a measurement"
+        + (f"; the raw log is kept at {kept}" if kept else "")
+        + _traceback_of(run_dir)
+    )
+    return LaunchOutcome(
+        spec.run_id, run_dir, status, EXIT_HARNESS_ERROR, text, timed_out, returncode, finalized, kept, stopped_by=stop
+    )
 
 
 def _record_scheduler_stop(status_path: Path, stop: dict, why: str) -> None:
@@ -622,8 +782,11 @@ def measured_window(run_dir: Path) -> tuple[float, float] | None:
     """(start, end) in time_unix of a run's measured steps, from its iteration records (merged
     metrics.jsonl, else the ranks' files): each record is written at its step's end. None: no
     measured step."""
-    files = [run_dir / rawlog.METRICS_FILE] if (run_dir / rawlog.METRICS_FILE).exists() \
+    files = (
+        [run_dir / rawlog.METRICS_FILE]
+        if (run_dir / rawlog.METRICS_FILE).exists()
         else sorted(run_dir.glob("rank-*.jsonl"))
+    )
     start = end = None
     for f in files:
         try:
@@ -656,19 +819,32 @@ def _record_load(status_path: Path, load: dict) -> None:
     rawlog.write_status(status_path, final)
 
 
-def _write_launcher_run_json(spec: Spec, run_dir: Path, limit: float,
-                             allocation: slurm.Allocation | None = None, identity: dict | None = None) -> None:
+def _write_launcher_run_json(
+    spec: Spec, run_dir: Path, limit: float, allocation: slurm.Allocation | None = None, identity: dict | None = None
+) -> None:
     kind = "collectives" if isinstance(spec, CollectivesSpec) else "train"
     provenance = {"written_by": "scalestudy.launch.launcher: the harness never started", "command": sys.argv}
     if allocation is not None:
-        provenance["slurm"] = {"job_id": allocation.job_id, "nodelist": allocation.nodelist,
-                               "nnodes": str(len(allocation.hosts))}
-    rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
-        "schema": rawlog.SCHEMA, "kind": kind, "run_id": spec.run_id, "config_id": spec.config_id,
-        **(identity or rawlog.identity_from_env({})), "overrides": rawlog.overrides_from_env(),
-        "spec": spec.to_dict(), "launch": {"time_limit_s": limit, "world_size": spec.world_size},
-        "provenance": provenance, "start_time_unix": round(time.time(), 3),
-    })
+        provenance["slurm"] = {
+            "job_id": allocation.job_id,
+            "nodelist": allocation.nodelist,
+            "nnodes": str(len(allocation.hosts)),
+        }
+    rawlog.atomic_write_json(
+        run_dir / rawlog.RUN_FILE,
+        {
+            "schema": rawlog.SCHEMA,
+            "kind": kind,
+            "run_id": spec.run_id,
+            "config_id": spec.config_id,
+            **(identity or rawlog.identity_from_env({})),
+            "overrides": rawlog.overrides_from_env(),
+            "spec": spec.to_dict(),
+            "launch": {"time_limit_s": limit, "world_size": spec.world_size},
+            "provenance": provenance,
+            "start_time_unix": round(time.time(), 3),
+        },
+    )
 
 
 def _keep_copy(src: Path, run_dir: Path, kind: str, suffix: str, move: bool = False) -> Path | None:

@@ -29,6 +29,8 @@ from contextlib import closing
 
 LAUNCHER_ENV = "SCALESTUDY_LOCAL_LAUNCHER"
 Runner = Callable[[list[str]], int]  # a scalestudy command line, run in this process: its exit code
+
+
 def launcher_choice(device: str, nodes: int, env: dict) -> str:
     """How a run on this host starts its processes: `local` (this module), `warm` (forked by a
     warm server, scalestudy.launch.warm_workers; the workflow's choice) or `torchrun` (GPU and
@@ -96,8 +98,14 @@ def forward_signals(targets: Callable[[], Iterable[int]]) -> None:
 def run_workers(nproc: int, args: list[str], runner: Runner) -> int:
     """Fork `nproc` workers, each running `runner(args)` (the command line's entry point, its
     modules preloaded), wait for them and return the first non-zero exit code (0 if none)."""
-    base = {"WORLD_SIZE": str(nproc), "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": "0", "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(_free_port()), "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    base = {
+        "WORLD_SIZE": str(nproc),
+        "LOCAL_WORLD_SIZE": str(nproc),
+        "GROUP_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(_free_port()),
+        "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+    }
     sys.stdout.flush()
     sys.stderr.flush()
     children: dict[int, int] = {}

@@ -85,8 +85,13 @@ def start_ticks(pid: int) -> str | None:
 
 def guarded_env(env: dict, token: str) -> dict:
     """The environment torchrun and every worker of a run start with."""
-    return {**env, TOKEN_ENV: token, LAUNCHER_PID_ENV: str(os.getpid()),
-            LAUNCHER_START_ENV: start_ticks(os.getpid()) or "", LAUNCHER_HOST_ENV: os.uname().nodename}
+    return {
+        **env,
+        TOKEN_ENV: token,
+        LAUNCHER_PID_ENV: str(os.getpid()),
+        LAUNCHER_START_ENV: start_ticks(os.getpid()) or "",
+        LAUNCHER_HOST_ENV: os.uname().nodename,
+    }
 
 
 # ---- finding and ending a run's processes ------------------------------------------
@@ -99,7 +104,7 @@ def _environ_tokens(pid: int) -> str | None:
     key = TOKEN_ENV.encode() + b"="
     for item in data.split(b"\0"):
         if item.startswith(key):
-            token = item[len(key):].decode(errors="replace")
+            token = item[len(key) :].decode(errors="replace")
             return None if token == NO_RUN_TOKEN else token
     return None
 
@@ -308,8 +313,10 @@ def run_lock(run_dir: Path, who: str) -> Iterator[Path]:
         except OSError as e:
             os.close(fd)
             if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise RunLockedError(f"{path}: run {Path(run_dir).name} is being launched already "
-                                     f"({_holder(path)}); wait for it, or end it, before launching it again") from None
+                raise RunLockedError(
+                    f"{path}: run {Path(run_dir).name} is being launched already "
+                    f"({_holder(path)}); wait for it, or end it, before launching it again"
+                ) from None
             raise
         try:
             same = os.fstat(fd).st_ino == os.stat(path).st_ino
@@ -376,6 +383,8 @@ def foreign_cpu_threshold(env: dict | None = None) -> float | None:
     if not 0 < v:
         raise ValueError(f"{FOREIGN_CPU_ENV}={text!r}: must be above 0 (or off)")
     return v
+
+
 _CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -443,8 +452,11 @@ class LoadWatch:
         if self.nvml is not None:
             for gpu in self.gpus:
                 try:
-                    h = (self.nvml.nvmlDeviceGetHandleByIndex(int(gpu)) if str(gpu).isdigit()
-                         else self.nvml.nvmlDeviceGetHandleByUUID(str(gpu)))
+                    h = (
+                        self.nvml.nvmlDeviceGetHandleByIndex(int(gpu))
+                        if str(gpu).isdigit()
+                        else self.nvml.nvmlDeviceGetHandleByUUID(str(gpu))
+                    )
                     n = len(self.nvml.nvmlDeviceGetComputeRunningProcesses(h))
                 except Exception as e:  # NVMLError: say so, keep watching the rest
                     self.gpu_reason = f"NVML could not list the processes of GPU {gpu}: {e}"
@@ -466,8 +478,9 @@ class LoadWatch:
         its token, before it is a zombie (a warm worker's last CPU time would count as foreign).
         A pid that left the snapshot, or whose CPU time went down (another process under the
         same pid), is forgotten."""
-        self.ours_seen = {pid for pid in self.ours_seen
-                          if pid in procs and procs[pid][0] >= self.cpu_seen.get(pid, 0.0)}
+        self.ours_seen = {
+            pid for pid in self.ours_seen if pid in procs and procs[pid][0] >= self.cpu_seen.get(pid, 0.0)
+        }
         ours = {self.own_pid} | with_token | self.ours_seen
         parent = {pid: info[1] for pid, info in procs.items()}
 
@@ -501,8 +514,12 @@ class LoadWatch:
         """Other processes' CPU time over `window` (time_unix of the measured steps' start and end;
         None: the whole watch), between the samples around it, as a share of the host's CPUs."""
         series = self.cpu_series
-        out = {"window": "measured steps" if window else "whole run", "foreign_cpu_s": None, "window_s": None,
-               "foreign_cpu_share": None}
+        out = {
+            "window": "measured steps" if window else "whole run",
+            "foreign_cpu_s": None,
+            "window_s": None,
+            "foreign_cpu_share": None,
+        }
         if len(series) < 2:
             return out
         i, j = 0, len(series) - 1
@@ -513,12 +530,16 @@ class LoadWatch:
             return out
         wall = series[j][0] - series[i][0]
         used = series[j][1] - series[i][1]
-        out.update(foreign_cpu_s=round(used, 3), window_s=round(wall, 3),
-                   foreign_cpu_share=round(used / (wall * (cpus or os.cpu_count() or 1)), 4) if wall > 0 else None)
+        out.update(
+            foreign_cpu_s=round(used, 3),
+            window_s=round(wall, 3),
+            foreign_cpu_share=round(used / (wall * (cpus or os.cpu_count() or 1)), 4) if wall > 0 else None,
+        )
         return out
 
-    def record(self, device_lock_wait_s: float, cpus: int | None = None,
-               window: tuple[float, float] | None = None) -> dict:
+    def record(
+        self, device_lock_wait_s: float, cpus: int | None = None, window: tuple[float, float] | None = None
+    ) -> dict:
         """status.json's `load`; `window`: the measured steps (time_unix of their start and end)."""
         runs = sorted(set(self.foreign.values()))
         shared = {g: n for g, n in sorted(self.gpu_procs_max.items()) if n > 1}
@@ -528,27 +549,40 @@ class LoadWatch:
         top_text = ", ".join(f"{comm} (pid {pid}, {used:.1f} CPU-s)" for pid, (used, comm) in top[:5])
         reasons = []
         if self.foreign and not self.gpus:  # a GPU run shares only its GPUs: NVML's counts decide
-            reasons.append(f"{len(self.foreign)} process(es) of {len(runs)} other run(s) of the package ran on this "
-                           "host while it measured")
+            reasons.append(
+                f"{len(self.foreign)} process(es) of {len(runs)} other run(s) of the package ran on this "
+                "host while it measured"
+            )
         share = cpu["foreign_cpu_share"]
         limit = self.cpu_share_max
         if share is not None and limit is not None and share > limit and not self.gpus:
-            reasons.append(f"other processes used {share:.0%} of the host's {cpus} CPUs during its {cpu['window']} "
-                           f"({cpu['foreign_cpu_s']:.1f} CPU-s in {cpu['window_s']:.1f} s; more than "
-                           f"{limit:.0%}): {top_text}")
+            reasons.append(
+                f"other processes used {share:.0%} of the host's {cpus} CPUs during its {cpu['window']} "
+                f"({cpu['foreign_cpu_s']:.1f} CPU-s in {cpu['window_s']:.1f} s; more than "
+                f"{limit:.0%}): {top_text}"
+            )
         if shared:
-            reasons.append("GPU(s) " + ", ".join(f"{g} ({n} compute processes at once)" for g, n in shared.items())
-                           + " ran another process beside the run's one")
+            reasons.append(
+                "GPU(s) "
+                + ", ".join(f"{g} ({n} compute processes at once)" for g, n in shared.items())
+                + " ran another process beside the run's one"
+            )
         return {
-            "host_cpus": cpus, "loadavg_1min_max": None if self.loadavg_max is None
-            else round(self.loadavg_max, 2), "samples": self.samples,
-            "other_run_processes": sorted(self.foreign), "other_runs": len(runs),
-            "foreign_cpu": {**cpu, "threshold": limit, "applies": not self.gpus and limit is not None,
-                            "top_processes": [{"pid": pid, "command": comm, "cpu_s": round(used, 3)}
-                                              for pid, (used, comm) in top]},
+            "host_cpus": cpus,
+            "loadavg_1min_max": None if self.loadavg_max is None else round(self.loadavg_max, 2),
+            "samples": self.samples,
+            "other_run_processes": sorted(self.foreign),
+            "other_runs": len(runs),
+            "foreign_cpu": {
+                **cpu,
+                "threshold": limit,
+                "applies": not self.gpus and limit is not None,
+                "top_processes": [{"pid": pid, "command": comm, "cpu_s": round(used, 3)} for pid, (used, comm) in top],
+            },
             "gpu_compute_processes_max": dict(sorted(self.gpu_procs_max.items())) if self.gpus else None,
             "gpu_utilization_max": dict(sorted(self.gpu_util_max.items())) if self.gpus else None,
             "gpu_check": self.gpu_reason,
-            "device_lock_wait_s": device_lock_wait_s, "contaminated": bool(reasons),
+            "device_lock_wait_s": device_lock_wait_s,
+            "contaminated": bool(reasons),
             "reason": "; ".join(reasons) or None,
         }

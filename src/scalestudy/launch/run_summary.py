@@ -33,8 +33,9 @@ def summary_line(run_dir: Path | str) -> str:
         return format_summary(log.run_id, status, run_dir, detail=f"{n} measurements", elapsed_s=elapsed)
     if status != "ok":
         error = str(log.status.get("error") or "").splitlines()
-        return format_summary(log.run_id, status, run_dir, detail=error[0][:200] if error else "no error recorded",
-                              elapsed_s=elapsed)
+        return format_summary(
+            log.run_id, status, run_dir, detail=error[0][:200] if error else "no error recorded", elapsed_s=elapsed
+        )
     row = run_table.run_row(log, traces=False)  # the tables' numbers; the line shows no trace's
     rank_share = (log.run.get("rank_share") or {}).get("label")
     throughput = None
@@ -44,8 +45,22 @@ def summary_line(run_dir: Path | str) -> str:
         except ValueError:
             throughput = None
     if throughput is None and not rank_share:
-        return format_summary(log.run_id, status, run_dir, detail=f"no tokens/s ({row.get('throughput_reason')})",
-                              peak_memory_bytes=row.get("peak_memory_bytes"), elapsed_s=elapsed)
-    return format_summary(log.run_id, status, run_dir, throughput=throughput, mfu=row.get("mfu"),
-                          no_mfu=row.get("mfu_reason"), peak_memory_bytes=row.get("peak_memory_bytes"),
-                          rank_share=rank_share, elapsed_s=elapsed)
+        return format_summary(
+            log.run_id,
+            status,
+            run_dir,
+            detail=f"no tokens/s ({row.get('throughput_reason')})",
+            peak_memory_bytes=row.get("peak_memory_bytes"),
+            elapsed_s=elapsed,
+        )
+    return format_summary(
+        log.run_id,
+        status,
+        run_dir,
+        throughput=throughput,
+        mfu=row.get("mfu"),
+        no_mfu=row.get("mfu_reason"),
+        peak_memory_bytes=row.get("peak_memory_bytes"),
+        rank_share=rank_share,
+        elapsed_s=elapsed,
+    )

@@ -40,18 +40,23 @@ from scalestudy.spec.site import DEFAULT_RDZV_PORT, Site, SiteError
 RDZV_PORT_SPAN = 1000
 
 
-def job_resources(*, nodes: int, procs_per_node: int, cuda: bool, runtime_min: int, mem_mb: int,
-                  site: Site, what: str = "the run") -> dict:
+def job_resources(
+    *, nodes: int, procs_per_node: int, cuda: bool, runtime_min: int, mem_mb: int, site: Site, what: str = "the run"
+) -> dict:
     """The SLURM executor plugin's resources of one run's job (None: not set). A run of more
     than one node is an `mpi` job for the plugin: its job step does not wrap the command in
     `srun -n1`, and the launcher's own srun starts one torchrun agent a node."""
     if cuda and site.gpus_per_node is not None and procs_per_node > site.gpus_per_node:
-        raise SiteError(f"{what} needs {procs_per_node} GPUs a node; the site's nodes have {site.gpus_per_node} "
-                        f"(gpus_per_node in {site.source})")
+        raise SiteError(
+            f"{what} needs {procs_per_node} GPUs a node; the site's nodes have {site.gpus_per_node} "
+            f"(gpus_per_node in {site.source})"
+        )
     runtime = max(int(runtime_min), site.min_runtime_min)
     if site.max_runtime_min is not None and runtime > site.max_runtime_min:
-        raise SiteError(f"{what} needs a time limit of {runtime} min; the site allows {site.max_runtime_min} "
-                        f"(max_runtime_min in {site.source}): shorten the run or raise the limit")
+        raise SiteError(
+            f"{what} needs a time limit of {runtime} min; the site allows {site.max_runtime_min} "
+            f"(max_runtime_min in {site.source}): shorten the run or raise the limit"
+        )
     extra = ["--ntasks-per-node=1"]
     if cuda:
         extra.append(f"--gpus-per-node={procs_per_node}")
@@ -81,18 +86,25 @@ def submit_problem(site: Site, *, which=shutil.which) -> str | None:
     job account with sacct when the site names none, and checks an account with sacctmgr: a
     missing tool fails every submission (FileNotFoundError, retried) instead of saying so."""
     if which("sbatch") is None:
-        return ("SLURM's sbatch is not on this host's PATH: run the workflow on the cluster's login node, "
-                "or without --profile slurm to run locally")
+        return (
+            "SLURM's sbatch is not on this host's PATH: run the workflow on the cluster's login node, "
+            "or without --profile slurm to run locally"
+        )
     where = site.source if site.source != "defaults" else "slurm/site.yaml"
     need = ["sacct"] if site.account is None else []
     need += ["sacctmgr"]
     missing = [t for t in need if which(t) is None]
     if missing:
-        why = ("guesses the job account with sacct (no account in " + where + ") and checks it with sacctmgr"
-               if site.account is None else f"checks the account {site.account!r} (from {where}) with sacctmgr")
-        return (f"SLURM's accounting commands ({', '.join(missing)}) are not on this host's PATH, and the SLURM "
-                f"executor plugin {why}: install SLURM's client tools here (e.g. Debian's slurm-client; they work "
-                "without an accounting database, asking slurmctld), or submit from a host that has them")
+        why = (
+            "guesses the job account with sacct (no account in " + where + ") and checks it with sacctmgr"
+            if site.account is None
+            else f"checks the account {site.account!r} (from {where}) with sacctmgr"
+        )
+        return (
+            f"SLURM's accounting commands ({', '.join(missing)}) are not on this host's PATH, and the SLURM "
+            f"executor plugin {why}: install SLURM's client tools here (e.g. Debian's slurm-client; they work "
+            "without an accounting database, asking slurmctld), or submit from a host that has them"
+        )
     return None
 
 
@@ -125,7 +137,7 @@ def _expand_one(name: str) -> list[str]:
     m = re.search(r"\[([^\[\]]*)\]", name)
     if not m:
         return [name]
-    head, tail = name[:m.start()], name[m.end():]
+    head, tail = name[: m.start()], name[m.end() :]
     items = []
     for part in m.group(1).split(","):
         r = _RANGE.match(part.strip())
@@ -167,8 +179,13 @@ class Allocation:
         return self.hosts[0]
 
     def to_dict(self) -> dict:
-        return {"job_id": self.job_id, "nodelist": self.nodelist, "hosts": list(self.hosts),
-                "nnodes": len(self.hosts), "in_step": self.in_step}
+        return {
+            "job_id": self.job_id,
+            "nodelist": self.nodelist,
+            "hosts": list(self.hosts),
+            "nnodes": len(self.hosts),
+            "in_step": self.in_step,
+        }
 
 
 def job_id_of(env: Mapping[str, str] | None = None) -> str | None:
@@ -189,8 +206,12 @@ def current_allocation(env: Mapping[str, str] | None = None, *, use_scontrol: bo
         nodelist = show_job(job_id).get("NodeList")
     if not nodelist or nodelist in ("(null)", "None"):
         raise RuntimeError(f"SLURM job {job_id}: no node list in the environment or from scontrol")
-    return Allocation(job_id=job_id, nodelist=nodelist, hosts=tuple(hostnames(nodelist, use_scontrol=use_scontrol)),
-                      in_step="SLURM_STEP_ID" in env or "SLURM_STEPID" in env)
+    return Allocation(
+        job_id=job_id,
+        nodelist=nodelist,
+        hosts=tuple(hostnames(nodelist, use_scontrol=use_scontrol)),
+        in_step="SLURM_STEP_ID" in env or "SLURM_STEPID" in env,
+    )
 
 
 # ---- the launch line ------------------------------------------------------------------
@@ -200,10 +221,20 @@ def rdzv_port(job_id: str | int, base: int = DEFAULT_RDZV_PORT) -> int:
     return base + (int(digits.group()) % RDZV_PORT_SPAN if digits else 0)
 
 
-def srun_torchrun_command(*, nodes: int, procs_per_node: int, first_host: str, job_id: str | int,
-                          module_args: Sequence[str], python: str = "python", cpus_per_task: int | None = None,
-                          gpus_per_node: int | None = None, port: int | None = None, overlap: bool = False,
-                          srun_extra: str | Sequence[str] = ()) -> list[str]:
+def srun_torchrun_command(
+    *,
+    nodes: int,
+    procs_per_node: int,
+    first_host: str,
+    job_id: str | int,
+    module_args: Sequence[str],
+    python: str = "python",
+    cpus_per_task: int | None = None,
+    gpus_per_node: int | None = None,
+    port: int | None = None,
+    overlap: bool = False,
+    srun_extra: str | Sequence[str] = (),
+) -> list[str]:
     """The command that starts one run of `nodes` x `procs_per_node` processes inside its SLURM job
     (see the module doc). module_args follow torchrun's `-m`, e.g. ["scalestudy", "train", ...]."""
     if nodes < 1 or procs_per_node < 1:
@@ -220,9 +251,17 @@ def srun_torchrun_command(*, nodes: int, procs_per_node: int, first_host: str, j
     if overlap:  # already inside a step that holds the resources
         srun.append("--overlap")
     srun.extend(shlex.split(srun_extra) if isinstance(srun_extra, str) else list(srun_extra))
-    torchrun = [python, "-m", "torch.distributed.run", f"--nnodes={nodes}", f"--nproc_per_node={procs_per_node}",
-                "--rdzv-backend=c10d", f"--rdzv-endpoint={first_host}:{port}", f"--rdzv-id={job_id}",
-                "--max-restarts=0"]
+    torchrun = [
+        python,
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={nodes}",
+        f"--nproc_per_node={procs_per_node}",
+        "--rdzv-backend=c10d",
+        f"--rdzv-endpoint={first_host}:{port}",
+        f"--rdzv-id={job_id}",
+        "--max-restarts=0",
+    ]
     return [*srun, *torchrun, "-m", *module_args]
 
 
@@ -231,8 +270,19 @@ def srun_torchrun_command(*, nodes: int, procs_per_node: int, first_host: str, j
 # for a run that SLURM stopped. Other states (COMPLETED, FAILED, OUT_OF_MEMORY, ...) say nothing
 # about an outside stop: the run's own record decides.
 TIMEOUT_STATES = frozenset({"TIMEOUT", "DEADLINE"})
-PREEMPTED_STATES = frozenset({"PREEMPTED", "CANCELLED", "NODE_FAIL", "BOOT_FAIL", "REQUEUED", "REQUEUE_FED",
-                              "REQUEUE_HOLD", "REVOKED", "SUSPENDED"})
+PREEMPTED_STATES = frozenset(
+    {
+        "PREEMPTED",
+        "CANCELLED",
+        "NODE_FAIL",
+        "BOOT_FAIL",
+        "REQUEUED",
+        "REQUEUE_FED",
+        "REQUEUE_HOLD",
+        "REVOKED",
+        "SUSPENDED",
+    }
+)
 # signals a job's processes get when SLURM stops it (SIGTERM, then SIGKILL after KillWait)
 STOP_SIGNALS = {15: "SIGTERM", 9: "SIGKILL", 18: "SIGCONT"}
 
@@ -286,9 +336,16 @@ def exit_signal(returncode: int | None, exit_code_field: str | None = None) -> i
     return None
 
 
-def classify_stop(*, state: str | None = None, reason: str | None = None, run_time_s: float | None = None,
-                  time_limit_s: float | None = None, preempt_time: str | None = None,
-                  signal: int | None = None, slack_s: float = 5.0) -> str | None:
+def classify_stop(
+    *,
+    state: str | None = None,
+    reason: str | None = None,
+    run_time_s: float | None = None,
+    time_limit_s: float | None = None,
+    preempt_time: str | None = None,
+    signal: int | None = None,
+    slack_s: float = 5.0,
+) -> str | None:
     """Why SLURM stopped a job: `timeout`, `preempted`, or None when nothing says it did.
 
     At the moment of the stop the job's state is usually COMPLETING, which hides the final
@@ -326,8 +383,7 @@ def show_job(job_id: str | int) -> dict:
     if not shutil.which("scontrol"):
         return {}
     try:
-        out = subprocess.run(["scontrol", "show", "job", "-o", str(job_id)], capture_output=True, text=True,
-                             timeout=30)
+        out = subprocess.run(["scontrol", "show", "job", "-o", str(job_id)], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return {}
     return parse_show_job(out.stdout) if out.returncode == 0 else {}
@@ -335,15 +391,22 @@ def show_job(job_id: str | int) -> dict:
 
 def classify_job(job: Mapping[str, str], *, signal: int | None = None) -> str | None:
     """classify_stop() from a parsed `scontrol show job`."""
-    return classify_stop(state=job.get("JobState"), reason=job.get("Reason"),
-                         run_time_s=parse_duration_s(job.get("RunTime")),
-                         time_limit_s=parse_duration_s(job.get("TimeLimit")),
-                         preempt_time=job.get("PreemptTime"), signal=signal)
+    return classify_stop(
+        state=job.get("JobState"),
+        reason=job.get("Reason"),
+        run_time_s=parse_duration_s(job.get("RunTime")),
+        time_limit_s=parse_duration_s(job.get("TimeLimit")),
+        preempt_time=job.get("PreemptTime"),
+        signal=signal,
+    )
 
 
 def why_stopped(job_id: str | int, *, signal: int | None = None) -> tuple[str | None, dict]:
     """Ask SLURM why it stopped job_id: (status or None, the facts it gave)."""
     job = show_job(job_id)
-    facts = {k: job[k] for k in ("JobState", "Reason", "RunTime", "TimeLimit", "PreemptTime", "NodeList",
-                                 "Restarts", "ExitCode") if k in job}
+    facts = {
+        k: job[k]
+        for k in ("JobState", "Reason", "RunTime", "TimeLimit", "PreemptTime", "NodeList", "Restarts", "ExitCode")
+        if k in job
+    }
     return (classify_job(job, signal=signal) if job else None), facts

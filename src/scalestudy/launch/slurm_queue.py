@@ -37,8 +37,9 @@ def job_comment(rule: str, study_name: str, run_id: str) -> str:
     return f"rule_{rule}_wildcards_{study_name}_{run_id}"
 
 
-def queued_runs(study_name: str, run_ids: Sequence[str], *, user: str | None = None,
-                which=shutil.which) -> QueuedRuns | None:
+def queued_runs(
+    study_name: str, run_ids: Sequence[str], *, user: str | None = None, which=shutil.which
+) -> QueuedRuns | None:
     """The jobs of the study's runs in SLURM's queue, asked of `squeue` (this user's jobs by
     default); None where squeue is not on PATH. Finished jobs have left the queue: the raw logs
     say how they ended."""

@@ -211,9 +211,13 @@ def serve(path: Path, idle_s: float, runner: local_workers.Runner, preload: Call
         # the runs' processes are this server's descendants, not the launchers': their CPU time
         # shows here (and not in a `time snakemake ...`)
         me, runs_cpu = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        print(f"[scalestudy warm_workers] pid {os.getpid()} ends after serving {served} run(s); CPU time: "
-              f"server {me.ru_utime:.1f} s user + {me.ru_stime:.1f} s sys, runs {runs_cpu.ru_utime:.1f} s user + "
-              f"{runs_cpu.ru_stime:.1f} s sys", file=sys.stderr, flush=True)
+        print(
+            f"[scalestudy warm_workers] pid {os.getpid()} ends after serving {served} run(s); CPU time: "
+            f"server {me.ru_utime:.1f} s user + {me.ru_stime:.1f} s sys, runs {runs_cpu.ru_utime:.1f} s user + "
+            f"{runs_cpu.ru_stime:.1f} s sys",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _still_mine(path: Path, inode: int) -> bool:
@@ -322,16 +326,24 @@ def _start_server(path: Path, env: dict) -> socket.socket:
         server_env = {**{k: v for k, v in env.items() if k not in _PER_RUN + _READ_AT_RUN}, **placeholders()}
         idle = env.get(IDLE_ENV, str(DEFAULT_IDLE_S))
         with open(path.with_suffix(".log"), "a") as log:
-            server = subprocess.Popen([sys.executable, "-m", "scalestudy", "workers", "--serve", str(path),
-                                       "--idle-s", idle], env=server_env, stdin=subprocess.DEVNULL, stdout=log,
-                                      stderr=subprocess.STDOUT, start_new_session=True, cwd="/")
+            server = subprocess.Popen(
+                [sys.executable, "-m", "scalestudy", "workers", "--serve", str(path), "--idle-s", idle],
+                env=server_env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd="/",
+            )
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             conn = _connect(path)
             if conn is not None:
                 return conn
             if server.poll() is not None:
-                raise WarmUnavailable(f"the server ended with exit code {server.returncode} (see {path.with_suffix('.log')})")
+                raise WarmUnavailable(
+                    f"the server ended with exit code {server.returncode} (see {path.with_suffix('.log')})"
+                )
             time.sleep(0.05)
         server.kill()
         raise WarmUnavailable(f"no server on {path} after {START_TIMEOUT_S:.0f} s")
@@ -383,8 +395,11 @@ def command(nproc: int, module_args: list[str], python: str = sys.executable) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m scalestudy.launch.warm_workers", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m scalestudy.launch.warm_workers",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--nproc", type=int, help="worker processes [unit: processes; allowed: >= 1]")
     p.add_argument("args", nargs=argparse.REMAINDER, help="the scalestudy command and its options, after --")
     ns = p.parse_args(argv)

@@ -75,8 +75,10 @@ def message(op: str, requested_bytes: int, nranks: int, dtype: str = "float32") 
     else:
         size = count * typesize
     if count == 0:
-        raise ValueError(f"{op} of {requested_bytes} B over {nranks} ranks in {dtype} rounds to no element; "
-                         f"the smallest valid size is {min_valid_bytes(op, nranks, dtype)} B")
+        raise ValueError(
+            f"{op} of {requested_bytes} B over {nranks} ranks in {dtype} rounds to no element; "
+            f"the smallest valid size is {min_valid_bytes(op, nranks, dtype)} B"
+        )
     return Message(op, nranks, dtype, requested_bytes, count, size)
 
 

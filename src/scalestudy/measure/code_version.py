@@ -28,8 +28,13 @@ MODEL_DATA = ("spec/catalog",)  # package data the model reads: the GPU and mode
 # the files of the checkout the model's predictions read besides calibration runs: the external
 # ledger (scalestudy.perfmodel.external), the clusters, and the measurements behind the power model
 # and the H200's achievable matmul rate (a changed byte in either re-runs the predictions)
-MODEL_INPUTS = ("workflow/validation/external.yaml", "workflow/clusters", "data/power-duty", "data/comm-power",
-                "data/h200-matmul")
+MODEL_INPUTS = (
+    "workflow/validation/external.yaml",
+    "workflow/clusters",
+    "data/power-duty",
+    "data/comm-power",
+    "data/h200-matmul",
+)
 HASH_CHARS = 12
 
 
@@ -92,8 +97,11 @@ def model_version(root: Path | str = ".") -> str:
     """e.g. 'model.9c1d0e2f3a4b': the performance model's sources, the catalogs and the checkout
     files the external ledger is predicted from (MODEL_INPUTS, found as scalestudy.spec.checkout finds them)."""
     h = hashlib.sha256(source_hash(MODEL_ROOTS).encode())
-    _hash_files(h, sorted(f for d in MODEL_DATA for f in (PACKAGE_DIR / d).rglob("*")
-                          if f.is_file() and f.suffix != ".pyc"), PACKAGE_DIR)
+    _hash_files(
+        h,
+        sorted(f for d in MODEL_DATA for f in (PACKAGE_DIR / d).rglob("*") if f.is_file() and f.suffix != ".pyc"),
+        PACKAGE_DIR,
+    )
     for rel in MODEL_INPUTS:
         p = checkout_path(rel, root)
         base = p.parents[len(Path(rel).parts) - 1]

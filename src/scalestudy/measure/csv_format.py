@@ -78,8 +78,9 @@ def read_csv_rows(path: os.PathLike | str) -> list[dict[str, str]]:
         with open(path, newline="", encoding="utf-8") as f:
             return list(csv.DictReader(f))
     except UnicodeDecodeError as e:
-        raise UnreadableCsvError(path, f"binary or not UTF-8: byte {e.start} is {e.object[e.start:e.start + 1]!r}") \
-            from None
+        raise UnreadableCsvError(
+            path, f"binary or not UTF-8: byte {e.start} is {e.object[e.start : e.start + 1]!r}"
+        ) from None
     except csv.Error as e:
         raise UnreadableCsvError(path, str(e)) from None
 
@@ -92,8 +93,7 @@ def read_table(path: os.PathLike | str):
     if not path.exists():
         raise FileNotFoundError(f"{path}: missing")
     try:
-        return pd.read_csv(path, keep_default_na=False, na_values=[""], true_values=["true"],
-                           false_values=["false"])
+        return pd.read_csv(path, keep_default_na=False, na_values=[""], true_values=["true"], false_values=["false"])
     except (UnicodeDecodeError, pd.errors.ParserError) as e:
         raise UnreadableCsvError(path, f"{type(e).__name__}: {e}") from None
 

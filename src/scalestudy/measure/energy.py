@@ -13,8 +13,16 @@ METHOD_COUNTER = "nvml_total_energy_counter"
 METHOD_SAMPLED = "nvml_power_samples_trapezoid"
 
 # Every numeric field of the `energy` record: null, never zero, when it was not measured.
-NUMERIC_FIELDS = ("gpu_index", "energy_j", "window_s", "sampled_energy_j", "mean_power_w", "idle_power_w",
-                  "sample_period_s", "n_samples")
+NUMERIC_FIELDS = (
+    "gpu_index",
+    "energy_j",
+    "window_s",
+    "sampled_energy_j",
+    "mean_power_w",
+    "idle_power_w",
+    "sample_period_s",
+    "n_samples",
+)
 
 
 class EnergyCounterError(ValueError):
@@ -70,8 +78,9 @@ def counter_delta_j(start_mj: int, end_mj: int) -> float:
     if start_mj < 0 or end_mj < 0:
         raise EnergyCounterError(f"negative energy counter reading ({start_mj} mJ, {end_mj} mJ)")
     if end_mj < start_mj:
-        raise EnergyCounterError(f"energy counter went backwards from {start_mj} mJ to {end_mj} mJ "
-                                 "(driver reloaded or counter reset)")
+        raise EnergyCounterError(
+            f"energy counter went backwards from {start_mj} mJ to {end_mj} mJ (driver reloaded or counter reset)"
+        )
     return (end_mj - start_mj) / 1000.0
 
 
@@ -96,5 +105,4 @@ def unavailable_record(reason: str) -> dict:
     """The `energy` record value of a rank that could not measure: every number null, with why."""
     if not reason:
         raise ValueError("an unavailable energy record needs a reason")
-    return {"available": False, "reason": reason, **{k: None for k in NUMERIC_FIELDS},
-            "method": None, "scope": SCOPE}
+    return {"available": False, "reason": reason, **{k: None for k in NUMERIC_FIELDS}, "method": None, "scope": SCOPE}

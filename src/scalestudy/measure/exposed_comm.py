@@ -42,10 +42,10 @@ GPU_KERNELS = "gpu_kernels"
 CPU_GLOO_OPS = "cpu_gloo_ops"
 MEASURED = {
     GPU_KERNELS: "GPU kernel time: communication = NCCL kernels, computation = all other kernels "
-                 "(memcpy/memset excluded), each a union over streams",
+    "(memcpy/memset excluded), each a union over streams",
     CPU_GLOO_OPS: "CPU op time on the gloo backend: communication = gloo threads' work and c10d calls, "
-                  "computation = aten operators on the training threads; a CPU stand-in for the "
-                  "kernel-level measure, not comparable with GPU numbers",
+    "computation = aten operators on the training threads; a CPU stand-in for the "
+    "kernel-level measure, not comparable with GPU numbers",
 }
 _STEP = re.compile(r"^ProfilerStep#(\d+)$")
 _RUNTIME_CATS = ("cuda_runtime", "cuda_driver")
@@ -196,15 +196,19 @@ def _check_events(raw: list, path: str) -> list[dict]:
         raise TraceError(path, "no events: not a profiler trace (an empty trace)")
     bad = [i for i, e in enumerate(raw) if not isinstance(e, dict)]
     if bad:
-        raise TraceError(path, f"{len(bad)} of {len(raw)} trace events are not JSON objects (event {bad[0]} is "
-                               f"{raw[bad[0]]!r}): not a profiler trace")
+        raise TraceError(
+            path,
+            f"{len(bad)} of {len(raw)} trace events are not JSON objects (event {bad[0]} is "
+            f"{raw[bad[0]]!r}): not a profiler trace",
+        )
     events = [e for e in raw if e.get("ph") == "X"]
     if not events:
         raise TraceError(path, "no complete ('ph': 'X') events: not a profiler trace")
     for i, e in enumerate(events):
         if not _number(e.get("ts")) or not _number(e.get("dur", 0.0)):
-            raise TraceError(path, f"event {e.get('name')!r} has ts {e.get('ts')!r} and dur {e.get('dur')!r}: "
-                                   "times must be numbers")
+            raise TraceError(
+                path, f"event {e.get('name')!r} has ts {e.get('ts')!r} and dur {e.get('dur')!r}: times must be numbers"
+            )
     return events
 
 
@@ -216,20 +220,31 @@ def _classify(trace: dict, path: str) -> _Classified:
     else:
         backend = (trace.get("distributedInfo") or {}).get("backend")
         if backend == "nccl":
-            raise TraceError(path, "an NCCL run's trace without GPU kernels: profile with "
-                                   "ProfilerActivity.CUDA to measure exposed communication")
+            raise TraceError(
+                path,
+                "an NCCL run's trace without GPU kernels: profile with "
+                "ProfilerActivity.CUDA to measure exposed communication",
+            )
         kind = CPU_GLOO_OPS
         comm, compute, mask = _classify_cpu(events)
     if not comm and not compute:
-        raise TraceError(path, "neither GPU kernels nor CPU operators (aten::, gloo) in its events: not a "
-                               "torch.profiler trace of a training step")
+        raise TraceError(
+            path,
+            "neither GPU kernels nor CPU operators (aten::, gloo) in its events: not a "
+            "torch.profiler trace of a training step",
+        )
     return _Classified(kind, _profiler_steps(events), comm, compute, mask)
 
 
 # ---- analysis ---------------------------------------------------------------------------
-def _step_overlap(step: int | None, window: Interval, comm: Iterable[Interval],
-                  compute_by_thread: dict[Any, list[Interval]], mask_by_thread: dict[Any, list[Interval]],
-                  clip: bool = False) -> StepOverlap:
+def _step_overlap(
+    step: int | None,
+    window: Interval,
+    comm: Iterable[Interval],
+    compute_by_thread: dict[Any, list[Interval]],
+    mask_by_thread: dict[Any, list[Interval]],
+    clip: bool = False,
+) -> StepOverlap:
     # clip (CPU traces): spans count within their step's window only. A gloo thread's wait that
     # started in the step but ran on past its end would otherwise count time of the next step,
     # and exposed communication could exceed the step it belongs to. GPU kernels run after the
@@ -237,14 +252,21 @@ def _step_overlap(step: int | None, window: Interval, comm: Iterable[Interval],
     lo, hi = window
     wall_us = hi - lo
     comm_u = intervals.union(comm)
-    compute_u = intervals.union(*(intervals.subtract(spans, mask_by_thread.get(t, []))
-                                  for t, spans in compute_by_thread.items()))
+    compute_u = intervals.union(
+        *(intervals.subtract(spans, mask_by_thread.get(t, [])) for t, spans in compute_by_thread.items())
+    )
     if clip:
         comm_u, compute_u = intervals.clip(comm_u, lo, hi), intervals.clip(compute_u, lo, hi)
     comm_s = intervals.total(comm_u) * _US
     exposed_s = intervals.total(intervals.subtract(comm_u, compute_u)) * _US
-    return StepOverlap(step=step, wall_s=wall_us * _US, compute_s=intervals.total(compute_u) * _US,
-                       comm_s=comm_s, exposed_comm_s=exposed_s, overlap_fraction=_overlap_fraction(comm_s, exposed_s))
+    return StepOverlap(
+        step=step,
+        wall_s=wall_us * _US,
+        compute_s=intervals.total(compute_u) * _US,
+        comm_s=comm_s,
+        exposed_comm_s=exposed_s,
+        overlap_fraction=_overlap_fraction(comm_s, exposed_s),
+    )
 
 
 def analyse_trace(trace: os.PathLike | str | dict, *, name: str | None = None) -> ExposedComm:
@@ -287,14 +309,23 @@ def analyse_trace(trace: os.PathLike | str | dict, *, name: str | None = None) -
     else:
         every = [s for _, s in c.comm] + [s for _, _, s in c.compute]
         windows = [(None, (min(s for s, _ in every), max(e for _, e in every)) if every else (0.0, 0.0))]
-    per_step = [_step_overlap(n, win, comm[i], compute[i], mask[i], clip=c.kind == CPU_GLOO_OPS)
-                for i, (n, win) in enumerate(windows)]
+    per_step = [
+        _step_overlap(n, win, comm[i], compute[i], mask[i], clip=c.kind == CPU_GLOO_OPS)
+        for i, (n, win) in enumerate(windows)
+    ]
     comm_s = sum(s.comm_s for s in per_step)
     exposed_s = sum(s.exposed_comm_s for s in per_step)
     return ExposedComm(
-        trace=path, rank=(data.get("distributedInfo") or {}).get("rank"), kind=c.kind, measured=MEASURED[c.kind],
-        compute_s=sum(s.compute_s for s in per_step), comm_s=comm_s, exposed_comm_s=exposed_s,
-        overlap_fraction=_overlap_fraction(comm_s, exposed_s), per_step=per_step, n_events_outside_steps=outside,
+        trace=path,
+        rank=(data.get("distributedInfo") or {}).get("rank"),
+        kind=c.kind,
+        measured=MEASURED[c.kind],
+        compute_s=sum(s.compute_s for s in per_step),
+        comm_s=comm_s,
+        exposed_comm_s=exposed_s,
+        overlap_fraction=_overlap_fraction(comm_s, exposed_s),
+        per_step=per_step,
+        n_events_outside_steps=outside,
     )
 
 
@@ -321,8 +352,11 @@ def summarise(results: list[ExposedComm]) -> dict:
         "exposed_comm_s": exposed,
         "overlap_fraction": _overlap_fraction(comm, exposed),
         "totals_are": "seconds summed over the traces' ranks and steps",
-        "mean_per_rank_step": {"compute_s": compute / n_rank_steps, "comm_s": comm / n_rank_steps,
-                               "exposed_comm_s": exposed / n_rank_steps},
+        "mean_per_rank_step": {
+            "compute_s": compute / n_rank_steps,
+            "comm_s": comm / n_rank_steps,
+            "exposed_comm_s": exposed / n_rank_steps,
+        },
         "per_rank": [r.as_dict() for r in sorted(results, key=lambda r: (r.rank is None, r.rank or 0, r.trace))],
     }
 

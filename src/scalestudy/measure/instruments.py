@@ -53,11 +53,14 @@ def _read_run(run_dir: Path, kind: str | None) -> InstrumentLog:
     if got not in KINDS or (kind is not None and got != kind):
         raise RawLogError(run_dir, f"a run of kind {got!r}, not {kind or ' or '.join(KINDS)}")
     if log.status.get("status") != "ok":
-        raise RawLogError(run_dir, f"status {log.status.get('status')!r} ({log.status.get('error')}): not a finished "
-                                   "measurement")
-    records = tuple({"kind": r["key"], **r["value"],
-                     **{k: v for k, v in r["metadata"].items() if k not in RAWLOG_METADATA}}
-                    for r in log.records if r["key"] != "error")
+        raise RawLogError(
+            run_dir, f"status {log.status.get('status')!r} ({log.status.get('error')}): not a finished measurement"
+        )
+    records = tuple(
+        {"kind": r["key"], **r["value"], **{k: v for k, v in r["metadata"].items() if k not in RAWLOG_METADATA}}
+        for r in log.records
+        if r["key"] != "error"
+    )
     return InstrumentLog(run_dir, got, dict(log.run.get("measurement") or {}), records)
 
 

@@ -41,8 +41,13 @@ def flops_per_token(model: ModelConfig | str, seq_len: int) -> dict:
 
 def device_peak_record(peak: PeakInfo) -> dict:
     """The value of the `device_peak` record (docs/raw-log-format.md)."""
-    return {"device_name": peak.device_name, "dtype": peak.dtype, "peak_flops_per_s": peak.peak_flops_per_s,
-            "source": peak.source, "detail": dict(peak.detail)}
+    return {
+        "device_name": peak.device_name,
+        "dtype": peak.dtype,
+        "peak_flops_per_s": peak.peak_flops_per_s,
+        "source": peak.source,
+        "detail": dict(peak.detail),
+    }
 
 
 def throughput(iteration_records: Iterable[dict], world_size: int) -> dict:
@@ -95,8 +100,10 @@ def mfu(tokens_per_s_per_device: float, flops_per_token: float, peak_flops_per_s
         raise ValueError(f"peak FLOP/s must be positive, got {peak_flops_per_s}")
     value = tokens_per_s_per_device * flops_per_token / peak_flops_per_s
     if value > 1.0:
-        raise MFUError(f"MFU {value:.3f} exceeds 1: {tokens_per_s_per_device:.6g} tokens/s per device x "
-                       f"{flops_per_token:.6g} FLOPs per token = {tokens_per_s_per_device * flops_per_token:.6g} "
-                       f"FLOP/s, above the peak of {peak_flops_per_s:.6g} FLOP/s; check the peak (dtype, device) "
-                       "and the token count")
+        raise MFUError(
+            f"MFU {value:.3f} exceeds 1: {tokens_per_s_per_device:.6g} tokens/s per device x "
+            f"{flops_per_token:.6g} FLOPs per token = {tokens_per_s_per_device * flops_per_token:.6g} "
+            f"FLOP/s, above the peak of {peak_flops_per_s:.6g} FLOP/s; check the peak (dtype, device) "
+            "and the token count"
+        )
     return value

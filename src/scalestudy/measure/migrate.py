@@ -23,8 +23,10 @@ from scalestudy.measure.run_import import HOST_PATH
 
 MIGRATION = "portable-paths"
 DATE = "2026-12-07"
-WHAT = ("absolute paths of the machine the run ran on, made portable (source files from their import root, other "
-        "paths <host>/ and their last two parts); `changed` holds each key's new value; nothing else changed")
+WHAT = (
+    "absolute paths of the machine the run ran on, made portable (source files from their import root, other "
+    "paths <host>/ and their last two parts); `changed` holds each key's new value; nothing else changed"
+)
 
 
 def portable(path: str) -> str:
@@ -60,8 +62,9 @@ def migrate_run(run_dir: Path) -> dict:
     new = _walk({k: v for k, v in run.items() if k != "migrations"}, "", changed)
     if not changed:
         return {}
-    new["migrations"] = run.get("migrations", []) + [{"migration": MIGRATION, "date": DATE, "what": WHAT,
-                                                      "changed": changed}]
+    new["migrations"] = run.get("migrations", []) + [
+        {"migration": MIGRATION, "date": DATE, "what": WHAT, "changed": changed}
+    ]
     rawlog.atomic_write_json(run_path, new)
     status = {k: v for k, v in log.status.items() if k != rawlog.SEAL_KEY}
     status["files_sha256"] = {**status["files_sha256"], rawlog.RUN_FILE: rawlog.sha256_file(run_path)}

@@ -40,7 +40,7 @@ def parse_line(text: str, path: str, line: int) -> Event | None:
     at = text.find(MARKER)
     if at < 0:
         return None
-    body = text[at + len(MARKER):].strip()
+    body = text[at + len(MARKER) :].strip()
     try:
         obj = json.loads(body)
     except json.JSONDecodeError as e:
@@ -71,8 +71,9 @@ def first_value(events: Iterable[Event], key: str, default: Any = None) -> Any:
     return default
 
 
-def spans(events: list[Event], start: str, stop: str, path: str,
-          problems: list[str] | None = None) -> list[tuple[Event, Event]]:
+def spans(
+    events: list[Event], start: str, stop: str, path: str, problems: list[str] | None = None
+) -> list[tuple[Event, Event]]:
     """The (start, stop) pairs of an interval kind (block_start/block_stop, eval_start/eval_stop),
     in order; a stop without its start, or a start left open before the next, is refused - or, with
     `problems`, described there (one sentence naming the file and line) and left out of the pairs."""

@@ -51,8 +51,14 @@ def _strip(value: str) -> str:
     return value
 
 
-def read_shell(path: str, read: Callable[[str], str], config: LaunchConfig | None = None, *,
-               sourced: bool = False, resolve: Callable[[str], str] | None = None) -> LaunchConfig:
+def read_shell(
+    path: str,
+    read: Callable[[str], str],
+    config: LaunchConfig | None = None,
+    *,
+    sourced: bool = False,
+    resolve: Callable[[str], str] | None = None,
+) -> LaunchConfig:
     """Read a config_*.sh file and the files it sources (paths relative to its directory, mapped by
     `resolve` to the path to read where given); a sourced file `read` cannot give (OSError,
     ValueError) goes into `missing`."""
@@ -87,8 +93,10 @@ def read_shell(path: str, read: Callable[[str], str], config: LaunchConfig | Non
             continue
         m = _EXPORT.match(line)
         if m:
-            value = _DEFAULT_REF.sub(lambda d: config.settings[d.group(1)].value if d.group(1) in config.settings
-                                     else d.group(2), _strip(m.group(2)))
+            value = _DEFAULT_REF.sub(
+                lambda d: config.settings[d.group(1)].value if d.group(1) in config.settings else d.group(2),
+                _strip(m.group(2)),
+            )
             config.settings[m.group(1)] = Setting(value, path, i)
             continue
         m = _ASSIGN_DEFAULT.match(line)

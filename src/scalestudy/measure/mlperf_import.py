@@ -48,15 +48,28 @@ ACCELERATORS = {
     "NVIDIA Blackwell GPU (B200-SXM-180GB)": "NVIDIA B200",
     "NVIDIA Blackwell GPU (GB200)": "NVIDIA GB200",
 }
-WINDOW_RULE = ("the package's own: the first warmup_iters optimizer steps are warm-up, the next measured_iters are "
-               "measured (RunSpec); later steps of the run are kept as beyond_window and not counted; step times "
-               "are the logged train-step timings, evaluation excluded")
-WINDOW_SPARSE = ("the log times one optimizer step in {n}: each logged value is one step's time, and warm-up and "
-                 "measured window count logged step timings (warmup_iters {w} logged timings = {ws} steps)")
+WINDOW_RULE = (
+    "the package's own: the first warmup_iters optimizer steps are warm-up, the next measured_iters are "
+    "measured (RunSpec); later steps of the run are kept as beyond_window and not counted; step times "
+    "are the logged train-step timings, evaluation excluded"
+)
+WINDOW_SPARSE = (
+    "the log times one optimizer step in {n}: each logged value is one step's time, and warm-up and "
+    "measured window count logged step timings (warmup_iters {w} logged timings = {ws} steps)"
+)
 CONFIG_DUMP_HEADER = "Experiment configuration"  # NeMo prints its whole configuration under this line
 # keys of NeMo's configuration dump the layout reads (the first of each in the dump)
-DUMP_KEYS = ("tensor_model_parallel_size", "pipeline_model_parallel_size", "virtual_pipeline_model_parallel_size",
-             "context_parallel_size", "micro_batch_size", "sequence_parallel", "fp8", "fp4", "fp4_recipe")
+DUMP_KEYS = (
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "virtual_pipeline_model_parallel_size",
+    "context_parallel_size",
+    "micro_batch_size",
+    "sequence_parallel",
+    "fp8",
+    "fp4",
+    "fp4_recipe",
+)
 
 
 class MLPerfImportError(ValueError):
@@ -78,8 +91,10 @@ class SourceTree:
         if self.git:
             r = subprocess.run(["git", "-C", str(self.root), "show", f"{self.commit}:{path}"], capture_output=True)
             if r.returncode:
-                raise MLPerfImportError(f"{self.repository}@{self.commit[:12]}:{path}: cannot read "
-                                   f"({r.stderr.decode(errors='replace').strip()})")
+                raise MLPerfImportError(
+                    f"{self.repository}@{self.commit[:12]}:{path}: cannot read "
+                    f"({r.stderr.decode(errors='replace').strip()})"
+                )
             data = r.stdout
         else:
             p = self.root / path
@@ -94,14 +109,18 @@ class SourceTree:
 
     def list(self, prefix: str) -> list[str]:
         if self.git:
-            r = subprocess.run(["git", "-C", str(self.root), "ls-tree", "-r", "--name-only", self.commit, prefix],
-                               capture_output=True, text=True)
+            r = subprocess.run(
+                ["git", "-C", str(self.root), "ls-tree", "-r", "--name-only", self.commit, prefix],
+                capture_output=True,
+                text=True,
+            )
             if r.returncode:
                 raise MLPerfImportError(f"{self.root}: git ls-tree failed ({r.stderr.strip()})")
             return sorted(r.stdout.split())
         base = self.root / prefix
-        return sorted(p.relative_to(self.root).as_posix() for p in base.rglob("*") if p.is_file()) \
-            if base.exists() else []
+        return (
+            sorted(p.relative_to(self.root).as_posix() for p in base.rglob("*") if p.is_file()) if base.exists() else []
+        )
 
 
 def open_tree(root: str | Path, repository: str, commit: str | None = None) -> SourceTree:
@@ -129,8 +148,18 @@ class Value:
     log_at: str | None = None  # path:line of a value the log printed (NeMo's configuration dump)
 
     def as_dict(self) -> dict:
-        return {k: v for k, v in {"value": self.value, "from": self.source, "log": self.log, "log_at": self.log_at,
-                                  "config": self.config, "config_at": self.config_at}.items() if v is not None}
+        return {
+            k: v
+            for k, v in {
+                "value": self.value,
+                "from": self.source,
+                "log": self.log,
+                "log_at": self.log_at,
+                "config": self.config,
+                "config_at": self.config_at,
+            }.items()
+            if v is not None
+        }
 
 
 @dataclass
@@ -171,7 +200,6 @@ def _bool(v) -> bool | None:
     return True if s in ("true", "1", "yes") else False if s in ("false", "0", "no", "null", "none") else None
 
 
-
 def _result_parts(path: str) -> tuple[str, str, str, int]:
     """(org, system, benchmark, index) of `<org>/results/<system>/<benchmark>/result_N.txt`."""
     parts = path.split("/")
@@ -190,8 +218,9 @@ def _folder(path: str) -> str:
     return path.rsplit("/", 2)[-2] if path.count("/") >= 1 else ""
 
 
-def config_candidates(tree: SourceTree, org: str, benchmark: str, system: str, nodes: int,
-                      gpus_per_node: int) -> list[str]:
+def config_candidates(
+    tree: SourceTree, org: str, benchmark: str, system: str, nodes: int, gpus_per_node: int
+) -> list[str]:
     """The launch configurations that may be a result's, among the `config_*.sh` under
     `<org>/benchmarks/<benchmark>/` (in `implementations/<impl>/` or anywhere below), the first tier
     that has any: the one the submission's `README-<system>.md` names (in the README's folder, else
@@ -212,14 +241,16 @@ def config_candidates(tree: SourceTree, org: str, benchmark: str, system: str, n
         return own_name
     pat = re.compile(rf"config_[A-Za-z0-9.\-]+?_{nodes}x{gpus_per_node}x[^/]*\.sh")
     cands = [p for p in configs if pat.fullmatch(_name(p))]
-    own = [p for p in cands if _folder(p) == system] or \
-          [p for p in cands if system.startswith(_folder(p) + ".") or system.startswith(_folder(p) + "_")]
+    own = [p for p in cands if _folder(p) == system] or [
+        p for p in cands if system.startswith(_folder(p) + ".") or system.startswith(_folder(p) + "_")
+    ]
     others = _system_dirs(tree, org) - {system}
     return own or [p for p in cands if _folder(p) not in others]
 
 
-def find_config(tree: SourceTree, org: str, benchmark: str, system: str, nodes: int, gpus_per_node: int,
-                dump: dict | None = None) -> tuple[str | None, str | None]:
+def find_config(
+    tree: SourceTree, org: str, benchmark: str, system: str, nodes: int, gpus_per_node: int, dump: dict | None = None
+) -> tuple[str | None, str | None]:
     """The launch configuration of a result (config_candidates) and, where several fit, why this
     one: they set the same values (copies in several folders), or it is the only one that agrees
     with the log's configuration dump. Several that differ and that the log does not tell apart are
@@ -235,17 +266,22 @@ def find_config(tree: SourceTree, org: str, benchmark: str, system: str, nodes: 
         return cands[0], f"{len(cands)} configurations set the same values ({', '.join(cands)}): the first"
     agree = [p for p in cands if dump and _agrees(cfgs[p], dump, p)]
     if len(agree) == 1:
-        return agree[0], (f"the one of {len(cands)} configurations ({', '.join(cands)}) that agrees with the log's "
-                          "configuration dump")
-    raise MLPerfImportError(f"{org}/benchmarks/{benchmark}: {len(cands)} configurations fit {system} "
-                            f"({', '.join(cands)}) and the log does not tell which; import it with --config")
+        return agree[0], (
+            f"the one of {len(cands)} configurations ({', '.join(cands)}) that agrees with the log's configuration dump"
+        )
+    raise MLPerfImportError(
+        f"{org}/benchmarks/{benchmark}: {len(cands)} configurations fit {system} "
+        f"({', '.join(cands)}) and the log does not tell which; import it with --config"
+    )
 
 
-_LAYOUT_KEYS = (("tp", "TENSOR_MODEL_PARALLEL", "tensor_model_parallel_size"),
-                ("pp", "PIPELINE_MODEL_PARALLEL", "pipeline_model_parallel_size"),
-                ("virtual_stages", "INTERLEAVED_PIPELINE", "virtual_pipeline_model_parallel_size"),
-                ("cp", "CONTEXT_PARALLEL", "context_parallel_size"),
-                ("micro_batch", "MICRO_BATCH_SIZE", "micro_batch_size"))
+_LAYOUT_KEYS = (
+    ("tp", "TENSOR_MODEL_PARALLEL", "tensor_model_parallel_size"),
+    ("pp", "PIPELINE_MODEL_PARALLEL", "pipeline_model_parallel_size"),
+    ("virtual_stages", "INTERLEAVED_PIPELINE", "virtual_pipeline_model_parallel_size"),
+    ("cp", "CONTEXT_PARALLEL", "context_parallel_size"),
+    ("micro_batch", "MICRO_BATCH_SIZE", "micro_batch_size"),
+)
 
 
 def _layout_int(v) -> int | None:
@@ -291,7 +327,7 @@ def read_config(tree: SourceTree, path: str) -> LaunchConfig:
     def resolve(p: str) -> str:
         if p in here or other is None or not p.startswith(folder + "/"):
             return p
-        alt = other + p[len(folder):]
+        alt = other + p[len(folder) :]
         return alt if alt in set(tree.list(other)) else p
 
     cfg = read_shell(path, tree.read_text, resolve=resolve)
@@ -333,7 +369,7 @@ def config_dump(text: str, path: str) -> dict[str, tuple[str, str]]:
         if rank is not None:
             if not m or m.group(0).strip() != rank:
                 continue  # another rank's line inside the dump
-            t = t[m.end():]
+            t = t[m.end() :]
         if t.lstrip().startswith("[NeMo") and not began:
             continue  # the logger's own line before the dump
         y = _DUMP_LINE.match(t)
@@ -347,14 +383,26 @@ def config_dump(text: str, path: str) -> dict[str, tuple[str, str]]:
     return out
 
 
-def _pick(name: str, log_value, cfg_value, cfg_at, disagreements: list[dict], *, default=None,
-          log_at: str | None = None) -> Value:
+def _pick(
+    name: str, log_value, cfg_value, cfg_at, disagreements: list[dict], *, default=None, log_at: str | None = None
+) -> Value:
     """The logged value first, the configuration's second; a disagreement is recorded."""
     if log_value is not None and cfg_value is not None:
         if log_value != cfg_value:
-            disagreements.append({k: v for k, v in {"field": name, "log": log_value, "log_at": log_at,
-                                                    "config": cfg_value, "config_at": cfg_at, "used": "log"}.items()
-                                  if v is not None})
+            disagreements.append(
+                {
+                    k: v
+                    for k, v in {
+                        "field": name,
+                        "log": log_value,
+                        "log_at": log_at,
+                        "config": cfg_value,
+                        "config_at": cfg_at,
+                        "used": "log",
+                    }.items()
+                    if v is not None
+                }
+            )
             return Value(log_value, "log", log_value, cfg_value, cfg_at, log_at)
         return Value(log_value, "log and config", log_value, cfg_value, cfg_at, log_at)
     if log_value is not None:
@@ -379,8 +427,9 @@ def _precision_of_config(cfg: LaunchConfig | None, path: str) -> tuple[str | Non
     if fp4_v is not None and _bool(fp4_v):
         recipe, _ = _setting(cfg, "FP4_RECIPE")
         if recipe is not None and recipe.strip().lower() != "nvfp4":
-            raise MLPerfImportError(f"{fp4_at}: FP4 with recipe {recipe!r}: only NVFP4 is a precision of RunSpec "
-                                    f"(importing {path})")
+            raise MLPerfImportError(
+                f"{fp4_at}: FP4 with recipe {recipe!r}: only NVFP4 is a precision of RunSpec (importing {path})"
+            )
         return "nvfp4", fp4_at
     fp8_v, fp8_at = _setting(cfg, "FP8")
     if fp8_v is None:
@@ -392,8 +441,9 @@ def _precision_of_dump(dump: dict, path: str) -> tuple[str | None, str | None]:
     if "fp4" in dump and _bool(dump["fp4"][0]):
         recipe = dump.get("fp4_recipe", ("nvfp4", None))[0]
         if recipe.lower() != "nvfp4":
-            raise MLPerfImportError(f"{dump['fp4'][1]}: FP4 with recipe {recipe!r}: only NVFP4 is a precision of "
-                                    "RunSpec")
+            raise MLPerfImportError(
+                f"{dump['fp4'][1]}: FP4 with recipe {recipe!r}: only NVFP4 is a precision of RunSpec"
+            )
         return "nvfp4", dump["fp4"][1]
     if "fp8" in dump:
         fp8 = dump["fp8"][0]
@@ -409,23 +459,39 @@ def read_result(tree: SourceTree, path: str, opts: ImportOptions, config_path: s
     events = mllog.parse(text, path)
     if not events:
         raise MLPerfImportError(f"{path}: no {mllog.MARKER} lines")
-    logged = {k: mllog.first_value(events, k) for k in (
-        "submission_benchmark", "submission_org", "submission_division", "submission_status", "submission_platform",
-        "seed", "global_batch_size", "gradient_accumulation_steps", "max_sequence_length", "opt_base_learning_rate")}
+    logged = {
+        k: mllog.first_value(events, k)
+        for k in (
+            "submission_benchmark",
+            "submission_org",
+            "submission_division",
+            "submission_status",
+            "submission_platform",
+            "seed",
+            "global_batch_size",
+            "gradient_accumulation_steps",
+            "max_sequence_length",
+            "opt_base_learning_rate",
+        )
+    }
     # the machine: GPU count and kind from the system description, never from submission_platform
     sys_path = f"{org}/systems/{system}.json"
     try:
         sys_desc = json.loads(tree.read_text(sys_path))
     except MLPerfImportError:
-        raise MLPerfImportError(f"{path}: no system description {sys_path}: the GPU count and kind come from it "
-                                "(submission_platform is not read for them)") from None
+        raise MLPerfImportError(
+            f"{path}: no system description {sys_path}: the GPU count and kind come from it "
+            "(submission_platform is not read for them)"
+        ) from None
     except json.JSONDecodeError as e:
         raise MLPerfImportError(f"{sys_path}:{e.lineno}: not valid JSON ({e.msg})") from None
     nodes_sys, gpn = _int(sys_desc.get("number_of_nodes")), _int(sys_desc.get("accelerators_per_node"))
     accelerator = sys_desc.get("accelerator_model_name")
     if not nodes_sys or not gpn or not accelerator:
-        raise MLPerfImportError(f"{sys_path}: number_of_nodes, accelerators_per_node or accelerator_model_name "
-                                f"missing ({nodes_sys!r}, {gpn!r}, {accelerator!r})")
+        raise MLPerfImportError(
+            f"{sys_path}: number_of_nodes, accelerators_per_node or accelerator_model_name "
+            f"missing ({nodes_sys!r}, {gpn!r}, {accelerator!r})"
+        )
     platform = str(logged["submission_platform"] or "")
     m = re.match(r"(\d+)x(.+)", platform)
     log_nodes = int(m.group(1)) if m else None
@@ -439,10 +505,20 @@ def read_result(tree: SourceTree, path: str, opts: ImportOptions, config_path: s
     cfg_nodes = _int(cfg_nodes)
     for what, v, at in (("submission_platform", log_nodes, None), ("config", cfg_nodes, cfg_nodes_at)):
         if v is not None and v != nodes_sys:
-            disagreements.append({k: x for k, x in {
-                "field": "nodes", what if what == "config" else "log": v, "config_at": at, "system_file": nodes_sys,
-                "used": "system file", "why": (f"submission_platform {platform!r} counts {v} nodes"
-                                               if what != "config" else None)}.items() if x is not None})
+            disagreements.append(
+                {
+                    k: x
+                    for k, x in {
+                        "field": "nodes",
+                        what if what == "config" else "log": v,
+                        "config_at": at,
+                        "system_file": nodes_sys,
+                        "used": "system file",
+                        "why": (f"submission_platform {platform!r} counts {v} nodes" if what != "config" else None),
+                    }.items()
+                    if x is not None
+                }
+            )
     nodes = Value(nodes_sys, "system file", log_nodes, cfg_nodes, cfg_nodes_at)
     world = nodes.value * gpn
 
@@ -462,35 +538,61 @@ def read_result(tree: SourceTree, path: str, opts: ImportOptions, config_path: s
     gbs_at = f"{minibs_at} (MINIBS x data-parallel degree {dp})" if minibs_at else None
     layout["global_batch"] = _pick("global_batch", _int(logged["global_batch_size"]), gbs_cfg, gbs_at, disagreements)
     ga_cfg = minibs_c // mbs if minibs_c is not None else None
-    layout["grad_accum_steps"] = _pick("grad_accum_steps", _int(logged["gradient_accumulation_steps"]), ga_cfg,
-                                       f"{minibs_at} (MINIBS / MICRO_BATCH_SIZE)" if minibs_at else None, disagreements)
+    layout["grad_accum_steps"] = _pick(
+        "grad_accum_steps",
+        _int(logged["gradient_accumulation_steps"]),
+        ga_cfg,
+        f"{minibs_at} (MINIBS / MICRO_BATCH_SIZE)" if minibs_at else None,
+        disagreements,
+    )
     seq_s = cfg.yaml_literals.get("encoder_seq_length") if cfg else None
-    layout["seq_len"] = _pick("seq_len", _int(logged["max_sequence_length"]), _int(seq_s.value) if seq_s else None,
-                              f"{seq_s.path}:{seq_s.line}" if seq_s else None, disagreements)
+    layout["seq_len"] = _pick(
+        "seq_len",
+        _int(logged["max_sequence_length"]),
+        _int(seq_s.value) if seq_s else None,
+        f"{seq_s.path}:{seq_s.line}" if seq_s else None,
+        disagreements,
+    )
     prec_l, prec_lat = _precision_of_dump(dump, path)
     prec_c, prec_cat = _precision_of_config(cfg, path)
     layout["precision"] = _pick("precision", prec_l, prec_c, prec_cat, disagreements, log_at=prec_lat)
     if layout["precision"].value is None:
-        raise MLPerfImportError(f"{path}: the precision is neither logged nor configured (no FP8/FP4 setting"
-                                + (f" in {config_path}" if config_path else ", no launch configuration found")
-                                + "); give the launch configuration with --config")
+        raise MLPerfImportError(
+            f"{path}: the precision is neither logged nor configured (no FP8/FP4 setting"
+            + (f" in {config_path}" if config_path else ", no launch configuration found")
+            + "); give the launch configuration with --config"
+        )
     sp_v, sp_at = _setting(cfg, "SEQ_PARALLEL")
     sp_l = dump.get("sequence_parallel")
-    layout["sequence_parallel"] = _pick("sequence_parallel", _bool(sp_l[0]) if sp_l else None,
-                                        _bool(sp_v) if sp_v is not None else None, sp_at, disagreements,
-                                        default=tp > 1, log_at=sp_l[1] if sp_l else None)
+    layout["sequence_parallel"] = _pick(
+        "sequence_parallel",
+        _bool(sp_l[0]) if sp_l else None,
+        _bool(sp_v) if sp_v is not None else None,
+        sp_at,
+        disagreements,
+        default=tp > 1,
+        log_at=sp_l[1] if sp_l else None,
+    )
     embed_v, embed_at = _setting(cfg, "ASYM_PP_EMBED")
     loss_v, _ = _setting(cfg, "ASYM_PP_LOSS")
     asym = bool(_bool(embed_v)) and bool(_bool(loss_v))
-    layout["pp_embedding_stages"] = _pick("pp_embedding_stages", None, asym if embed_v is not None else None, embed_at,
-                                          disagreements, default=False)
+    layout["pp_embedding_stages"] = _pick(
+        "pp_embedding_stages", None, asym if embed_v is not None else None, embed_at, disagreements, default=False
+    )
     gbs, ga, seq = layout["global_batch"].value, layout["grad_accum_steps"].value, layout["seq_len"].value
     if gbs is None or seq is None:
         raise MLPerfImportError(f"{path}: no global batch or sequence length, neither logged nor configured")
     if ga is not None and gbs != mbs * dp * ga:
-        disagreements.append({"field": "grad_accum_steps", "log": ga, "config": None,
-                              "derived": gbs // (mbs * dp), "used": "derived",
-                              "why": f"the logged global batch {gbs} / (micro batch {mbs} x data-parallel {dp})"})
+        disagreements.append(
+            {
+                "field": "grad_accum_steps",
+                "log": ga,
+                "config": None,
+                "derived": gbs // (mbs * dp),
+                "used": "derived",
+                "why": f"the logged global batch {gbs} / (micro batch {mbs} x data-parallel {dp})",
+            }
+        )
         ga = gbs // (mbs * dp)
     ga = ga if ga is not None else gbs // (mbs * dp)
     vpp = layout["virtual_stages"].value or 1
@@ -499,52 +601,118 @@ def read_result(tree: SourceTree, path: str, opts: ImportOptions, config_path: s
     status, error = _status(events, path)
     opts_measured = opts.measured_iters if opts.measured_iters is not None else max(1, len(steps) - opts.warmup_iters)
     spec = RunSpec(
-        model=opts.model, seq_len=seq, micro_batch=mbs, global_batch=gbs, nodes=nodes.value, procs_per_node=gpn,
-        device="cuda", dp_replicate=1, dp_shard=dp, tp=tp, cp=cp, pp=pp,
-        pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b", pp_stages_per_rank=vpp,
+        model=opts.model,
+        seq_len=seq,
+        micro_batch=mbs,
+        global_batch=gbs,
+        nodes=nodes.value,
+        procs_per_node=gpn,
+        device="cuda",
+        dp_replicate=1,
+        dp_shard=dp,
+        tp=tp,
+        cp=cp,
+        pp=pp,
+        pp_schedule="interleaved_1f1b" if vpp > 1 else "1f1b",
+        pp_stages_per_rank=vpp,
         pp_microbatches=ga if pp > 1 else 1,  # without a pipeline the micro-batches are gradient accumulation
         pp_embedding_stages=bool(layout["pp_embedding_stages"].value),
-        sequence_parallel=bool(layout["sequence_parallel"].value) and tp > 1, precision=layout["precision"].value,
-        backend=opts.backend, seed=index, warmup_iters=opts.warmup_iters, measured_iters=opts_measured,
+        sequence_parallel=bool(layout["sequence_parallel"].value) and tp > 1,
+        precision=layout["precision"].value,
+        backend=opts.backend,
+        seed=index,
+        warmup_iters=opts.warmup_iters,
+        measured_iters=opts_measured,
         system=opts.system,
-        **({"lr": float(logged["opt_base_learning_rate"])} if isinstance(logged["opt_base_learning_rate"], (int, float))
-           and logged["opt_base_learning_rate"] > 0 else {}),
+        **(
+            {"lr": float(logged["opt_base_learning_rate"])}
+            if isinstance(logged["opt_base_learning_rate"], (int, float)) and logged["opt_base_learning_rate"] > 0
+            else {}
+        ),
     )
     run_id = spec.run_id
     span_problems: list[str] = []
     records = _records(events, steps, run_id, spec, opts, path, span_problems)
     device = ACCELERATORS.get(str(accelerator), str(accelerator))
     records.insert(0, _peak_record(device, spec.precision, run_id))
-    counts = ("logged step timings: the log times every optimizer step" if every == 1 else
-              f"logged step timings: the log times one optimizer step in {every}, each logged value is that one "
-              "step's time")
+    counts = (
+        "logged step timings: the log times every optimizer step"
+        if every == 1
+        else f"logged step timings: the log times one optimizer step in {every}, each logged value is that one "
+        "step's time"
+    )
     run = {
-        "kind": "train", "run_id": run_id, "config_id": spec.config_id, "spec": spec.to_dict(), "layout": spec.layout,
+        "kind": "train",
+        "run_id": run_id,
+        "config_id": spec.config_id,
+        "spec": spec.to_dict(),
+        "layout": spec.layout,
         "provenance": {
-            "imported": True, "importer": IMPORTER, "devices": {"count": world, "names": [device]}, "hosts": [],
-            "source": {"repository": tree.repository, "commit": tree.commit, "result": path, "config": config_path,
-                       "system": sys_path, "files": {},
-                       **({"config_chosen": chosen} if chosen else {}),
-                       **({"config_missing": cfg.missing} if cfg is not None and cfg.missing else {})},
+            "imported": True,
+            "importer": IMPORTER,
+            "devices": {"count": world, "names": [device]},
+            "hosts": [],
+            "source": {
+                "repository": tree.repository,
+                "commit": tree.commit,
+                "result": path,
+                "config": config_path,
+                "system": sys_path,
+                "files": {},
+                **({"config_chosen": chosen} if chosen else {}),
+                **({"config_missing": cfg.missing} if cfg is not None and cfg.missing else {}),
+            },
         },
-        "system": {"name": system, "cluster": opts.system or None, "gpus": world, "nodes": nodes.as_dict(),
-                   "gpus_per_node": gpn, "accelerator": accelerator, "device": device,
-                   "device_in_catalog": accelerator in ACCELERATORS, "platform": platform,
-                   "description": sys_desc.get("system_name"),
-                   "gpus_from": f"{sys_path}: number_of_nodes x accelerators_per_node (submission_platform not used)"},
-        "mlperf": {"benchmark": logged["submission_benchmark"], "org": logged["submission_org"],
-                   "division": logged["submission_division"], "status": logged["submission_status"],
-                   "seed": logged["seed"], "result_index": index,
-                   "not": "a raw log of a public result file; not the official time-to-train score"},
+        "system": {
+            "name": system,
+            "cluster": opts.system or None,
+            "gpus": world,
+            "nodes": nodes.as_dict(),
+            "gpus_per_node": gpn,
+            "accelerator": accelerator,
+            "device": device,
+            "device_in_catalog": accelerator in ACCELERATORS,
+            "platform": platform,
+            "description": sys_desc.get("system_name"),
+            "gpus_from": f"{sys_path}: number_of_nodes x accelerators_per_node (submission_platform not used)",
+        },
+        "mlperf": {
+            "benchmark": logged["submission_benchmark"],
+            "org": logged["submission_org"],
+            "division": logged["submission_division"],
+            "status": logged["submission_status"],
+            "seed": logged["seed"],
+            "result_index": index,
+            "not": "a raw log of a public result file; not the official time-to-train score",
+        },
         "layout_detail": {k: v.as_dict() for k, v in layout.items()} | {"nodes": nodes.as_dict()},
-        "disagreements": disagreements + step_problems + ([{
-            "field": "block and evaluation spans", "log": span_problems[:3] + ([f"... {len(span_problems) - 3} more"]
-                                                                           if len(span_problems) > 3 else []),
-            "used": "the spans that pair up (the step timings are not affected)"}] if span_problems else []),
-        "window": {"warmup_iters": spec.warmup_iters, "measured_iters": spec.measured_iters, "steps_logged": len(steps),
-                   "counts": counts, "steps_per_logged_timing": every,
-                   "rule": WINDOW_RULE + ("" if every == 1 else "; " + WINDOW_SPARSE.format(
-                       n=every, w=spec.warmup_iters, ws=spec.warmup_iters * every))},
+        "disagreements": disagreements
+        + step_problems
+        + (
+            [
+                {
+                    "field": "block and evaluation spans",
+                    "log": span_problems[:3]
+                    + ([f"... {len(span_problems) - 3} more"] if len(span_problems) > 3 else []),
+                    "used": "the spans that pair up (the step timings are not affected)",
+                }
+            ]
+            if span_problems
+            else []
+        ),
+        "window": {
+            "warmup_iters": spec.warmup_iters,
+            "measured_iters": spec.measured_iters,
+            "steps_logged": len(steps),
+            "counts": counts,
+            "steps_per_logged_timing": every,
+            "rule": WINDOW_RULE
+            + (
+                ""
+                if every == 1
+                else "; " + WINDOW_SPARSE.format(n=every, w=spec.warmup_iters, ws=spec.warmup_iters * every)
+            ),
+        },
     }
     return Imported(path, spec, run, records, status, error, len(steps), dict(tree.read_files))
 
@@ -598,14 +766,32 @@ def _steps(events: list[mllog.Event], path: str, gbs: int, seq: int) -> tuple[li
         counter = e.metadata.get("step")
         between = _steps_between(e.metadata, previous, gbs, seq)
         if (between is None or between != int(between)) and not problems:
-            problems.append({"field": "step counter", "log": counter, "line": e.line,
-                             "why": f"neither samples_count nor step grows by whole optimizer steps of {gbs} samples "
-                                    f"({gbs * seq} tokens)", "used": "log (global batch x sequence length)"})
-        steps.append({"time_s": float(t), "line": e.line, "time_ms": e.time_ms, "block": block, "counter": counter,
-                      "loss": e.value.get("reduced_train_loss"),
-                      "between": int(between) if between and between == int(between) else None})
-        previous = {k: float(e.metadata[k]) for k in ("samples_count", "step")
-                    if isinstance(e.metadata.get(k), (int, float)) and not isinstance(e.metadata.get(k), bool)}
+            problems.append(
+                {
+                    "field": "step counter",
+                    "log": counter,
+                    "line": e.line,
+                    "why": f"neither samples_count nor step grows by whole optimizer steps of {gbs} samples "
+                    f"({gbs * seq} tokens)",
+                    "used": "log (global batch x sequence length)",
+                }
+            )
+        steps.append(
+            {
+                "time_s": float(t),
+                "line": e.line,
+                "time_ms": e.time_ms,
+                "block": block,
+                "counter": counter,
+                "loss": e.value.get("reduced_train_loss"),
+                "between": int(between) if between and between == int(between) else None,
+            }
+        )
+        previous = {
+            k: float(e.metadata[k])
+            for k in ("samples_count", "step")
+            if isinstance(e.metadata.get(k), (int, float)) and not isinstance(e.metadata.get(k), bool)
+        }
     if not steps:
         raise MLPerfImportError(f"{path}: no per-step train timing ({' or '.join(STEP_TIME_KEYS)} in tracked_stats)")
     gaps = [s["between"] for s in steps[1:] if s["between"]]
@@ -623,36 +809,62 @@ def _status(events: list[mllog.Event], path: str) -> tuple[str, str | None]:
     return "crashed", f"{path}:{stop[-1].line}: run_stop status {s!r}"
 
 
-def _records(events, steps, run_id: str, spec: RunSpec, opts: ImportOptions, path: str,
-             span_problems: list[str]) -> list[dict]:
+def _records(
+    events, steps, run_id: str, spec: RunSpec, opts: ImportOptions, path: str, span_problems: list[str]
+) -> list[dict]:
     """The raw log's records; block and evaluation spans that do not pair up (a log that leaves out
     block_stop or eval_start) are left out and described in `span_problems`."""
     meta = {"rank": 0, "run_id": run_id}
     out = [rawlog.record("flops", flops_per_token(spec.model_config(), spec.seq_len), **meta)]
     tokens = spec.global_batch * spec.seq_len
     for i, s in enumerate(steps):
-        phase = "warmup" if i < spec.warmup_iters else "measured" if i < spec.warmup_iters + spec.measured_iters \
+        phase = (
+            "warmup"
+            if i < spec.warmup_iters
+            else "measured"
+            if i < spec.warmup_iters + spec.measured_iters
             else BEYOND_WINDOW
-        value = {"step": i, "phase": phase, "step_time_s": s["time_s"], "tokens": tokens, "loss": s["loss"],
-                 "block": s["block"], "mllog_step": s["counter"]}
+        )
+        value = {
+            "step": i,
+            "phase": phase,
+            "step_time_s": s["time_s"],
+            "tokens": tokens,
+            "loss": s["loss"],
+            "block": s["block"],
+            "mllog_step": s["counter"],
+        }
         if s["between"] not in (None, 1):
             value["steps_since_previous_timing"] = s["between"]
         out.append(rawlog.record("iteration", value, **meta, time_unix=s["time_ms"] / 1000.0, mllog_line=s["line"]))
     for name, (start, stop) in (("block", ("block_start", "block_stop")), ("eval", ("eval_start", "eval_stop"))):
         for i, (a, b) in enumerate(mllog.spans(events, start, stop, path, span_problems)):
-            value = {"index": i, "start_unix": a.time_ms / 1000.0, "stop_unix": b.time_ms / 1000.0,
-                     "duration_s": (b.time_ms - a.time_ms) / 1000.0, "lines": [a.line, b.line]}
+            value = {
+                "index": i,
+                "start_unix": a.time_ms / 1000.0,
+                "stop_unix": b.time_ms / 1000.0,
+                "duration_s": (b.time_ms - a.time_ms) / 1000.0,
+                "lines": [a.line, b.line],
+            }
             if name == "eval":
                 acc = [e.value for e in events if e.key == "eval_accuracy" and a.line < e.line < b.line]
                 value["eval_accuracy"] = acc[0] if acc else None
             out.append(rawlog.record(f"mlperf_{name}", value, **meta))
     run = {e.key: e for e in events if e.key in ("run_start", "run_stop")}
     if len(run) == 2:
-        out.append(rawlog.record("mlperf_run", {
-            "start_unix": run["run_start"].time_ms / 1000.0, "stop_unix": run["run_stop"].time_ms / 1000.0,
-            "duration_s": (run["run_stop"].time_ms - run["run_start"].time_ms) / 1000.0,
-            "status": run["run_stop"].metadata.get("status"),
-            "note": "run_start to run_stop of this one file: not the official time-to-train score"}, **meta))
+        out.append(
+            rawlog.record(
+                "mlperf_run",
+                {
+                    "start_unix": run["run_start"].time_ms / 1000.0,
+                    "stop_unix": run["run_stop"].time_ms / 1000.0,
+                    "duration_s": (run["run_stop"].time_ms - run["run_start"].time_ms) / 1000.0,
+                    "status": run["run_stop"].metadata.get("status"),
+                    "note": "run_start to run_stop of this one file: not the official time-to-train score",
+                },
+                **meta,
+            )
+        )
     return out
 
 
@@ -670,10 +882,18 @@ def write_run(imp: Imported, tree: SourceTree, out_root: Path) -> Path:
     text = "".join(json.dumps(r, sort_keys=True, separators=(",", ":")) + "\n" for r in imp.records)
     rawlog.atomic_write_text(run_dir / rawlog.METRICS_FILE, text)
     files_sha = {n: rawlog.sha256_file(run_dir / n) for n in (rawlog.METRICS_FILE, rawlog.RUN_FILE)}
-    rawlog.write_status(run_dir / rawlog.STATUS_FILE, {
-        "schema": rawlog.SCHEMA, "status": imp.status, "error": imp.error, "culprit_ranks": [],
-        "ranks": [{"rank": 0, "status": imp.status, "error": imp.error}], "files_sha256": dict(sorted(files_sha.items())),
-        "imported_from": f"{tree.repository}@{tree.commit}:{imp.result_path}"})
+    rawlog.write_status(
+        run_dir / rawlog.STATUS_FILE,
+        {
+            "schema": rawlog.SCHEMA,
+            "status": imp.status,
+            "error": imp.error,
+            "culprit_ranks": [],
+            "ranks": [{"rank": 0, "status": imp.status, "error": imp.error}],
+            "files_sha256": dict(sorted(files_sha.items())),
+            "imported_from": f"{tree.repository}@{tree.commit}:{imp.result_path}",
+        },
+    )
     rawlog.compress_run(run_dir)
     return run_dir
 
@@ -706,8 +926,11 @@ def imported_results(out_root: Path) -> dict[str, list[Earlier]]:
         src = (run.get("provenance") or {}).get("source") or {}
         sha = (src.get("files") or {}).get(src.get("result"))
         if sha:
-            out.setdefault(sha, []).append(Earlier(str(src.get("repository")), str(src.get("commit")),
-                                                   str(src.get("result")), run_json.parent.name))
+            out.setdefault(sha, []).append(
+                Earlier(
+                    str(src.get("repository")), str(src.get("commit")), str(src.get("result")), run_json.parent.name
+                )
+            )
     return out
 
 
@@ -725,12 +948,15 @@ def _dedupe(tree: SourceTree, paths: list[str], out_root: Path) -> tuple[list[st
         other = [e for e in earlier.get(sha, []) if (e.repository, e.result) != (tree.repository, p)]
         if other:
             e = other[0]
-            skipped.append(f"{where}:{p} skipped: byte-identical (sha256 {sha[:16]}...) to "
-                           f"{e.repository}@{e.commit[:12]}:{e.result}, already imported as {e.run_id}")
+            skipped.append(
+                f"{where}:{p} skipped: byte-identical (sha256 {sha[:16]}...) to "
+                f"{e.repository}@{e.commit[:12]}:{e.result}, already imported as {e.run_id}"
+            )
             continue
         if sha in batch:
-            skipped.append(f"{where}:{p} skipped: byte-identical (sha256 {sha[:16]}...) to {where}:{batch[sha]} of "
-                           "this import")
+            skipped.append(
+                f"{where}:{p} skipped: byte-identical (sha256 {sha[:16]}...) to {where}:{batch[sha]} of this import"
+            )
             continue
         batch[sha] = p
         keep.append(p)
@@ -746,8 +972,10 @@ def _refuse_collisions(runs: list[Imported], tree: SourceTree, out_root: Path) -
     for imp in runs:
         rid = imp.spec.run_id
         if rid in by_id:
-            raise MLPerfImportError(f"{by_id[rid]} and {imp.result_path} give the same run {rid}: two result files "
-                                    "of one spec and seed (import them with different --system names)")
+            raise MLPerfImportError(
+                f"{by_id[rid]} and {imp.result_path} give the same run {rid}: two result files "
+                "of one spec and seed (import them with different --system names)"
+            )
         by_id[rid] = imp.result_path
         run_json = Path(out_root) / rid / rawlog.RUN_FILE
         if run_json.is_file():
@@ -756,13 +984,16 @@ def _refuse_collisions(runs: list[Imported], tree: SourceTree, out_root: Path) -
             except (OSError, json.JSONDecodeError):
                 continue
             if (src.get("repository"), src.get("result")) != (tree.repository, imp.result_path):
-                raise MLPerfImportError(f"{imp.result_path} gives run {rid}, which {run_json} holds from "
-                                        f"{src.get('repository')}:{src.get('result')} (import it with another "
-                                        "--system name)")
+                raise MLPerfImportError(
+                    f"{imp.result_path} gives run {rid}, which {run_json} holds from "
+                    f"{src.get('repository')}:{src.get('result')} (import it with another "
+                    "--system name)"
+                )
 
 
-def import_results(tree: SourceTree, paths: list[str], opts: ImportOptions, out_root: Path,
-                   config_path: str | None = None) -> Batch:
+def import_results(
+    tree: SourceTree, paths: list[str], opts: ImportOptions, out_root: Path, config_path: str | None = None
+) -> Batch:
     """Import result files together: without opts.measured_iters, the measured window is the
     fewest steps after warm-up of any of them (one window for all, so that their seeds share a
     configuration id). A file byte-identical to one already imported into `out_root` (from another
@@ -777,18 +1008,25 @@ def import_results(tree: SourceTree, paths: list[str], opts: ImportOptions, out_
     fewest = min(i.n_steps for i in first) - opts.warmup_iters
     if fewest < 1:
         short = min(first, key=lambda i: i.n_steps)
-        raise MLPerfImportError(f"{short.result_path}: {short.n_steps} steps, no more than the {opts.warmup_iters} "
-                                "warm-up steps")
+        raise MLPerfImportError(
+            f"{short.result_path}: {short.n_steps} steps, no more than the {opts.warmup_iters} warm-up steps"
+        )
     if opts.measured_iters is None:
         opts = ImportOptions(opts.model, opts.warmup_iters, fewest, opts.backend, opts.system)
         first = [read_result(tree, p, opts, config_path) for p in paths]
     short = [i for i in first if i.n_steps < opts.warmup_iters + opts.measured_iters]
     if short:
-        raise MLPerfImportError(f"{short[0].result_path}: {short[0].n_steps} steps, fewer than warm-up "
-                                f"{opts.warmup_iters} + measured {opts.measured_iters}")
+        raise MLPerfImportError(
+            f"{short[0].result_path}: {short[0].n_steps} steps, fewer than warm-up "
+            f"{opts.warmup_iters} + measured {opts.measured_iters}"
+        )
     _refuse_collisions(first, tree, Path(out_root))
     for imp in first:
         write_run(imp, tree, out_root)
-    stale = [f"{tree.repository}:{imp.result_path} was imported before as {old}, left in place (now "
-             f"{imp.spec.run_id})" for imp in first for old in again.get(imp.result_path, []) if old != imp.spec.run_id]
+    stale = [
+        f"{tree.repository}:{imp.result_path} was imported before as {old}, left in place (now {imp.spec.run_id})"
+        for imp in first
+        for old in again.get(imp.result_path, [])
+        if old != imp.spec.run_id
+    ]
     return Batch(first, skipped, stale)

@@ -27,7 +27,7 @@ def portable_path(filename: str) -> str:
     roots = sorted((p.rstrip("/") + "/" for p in sys.path if p.startswith("/")), key=len, reverse=True)
     for root in roots:
         if filename.startswith(root):
-            return filename[len(root):]
+            return filename[len(root) :]
     for marker in _ROOT_MARKERS:
         if marker in filename:
             return filename.rsplit(marker, 1)[1]
@@ -40,7 +40,7 @@ _ABSOLUTE = re.compile(r"(?<![\w.])(/[^\s:,;=\"']+)")
 
 def _portable_absolute(path: str, cwd: str) -> str:
     if path == cwd or path.startswith(cwd.rstrip("/") + "/"):
-        rel = path[len(cwd):].lstrip("/")
+        rel = path[len(cwd) :].lstrip("/")
         return rel or "."
     if path.endswith(".py"):
         return portable_path(path)

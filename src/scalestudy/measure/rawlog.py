@@ -40,8 +40,17 @@ LOCK_FILE = ".finalize.lock"
 STATUSES = ("ok", "oom", "timeout", "preempted", "crashed", "comm_error", "invalid_config", "diverged", "invalid")
 # When ranks disagree, the run's status is the most telling one: a peer's comm_error is
 # usually the echo of another rank's oom or crash.
-STATUS_PRIORITY = ("invalid_config", "oom", "crashed", "diverged", "invalid", "timeout", "preempted", "comm_error",
-                   "ok")
+STATUS_PRIORITY = (
+    "invalid_config",
+    "oom",
+    "crashed",
+    "diverged",
+    "invalid",
+    "timeout",
+    "preempted",
+    "comm_error",
+    "ok",
+)
 
 
 # The identity of a launched run beyond its spec: the study that planned it and that study's hardware
@@ -89,13 +98,16 @@ def weakened_checks(run: dict, status: dict) -> list[str]:
     switch of OVERRIDE_ENVS, the CPU run guard's threshold off or above the default (status.json's
     `load`, for runs that predate `overrides`), an uncommitted checkout."""
     out = [f"{k}={v} ({OVERRIDE_ENVS.get(k, 'an override')})" for k, v in sorted((run.get("overrides") or {}).items())]
-    cpu = ((status.get("load") or {}).get("foreign_cpu") or {})
-    if "SCALESTUDY_FOREIGN_CPU_MAX" not in (run.get("overrides") or {}) and (run.get("spec") or {}).get("device") == "cpu":
+    cpu = (status.get("load") or {}).get("foreign_cpu") or {}
+    if (
+        "SCALESTUDY_FOREIGN_CPU_MAX" not in (run.get("overrides") or {})
+        and (run.get("spec") or {}).get("device") == "cpu"
+    ):
         if "threshold" in cpu and cpu["threshold"] is None:
             out.append("the run guard's foreign-CPU check was off")
         elif isinstance(cpu.get("threshold"), (int, float)) and cpu["threshold"] > FOREIGN_CPU_SHARE_DEFAULT:
             out.append(f"the run guard's foreign-CPU threshold was raised to {cpu['threshold']:.0%}")
-    git = (((run.get("provenance") or {}).get("package") or {}).get("git") or {})
+    git = ((run.get("provenance") or {}).get("package") or {}).get("git") or {}
     if git.get("dirty"):
         out.append(f"made from a checkout with uncommitted changes (commit {str(git.get('commit'))[:12]})")
     return out
@@ -135,9 +147,14 @@ def free_space_note(path: os.PathLike | str) -> str:
 
 def disk_error(e: OSError, path: os.PathLike | str) -> OSError:
     """An OSError from writing `path`, saying which path and how much room is left (same errno)."""
-    what = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exhausted",
-            errno.EROFS: "the file system is read-only", errno.EACCES: "permission denied",
-            errno.EPERM: "permission denied", errno.EIO: "an input/output error"}.get(e.errno, e.strerror)
+    what = {
+        errno.ENOSPC: "the disk is full",
+        errno.EDQUOT: "the disk quota is exhausted",
+        errno.EROFS: "the file system is read-only",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.EIO: "an input/output error",
+    }.get(e.errno, e.strerror)
     return OSError(e.errno, f"cannot write {path}: {what} ({free_space_note(path)})")
 
 
@@ -211,8 +228,9 @@ def seal_problem(status: dict) -> str | None:
     return None
 
 
-def step_problem(step, loss: float | None, step_time_s, band: tuple[float, float] | None = None
-                 ) -> tuple[str, str] | None:
+def step_problem(
+    step, loss: float | None, step_time_s, band: tuple[float, float] | None = None
+) -> tuple[str, str] | None:
     """Why one step is no measurement of training, as (status, sentence): `invalid` for a step time
     that is not a positive finite number, `diverged` for a loss (None: not checked) that is not
     finite or lies outside `band`; None for a sound step. The harness stops a run on it
@@ -261,13 +279,17 @@ def step_problems(spec: dict, records: list[dict]) -> list[str]:
             seen.add(step)
         steps = [s for _, s in seq]
         if not all(isinstance(s, int) for s in steps) or steps != sorted(steps):
-            return [f"rank {rank} logs its steps out of order ({', '.join(map(str, steps[:8]))}"
-                    f"{', ...' if len(steps) > 8 else ''})"]
+            return [
+                f"rank {rank} logs its steps out of order ({', '.join(map(str, steps[:8]))}"
+                f"{', ...' if len(steps) > 8 else ''})"
+            ]
         for phase, want in planned.items():
             n = sum(1 for p, _ in seq if p == phase)
             if isinstance(want, int) and n != want:
-                return [f"rank {rank} holds {n} of {want} {phase} steps"
-                        + (" (more than the spec plans)" if n > want else "")]
+                return [
+                    f"rank {rank} holds {n} of {want} {phase} steps"
+                    + (" (more than the spec plans)" if n > want else "")
+                ]
         if first is None:
             first = (rank, tuple(seq))
         elif tuple(seq) != first[1]:
@@ -284,14 +306,19 @@ def status_contradictions(run: dict, status: dict, records: list[dict]) -> list[
     planned = spec.get("measured_iters")
     if not isinstance(planned, int):
         return []
-    steps = {r["value"].get("step") for r in records
-             if r.get("key") == "iteration" and isinstance(r.get("value"), dict) and r["value"].get("phase") == "measured"}
+    steps = {
+        r["value"].get("step")
+        for r in records
+        if r.get("key") == "iteration" and isinstance(r.get("value"), dict) and r["value"].get("phase") == "measured"
+    }
     errors = [r for r in records if r.get("key") == "error"]
     s = status.get("status")
     if s == "ok":
         problems = step_problems(spec, records)
         if problems:
-            return [f"status ok, but {problems[0]}"]  # a run that proves it trained (harness.faults.check_step): what it checks, checked again
+            return [
+                f"status ok, but {problems[0]}"
+            ]  # a run that proves it trained (harness.faults.check_step): what it checks, checked again
         fake = (run.get("spec") or {}).get("comm") == "fake"  # no data moves: its loss is no training loss
         for r in records:
             v = r.get("value")
@@ -303,15 +330,22 @@ def status_contradictions(run: dict, status: dict, records: list[dict]) -> list[
             problem = step_problem(v.get("step"), None if fake or not isinstance(loss, (int, float)) else loss, t)
             if problem:
                 kind, why = problem
-                return [f"status ok, but {why}: " + ("a run that diverged" if kind == "diverged"
-                                                     else "an invalid measurement")]
+                return [
+                    f"status ok, but {why}: "
+                    + ("a run that diverged" if kind == "diverged" else "an invalid measurement")
+                ]
     if s in ("oom", "invalid_config") and len(steps) >= planned and not errors:
         return [f"status {s}, but the metrics hold every measured step ({planned}) and no error"]
     return []
 
 
-_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a directory"),
-          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
 
 
 def _inside(path: str, root: str) -> bool:
@@ -365,8 +399,9 @@ def read_member_bytes(run_dir: os.PathLike | str, rel: str) -> bytes:
         try:
             return gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as e:
-            raise CorruptLogError(p, f"a damaged gzip file (truncated or corrupt: {e}); restore it from the "
-                                     "repository or rerun the run") from None
+            raise CorruptLogError(
+                p, f"a damaged gzip file (truncated or corrupt: {e}); restore it from the repository or rerun the run"
+            ) from None
     return data
 
 
@@ -429,8 +464,9 @@ class RankLog:
         if status not in STATUSES:
             raise ValueError(f"unknown status {status!r}")
         self.close()
-        atomic_write_json(self.run_dir / rank_status_file(self.rank),
-                          {"rank": self.rank, "status": status, "error": error, **extra})
+        atomic_write_json(
+            self.run_dir / rank_status_file(self.rank), {"rank": self.rank, "status": status, "error": error, **extra}
+        )
 
 
 def combine_statuses(statuses: Iterable[str]) -> str:
@@ -441,8 +477,14 @@ def combine_statuses(statuses: Iterable[str]) -> str:
     raise ValueError("no rank statuses")
 
 
-def try_finalize(run_dir: os.PathLike | str, world_size: int, *, force: bool = False,
-                 missing_status: str = "crashed", missing_reason: str | None = None) -> bool:
+def try_finalize(
+    run_dir: os.PathLike | str,
+    world_size: int,
+    *,
+    force: bool = False,
+    missing_status: str = "crashed",
+    missing_reason: str | None = None,
+) -> bool:
     """Merge the per-rank files into metrics.jsonl and write status.json.
 
     Called by every rank after it has written its status; the last one (all statuses present)
@@ -467,8 +509,11 @@ def try_finalize(run_dir: os.PathLike | str, world_size: int, *, force: bool = F
     os.close(fd)
     missing = [r for r in range(world_size) if r not in ranks]
     for r in missing:
-        ranks[r] = {"rank": r, "status": missing_status,
-                    "error": missing_reason or "the process ended without writing its status"}
+        ranks[r] = {
+            "rank": r,
+            "status": missing_status,
+            "error": missing_reason or "the process ended without writing its status",
+        }
     # A rank that died without a word is the culprit: the others' statuses (a SIGTERM from the
     # launcher, a lost peer) are consequences of it.
     status = missing_status if missing else combine_statuses(s["status"] for s in ranks.values())
@@ -488,8 +533,9 @@ def try_finalize(run_dir: os.PathLike | str, world_size: int, *, force: bool = F
                 rec = json.loads(line)
             except json.JSONDecodeError:
                 (run_dir / LOCK_FILE).unlink(missing_ok=True)
-                raise CorruptLogError(p, f"line {i + 1} is cut short or not JSON (a full disk? "
-                                         f"{free_space_note(p)})") from None
+                raise CorruptLogError(
+                    p, f"line {i + 1} is cut short or not JSON (a full disk? {free_space_note(p)})"
+                ) from None
             step = rec["value"].get("step", -1) if isinstance(rec["value"], dict) else -1
             lines.append(((rec["metadata"].get("time_unix", 0.0) if step == -1 else 0.0, step, r, i), line))
     lines.sort(key=lambda t: t[0])
@@ -504,14 +550,25 @@ def try_finalize(run_dir: os.PathLike | str, world_size: int, *, force: bool = F
     files = {}
     for p in sorted(run_dir.rglob("*")):
         rel = p.relative_to(run_dir).as_posix()
-        if p.is_file() and rel not in (STATUS_FILE, LOCK_FILE) and not rel.startswith("rank-") \
-                and not p.name.startswith("."):
+        if (
+            p.is_file()
+            and rel not in (STATUS_FILE, LOCK_FILE)
+            and not rel.startswith("rank-")
+            and not p.name.startswith(".")
+        ):
             files[rel] = sha256_file(p)
-    write_status(run_dir / STATUS_FILE, {
-        "schema": SCHEMA, "status": status, "error": error, "culprit_ranks": culprits,
-        "ranks": [ranks[r] for r in range(world_size)], "files_sha256": files,
-        **({"step": at_step} if at_step is not None else {}),
-    })
+    write_status(
+        run_dir / STATUS_FILE,
+        {
+            "schema": SCHEMA,
+            "status": status,
+            "error": error,
+            "culprit_ranks": culprits,
+            "ranks": [ranks[r] for r in range(world_size)],
+            "files_sha256": files,
+            **({"step": at_step} if at_step is not None else {}),
+        },
+    )
     for r in range(world_size):
         for name in (rank_metrics_file(r), rank_status_file(r)):
             (run_dir / name).unlink(missing_ok=True)
@@ -565,8 +622,11 @@ def read_run(run_dir: os.PathLike | str, *, verify_checksums: bool = True) -> Ru
     """Read one complete run directory; raise naming the file if it is incomplete or corrupt."""
     run_dir = Path(run_dir)
     if run_dir.is_symlink():
-        raise CorruptLogError(run_dir, f"a symbolic link (to {os.path.realpath(run_dir)}): a run directory is read "
-                                       "where it lies, never through a link")
+        raise CorruptLogError(
+            run_dir,
+            f"a symbolic link (to {os.path.realpath(run_dir)}): a run directory is read "
+            "where it lies, never through a link",
+        )
     status_path = run_dir / STATUS_FILE
     if not status_path.exists():
         raise IncompleteRunError(run_dir, "no status.json: the run did not finish")

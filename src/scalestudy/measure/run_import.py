@@ -18,8 +18,10 @@ from pathlib import Path
 from scalestudy.measure import rawlog
 
 # an absolute path of a machine: "/" then a directory name then another "/" (a bare "/" or "/dev" alone is none)
-HOST_PATH = re.compile(r'(?<![\w.:/<>-])/(?:home|root|work|tmp|scratch|lustre|gpfs|mnt|opt|usr|var|data|srv|users?|'
-                       r'private|Users|net|fsx|shared)/[^\s"\']*')
+HOST_PATH = re.compile(
+    r"(?<![\w.:/<>-])/(?:home|root|work|tmp|scratch|lustre|gpfs|mnt|opt|usr|var|data|srv|users?|"
+    r'private|Users|net|fsx|shared)/[^\s"\']*'
+)
 TEXT_FILES = (rawlog.RUN_FILE, rawlog.STATUS_FILE)
 
 
@@ -80,9 +82,11 @@ def check_run(run_dir: Path, study) -> str:
         raise RunImportError(f"run {name}: {e.reason} ({e.path})") from None
     paths = host_paths(run_dir)
     if paths:
-        raise RunImportError(f"run {log.run_id}: names {len(paths)} absolute path{'s' if len(paths) > 1 else ''} of the "
-                             f"machine it ran on (first: {paths[0]}); a raw log is committed as written and must name "
-                             "none")
+        raise RunImportError(
+            f"run {log.run_id}: names {len(paths)} absolute path{'s' if len(paths) > 1 else ''} of the "
+            f"machine it ran on (first: {paths[0]}); a raw log is committed as written and must name "
+            "none"
+        )
     recorded = log.run.get("study")
     if recorded not in (None, study.name):
         raise RunImportError(f"run {log.run_id}: a run of study {recorded!r}, not of {study.name!r}")
@@ -113,8 +117,10 @@ def import_runs(paths, study) -> list[Imported]:
         dest = Path(study.raw_dir) / run_id
         if dest.exists():
             if not _same_bytes(d, dest):
-                raise RunImportError(f"run {run_id}: already in {dest} with other bytes; a raw log is never "
-                                     "overwritten (move the old one aside first)")
+                raise RunImportError(
+                    f"run {run_id}: already in {dest} with other bytes; a raw log is never "
+                    "overwritten (move the old one aside first)"
+                )
             out.append(Imported(run_id, d, dest, False))
             continue
         dest.parent.mkdir(parents=True, exist_ok=True)

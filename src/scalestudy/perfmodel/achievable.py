@@ -72,14 +72,18 @@ class TensorCarry:
 
     def describe(self) -> str:
         if self.missing:
-            return (f"matrix-product and attention efficiencies carried unchanged (no measured achievable "
-                    f"matmul rate for {' or '.join(self.missing)} in the GPU catalog) [assumed]")
+            return (
+                f"matrix-product and attention efficiencies carried unchanged (no measured achievable "
+                f"matmul rate for {' or '.join(self.missing)} in the GPU catalog) [assumed]"
+            )
         t, c = self.target, self.calibration
         if t.gpu == c.gpu:
             return "matrix-product and attention efficiencies as calibrated (same GPU)"
-        return (f"matrix-product and attention efficiencies x {self.factor:.3f}: achievable {t.dtype} matmul "
-                f"{t.tflops:g}/{t.peak_tflops:g} TFLOP/s ({t.fraction:.1%}) on {t.gpu} [{t.source}] over "
-                f"{c.tflops:g}/{c.peak_tflops:g} ({c.fraction:.1%}) on {c.gpu} [{c.source}]")
+        return (
+            f"matrix-product and attention efficiencies x {self.factor:.3f}: achievable {t.dtype} matmul "
+            f"{t.tflops:g}/{t.peak_tflops:g} TFLOP/s ({t.fraction:.1%}) on {t.gpu} [{t.source}] over "
+            f"{c.tflops:g}/{c.peak_tflops:g} ({c.fraction:.1%}) on {c.gpu} [{c.source}]"
+        )
 
 
 def achievable_rate(gpu: str | None, dtype: str) -> AchievableRate | None:
@@ -91,8 +95,13 @@ def achievable_rate(gpu: str | None, dtype: str) -> AchievableRate | None:
     rate = spec.matmul_achievable_flops_per_s.get(dtype)
     if rate is None:
         return None
-    return AchievableRate(name, dtype, rate / 1e12, spec.peak_flops_per_s[dtype] / 1e12,
-                          spec.matmul_achievable_sources.get(dtype) or spec.matmul_achievable_source)
+    return AchievableRate(
+        name,
+        dtype,
+        rate / 1e12,
+        spec.peak_flops_per_s[dtype] / 1e12,
+        spec.matmul_achievable_sources.get(dtype) or spec.matmul_achievable_source,
+    )
 
 
 def tensor_carry(target_gpu: str | None, calibration_gpu: str | None, dtype: str = "bf16") -> TensorCarry:
@@ -126,10 +135,12 @@ class PrecisionCarry:
 
     def describe(self) -> str:
         t, c = self.target, self.calibration
-        return (f"the layers' {self.dtype} matrix products x {self.factor:.3f} of the bf16 efficiency at "
-                f"{self.target_bf16_peak_tflops:g} TFLOP/s: achievable {self.dtype} matmul {t.tflops:g} TFLOP/s on "
-                f"{t.gpu} [{t.source}] over the calibration's achievable bf16 {c.tflops:g}/{c.peak_tflops:g} "
-                f"({c.fraction:.1%}) on {c.gpu}")
+        return (
+            f"the layers' {self.dtype} matrix products x {self.factor:.3f} of the bf16 efficiency at "
+            f"{self.target_bf16_peak_tflops:g} TFLOP/s: achievable {self.dtype} matmul {t.tflops:g} TFLOP/s on "
+            f"{t.gpu} [{t.source}] over the calibration's achievable bf16 {c.tflops:g}/{c.peak_tflops:g} "
+            f"({c.fraction:.1%}) on {c.gpu}"
+        )
 
 
 def precision_carry(target_gpu: str | None, calibration_gpu: str | None, dtype: str) -> PrecisionCarry:
@@ -140,9 +151,11 @@ def precision_carry(target_gpu: str | None, calibration_gpu: str | None, dtype: 
     if t is None or c is None:
         who = target_gpu if t is None else calibration_gpu
         what = dtype if t is None else CALIBRATION_DTYPE
-        raise ValueError(f"no measured or published achievable {what} matmul rate for {who} in the GPU catalog "
-                         f"(gpus.yaml matmul_achievable_tflops.{what}): the model does not guess {what} matrix "
-                         "products from the datasheet peak")
+        raise ValueError(
+            f"no measured or published achievable {what} matmul rate for {who} in the GPU catalog "
+            f"(gpus.yaml matmul_achievable_tflops.{what}): the model does not guess {what} matrix "
+            "products from the datasheet peak"
+        )
     peak = catalog.gpu(catalog.gpu_name(target_gpu)).peak_flops_per_s.get(CALIBRATION_DTYPE)
     return PrecisionCarry(dtype, t, peak / 1e12, c)
 
@@ -203,8 +216,10 @@ def attention_rate(gpu: str | None, kernel: str | None, dtype: str = "bf16") -> 
         return None
     table = _attention_table()
     if kernel not in table["kernels"]:
-        raise ValueError(f"unknown attention kernel {kernel!r}; known: {', '.join(sorted(table['kernels']))} "
-                         f"(spec/catalog/{ATTENTION_FILE})")
+        raise ValueError(
+            f"unknown attention kernel {kernel!r}; known: {', '.join(sorted(table['kernels']))} "
+            f"(spec/catalog/{ATTENTION_FILE})"
+        )
     entry = (table["rates"].get(name) or {}).get(kernel)
     peak = catalog.gpu(name).peak_flops_per_s.get(dtype)
     if entry is None or not peak:
@@ -256,36 +271,61 @@ class KernelCarry:
         return self.hbm_calibration / self.hbm_target
 
     def as_dict(self) -> dict:
-        return {"matmul": self.matmul, "layer_matmul": self.layer_matmul, "attention": self.attention,
-                "memory_time_ratio": self.memory_time_ratio,
-                "achievable_matmul_ratio": self.tensor.factor, "clock_ratio": self.clock_ratio,
-                "attention_carry": self.attention_factor,
-                "attention_kernel": self.attention_target.kernel if self.attention_target else None}
+        return {
+            "matmul": self.matmul,
+            "layer_matmul": self.layer_matmul,
+            "attention": self.attention,
+            "memory_time_ratio": self.memory_time_ratio,
+            "achievable_matmul_ratio": self.tensor.factor,
+            "clock_ratio": self.clock_ratio,
+            "attention_carry": self.attention_factor,
+            "attention_kernel": self.attention_target.kernel if self.attention_target else None,
+        }
 
     def describe(self) -> str:
         mem = self.memory_time_ratio
         if self.attention_by_kernel_rates:
             t, c = self.attention_target, self.attention_calibration
-            att = (f"x {self.attention:.3f}: {t.kernel} {t.tflops:g}/{t.peak_tflops:g} TFLOP/s ({t.fraction:.1%}) on "
-                   f"{t.gpu} [{t.source}] over the calibration's {c.kernel} {c.tflops:g}/{c.peak_tflops:g} "
-                   f"({c.fraction:.1%}) on {c.gpu} [{c.source}], x the clock ratio"
-                   + (f", x option attention_carry {self.attention_factor:g}" if self.attention_factor != 1.0 else ""))
+            att = (
+                f"x {self.attention:.3f}: {t.kernel} {t.tflops:g}/{t.peak_tflops:g} TFLOP/s ({t.fraction:.1%}) on "
+                f"{t.gpu} [{t.source}] over the calibration's {c.kernel} {c.tflops:g}/{c.peak_tflops:g} "
+                f"({c.fraction:.1%}) on {c.gpu} [{c.source}], x the clock ratio"
+                + (f", x option attention_carry {self.attention_factor:g}" if self.attention_factor != 1.0 else "")
+            )
         else:
-            att = ("as the matrix products (no published rate of the cluster's attention kernel) [assumed]"
-                   if self.attention_factor == 1.0 else
-                   f"x {self.attention:.3f} (the matrix products' x option attention_carry {self.attention_factor:g})")
-        low = (f"; {self.layer_precision.describe()}, x the clock ratio (x {self.layer_matmul:.3f} in all)"
-               if self.layer_precision else "")
-        return (f"matrix products x {self.matmul:.3f} (achievable-matmul ratio {self.tensor.factor:.3f} x power-limit "
-                f"clock ratio {self.clock_ratio:.3f}){low}; attention {att}; memory-bound kernels at the calibrated "
-                "fractions of this GPU's HBM bandwidth"
-                + (f" (x {mem:.3f} the calibration GPU's time: {self.hbm_calibration / 1e12:g} over "
-                   f"{self.hbm_target / 1e12:g} TB/s)" if mem else ""))
+            att = (
+                "as the matrix products (no published rate of the cluster's attention kernel) [assumed]"
+                if self.attention_factor == 1.0
+                else f"x {self.attention:.3f} (the matrix products' x option attention_carry {self.attention_factor:g})"
+            )
+        low = (
+            f"; {self.layer_precision.describe()}, x the clock ratio (x {self.layer_matmul:.3f} in all)"
+            if self.layer_precision
+            else ""
+        )
+        return (
+            f"matrix products x {self.matmul:.3f} (achievable-matmul ratio {self.tensor.factor:.3f} x power-limit "
+            f"clock ratio {self.clock_ratio:.3f}){low}; attention {att}; memory-bound kernels at the calibrated "
+            "fractions of this GPU's HBM bandwidth"
+            + (
+                f" (x {mem:.3f} the calibration GPU's time: {self.hbm_calibration / 1e12:g} over "
+                f"{self.hbm_target / 1e12:g} TB/s)"
+                if mem
+                else ""
+            )
+        )
 
 
-def kernel_carry(target_gpu: str | None, calibration_gpu: str | None, dtype: str = "bf16", clock_ratio: float = 1.0,
-                 attention_factor: float = 1.0, hbm_target: float | None = None,
-                 hbm_calibration: float | None = None, attention_kernel: str | None = None) -> KernelCarry:
+def kernel_carry(
+    target_gpu: str | None,
+    calibration_gpu: str | None,
+    dtype: str = "bf16",
+    clock_ratio: float = 1.0,
+    attention_factor: float = 1.0,
+    hbm_target: float | None = None,
+    hbm_calibration: float | None = None,
+    attention_kernel: str | None = None,
+) -> KernelCarry:
     """The per-kernel-class carry of the calibration GPU's efficiencies to `target_gpu`, whose
     stack runs `attention_kernel` (None: not known, attention carries as the matrix products)."""
     if not attention_factor > 0:
@@ -295,5 +335,13 @@ def kernel_carry(target_gpu: str | None, calibration_gpu: str | None, dtype: str
         dtype = CALIBRATION_DTYPE
     t = attention_rate(target_gpu, attention_kernel, dtype)
     c = attention_rate(calibration_gpu, calibration_attention_kernel(), dtype) if t is not None else None
-    return KernelCarry(tensor_carry(target_gpu, calibration_gpu, dtype), clock_ratio, attention_factor,
-                       hbm_target, hbm_calibration, t, c, low)
+    return KernelCarry(
+        tensor_carry(target_gpu, calibration_gpu, dtype),
+        clock_ratio,
+        attention_factor,
+        hbm_target,
+        hbm_calibration,
+        t,
+        c,
+        low,
+    )

@@ -21,14 +21,30 @@ from scalestudy.spec.run import RunSpec
 # pipeline's fill and drain, the optimizer and copies after the last pass, the waits on data-parallel
 # collectives, and all exposed communication (bubble and DP waits included)
 STEP_TERMS = ("compute_s", "bubble_s", "tail_s", "dp_wait_s", "exposed_comm_s")
-BESIDE_COLUMNS = ["config_id", "world_size", "label", "expressible", "reason", "tokens_per_s_per_device",
-                  "tokens_per_s_per_device_low", "tokens_per_s_per_device_high", "tokens_per_s", "step_time_s",
-                  *STEP_TERMS, "cluster", "options", "calibration", "model_version"]
+BESIDE_COLUMNS = [
+    "config_id",
+    "world_size",
+    "label",
+    "expressible",
+    "reason",
+    "tokens_per_s_per_device",
+    "tokens_per_s_per_device_low",
+    "tokens_per_s_per_device_high",
+    "tokens_per_s",
+    "step_time_s",
+    *STEP_TERMS,
+    "cluster",
+    "options",
+    "calibration",
+    "model_version",
+]
 
 
 # number formats the model has no rate for: named, never guessed
-UNMODELLED_PRECISIONS = {"nvfp4": "NVFP4 matrix products (no measured or published achievable NVFP4 rate, and "
-                                  "which of a step's products run in it is not modelled)"}
+UNMODELLED_PRECISIONS = {
+    "nvfp4": "NVFP4 matrix products (no measured or published achievable NVFP4 rate, and "
+    "which of a step's products run in it is not modelled)"
+}
 
 
 def not_expressible(spec: RunSpec) -> str | None:
@@ -72,9 +88,15 @@ def beside_rows(study, root: Path | str = ".") -> list[dict]:
         cluster_name = beside_cluster(spec, conf)
         chosen, source = beside_options(spec, conf)
         options = ModelOptions.from_dict(chosen)
-        row = {"config_id": spec.config_id, "world_size": spec.world_size, "label": planned.label,
-               "cluster": cluster_name, "calibration": calibration, "model_version": version,
-               "options": {"set": chosen, "source": source} if chosen else None}
+        row = {
+            "config_id": spec.config_id,
+            "world_size": spec.world_size,
+            "label": planned.label,
+            "cluster": cluster_name,
+            "calibration": calibration,
+            "model_version": version,
+            "options": {"set": chosen, "source": source} if chosen else None,
+        }
         reason = not_expressible(spec)
         if reason:
             rows.append({**row, "expressible": False, "reason": f"not expressible: {reason}"})
@@ -89,11 +111,19 @@ def beside_rows(study, root: Path | str = ".") -> list[dict]:
             rows.append({**row, "expressible": False, "reason": f"not predicted: {e}"})
             continue
         low, high = p.band["tokens_per_s_per_device"]
-        rows.append({**row, "expressible": True, "reason": "; ".join(p.notes) or None,
-                     "tokens_per_s_per_device": p.values["tokens_per_s_per_device"],
-                     "tokens_per_s_per_device_low": low, "tokens_per_s_per_device_high": high,
-                     "tokens_per_s": p.values.get("tokens_per_s"), "step_time_s": p.values.get("step_time_s"),
-                     **{t: p.values.get(t) for t in STEP_TERMS}})
+        rows.append(
+            {
+                **row,
+                "expressible": True,
+                "reason": "; ".join(p.notes) or None,
+                "tokens_per_s_per_device": p.values["tokens_per_s_per_device"],
+                "tokens_per_s_per_device_low": low,
+                "tokens_per_s_per_device_high": high,
+                "tokens_per_s": p.values.get("tokens_per_s"),
+                "step_time_s": p.values.get("step_time_s"),
+                **{t: p.values.get(t) for t in STEP_TERMS},
+            }
+        )
     return rows
 
 

@@ -32,23 +32,37 @@ def rows(path: Path | str = BURST_FILE, root: Path | str = ".") -> list[dict]:
     for p in phases:
         burst = p["burst_ms_measured"] / 1000.0 if p["burst_products"] else power.UNBOUNDED_S
         period = {"gap_s": gap_s if p["burst_products"] else 0.0, "cap_w": head["power_limit_w"], "burst_s": burst}
-        rate = at_limit * model.burst_speed(model.burst_full_clock_share(p["compute_share"], **period),
-                                            head["power_limit_w"])
+        rate = at_limit * model.burst_speed(
+            model.burst_full_clock_share(p["compute_share"], **period), head["power_limit_w"]
+        )
         watts = model.power_w(p["compute_share"], **period)
-        out.append({"phase": p["phase"], "burst_ms": p["burst_ms_measured"], "share": p["compute_share"],
-                    "rate": p["tflops"], "rate_model": rate, "power": p["mean_power_w"], "power_model": watts})
+        out.append(
+            {
+                "phase": p["phase"],
+                "burst_ms": p["burst_ms_measured"],
+                "share": p["compute_share"],
+                "rate": p["tflops"],
+                "rate_model": rate,
+                "power": p["mean_power_w"],
+                "power_model": watts,
+            }
+        )
     return out
 
 
 def table(rs: list[dict]) -> str:
     """The rows as a markdown table, with the worst relative error of rate and power."""
-    lines = ["| phase | burst (ms) | compute share | rate (TFLOP/s) | model | error | power (W) | model | error |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| phase | burst (ms) | compute share | rate (TFLOP/s) | model | error | power (W) | model | error |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rs:
         burst = f"{r['burst_ms']:.1f}" if r["burst_ms"] else "-"
-        lines.append(f"| {r['phase']} | {burst} | {r['share']:.2f} | {r['rate']:.1f} | {r['rate_model']:.1f} "
-                     f"| {100 * (r['rate_model'] / r['rate'] - 1):+.1f}% | {r['power']:.0f} | {r['power_model']:.0f} "
-                     f"| {100 * (r['power_model'] / r['power'] - 1):+.1f}% |")
+        lines.append(
+            f"| {r['phase']} | {burst} | {r['share']:.2f} | {r['rate']:.1f} | {r['rate_model']:.1f} "
+            f"| {100 * (r['rate_model'] / r['rate'] - 1):+.1f}% | {r['power']:.0f} | {r['power_model']:.0f} "
+            f"| {100 * (r['power_model'] / r['power'] - 1):+.1f}% |"
+        )
     worst_rate = max(abs(r["rate_model"] / r["rate"] - 1) for r in rs)
     worst_power = max(abs(r["power_model"] / r["power"] - 1) for r in rs)
     lines.append(f"\nworst |error|: rate {100 * worst_rate:.1f}%, power {100 * worst_power:.1f}%")

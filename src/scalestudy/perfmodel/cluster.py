@@ -57,17 +57,34 @@ from scalestudy.spec.checkout import checkout_path
 
 CLUSTERS_DIR = Path("workflow") / "clusters"
 SOURCES = ("datasheet", "paper", "measured", "published panel", "published", "assumed", "fit", "config", "what-if")
-REQUIRED = ("name", "description", "gpu", "gpus_per_node", "max_nodes", "peak_flops_per_s", "hbm_bytes_per_s",
-            "memory_gib", "tdp_w", "intra_node_GBps", "inter_node_GBps", "collectives", "power",
-            "uncertainty")
+REQUIRED = (
+    "name",
+    "description",
+    "gpu",
+    "gpus_per_node",
+    "max_nodes",
+    "peak_flops_per_s",
+    "hbm_bytes_per_s",
+    "memory_gib",
+    "tdp_w",
+    "intra_node_GBps",
+    "inter_node_GBps",
+    "collectives",
+    "power",
+    "uncertainty",
+)
 OPTIONAL = ("design_power_w", "nvlink_domain_gpus")
 # collectives.latency: where the per-step latencies of collectives come from (perfmodel/collectives.py):
 # NCCL's own tuning model (the default), or the network-hop latency of the tree fit to the paper's Fig 2
 LATENCY_MODELS = ("nccl_tuning", "published_panel")
 # the cluster value -> the catalog GPU entry's field it defaults to, and the unit factor
-GPU_VALUES = {"peak_flops_per_s": ("peak_flops_per_s", 1.0), "hbm_bytes_per_s": ("memory_bytes_per_s", 1.0),
-              "memory_gib": ("memory_bytes", 1.0 / 2**30), "tdp_w": ("power_cap_w", 1.0),
-              "intra_node_GBps": ("intra_node_link_bytes_per_s", 1e-9)}
+GPU_VALUES = {
+    "peak_flops_per_s": ("peak_flops_per_s", 1.0),
+    "hbm_bytes_per_s": ("memory_bytes_per_s", 1.0),
+    "memory_gib": ("memory_bytes", 1.0 / 2**30),
+    "tdp_w": ("power_cap_w", 1.0),
+    "intra_node_GBps": ("intra_node_link_bytes_per_s", 1e-9),
+}
 
 
 class ClusterError(ValueError):
@@ -148,11 +165,18 @@ class Cluster:
         return sorted(k for k, v in self.values.items() if v.source.startswith(("assumed", "what-if")))
 
     def as_dict(self) -> dict:
-        return {"name": self.name, "description": self.description, "gpu": self.gpu,
-                "attention_kernel": {"value": self.attention_kernel, "source": self.attention_kernel_source},
-                "collectives_fit": self.collectives_fit, "latency_model": self.latency_model,
-                "raw_dirs": list(self.raw_dirs),
-                "source_file": self.source_file, "overrides": dict(self.overrides), "values": self.sources()}
+        return {
+            "name": self.name,
+            "description": self.description,
+            "gpu": self.gpu,
+            "attention_kernel": {"value": self.attention_kernel, "source": self.attention_kernel_source},
+            "collectives_fit": self.collectives_fit,
+            "latency_model": self.latency_model,
+            "raw_dirs": list(self.raw_dirs),
+            "source_file": self.source_file,
+            "overrides": dict(self.overrides),
+            "values": self.sources(),
+        }
 
 
 def _flatten(d: dict, prefix: str = "") -> dict[str, Any]:
@@ -173,9 +197,11 @@ def cluster_from_dict(data: dict, source_file: str | None = None) -> Cluster:
     if missing:
         raise ClusterError(f"{source_file or data.get('name', 'cluster')}: missing {', '.join(missing)}")
     if "overlap" in data:
-        raise ClusterError(f"{source_file or data.get('name', 'cluster')}: `overlap` (interference) is no longer read: "
-                           "the slow-down of computation while a collective overlaps it is the model option "
-                           "overlap_slowdown (scalestudy model predict --overlap-slowdown); remove the section")
+        raise ClusterError(
+            f"{source_file or data.get('name', 'cluster')}: `overlap` (interference) is no longer read: "
+            "the slow-down of computation while a collective overlaps it is the model option "
+            "overlap_slowdown (scalestudy model predict --overlap-slowdown); remove the section"
+        )
     data = copy.deepcopy(data)
     kernel, kernel_source = _attention_kernel(data.get("attention_kernel"), source_file or data.get("name", "cluster"))
     coll = dict(data["collectives"])
@@ -185,19 +211,30 @@ def cluster_from_dict(data: dict, source_file: str | None = None) -> Cluster:
     raw_dirs = tuple(str(p) for p in coll.pop("raw_dirs", []) or [])
     latency = coll.pop("latency", LATENCY_MODELS[0])
     if latency not in LATENCY_MODELS:
-        raise ClusterError(f"{source_file}: collectives.latency must be one of {', '.join(LATENCY_MODELS)}, "
-                           f"got {latency!r}")
+        raise ClusterError(
+            f"{source_file}: collectives.latency must be one of {', '.join(LATENCY_MODELS)}, got {latency!r}"
+        )
     if fit == "raw" and not raw_dirs:
         raise ClusterError(f"{source_file}: collectives.fit raw needs collectives.raw_dirs")
-    numbers = {k: data[k] for k in REQUIRED if k not in ("name", "description", "gpu", "collectives", "power",
-                                                           "uncertainty")}
+    numbers = {
+        k: data[k] for k in REQUIRED if k not in ("name", "description", "gpu", "collectives", "power", "uncertainty")
+    }
     numbers.update({k: data[k] for k in OPTIONAL if k in data})
     numbers.update({"collectives": coll, "power": data["power"], "uncertainty": data["uncertainty"]})
     flat = _flatten(numbers)
     values = {k: value(v, f"{source_file or data['name']}: {k}") for k, v in flat.items()}
-    return Cluster(name=str(data["name"]), description=str(data["description"]).strip(), gpu=str(data["gpu"]),
-                   values=values, collectives_fit=fit, raw_dirs=raw_dirs, latency_model=latency, source_file=source_file,
-                   attention_kernel=kernel, attention_kernel_source=kernel_source)
+    return Cluster(
+        name=str(data["name"]),
+        description=str(data["description"]).strip(),
+        gpu=str(data["gpu"]),
+        values=values,
+        collectives_fit=fit,
+        raw_dirs=raw_dirs,
+        latency_model=latency,
+        source_file=source_file,
+        attention_kernel=kernel,
+        attention_kernel_source=kernel_source,
+    )
 
 
 def _attention_kernel(raw: Any, where: str) -> tuple[str | None, str]:
@@ -207,8 +244,10 @@ def _attention_kernel(raw: Any, where: str) -> tuple[str | None, str]:
         raise ClusterError(f"{where}: attention_kernel must be {{value: <kernel>, source: ...}}, got {raw!r}")
     known = attention_kernels()
     if raw["value"] not in known:
-        raise ClusterError(f"{where}: attention_kernel {raw['value']!r} is not one of {', '.join(sorted(known))} "
-                           "(spec/catalog/attention.yaml)")
+        raise ClusterError(
+            f"{where}: attention_kernel {raw['value']!r} is not one of {', '.join(sorted(known))} "
+            "(spec/catalog/attention.yaml)"
+        )
     src = str(raw["source"])
     if src.split(":")[0].strip() not in SOURCES:
         raise ClusterError(f"{where}: attention_kernel source {src!r} does not start with one of {', '.join(SOURCES)}")
@@ -220,8 +259,10 @@ def catalog_gpu_values(gpu: str) -> dict[str, dict]:
     try:
         g = catalog.gpu(gpu)
     except UnknownDeviceError as e:
-        raise ClusterError(f"GPU {gpu!r} is not in the catalog ({e}); add its entry (docs/catalog.md) or give "
-                           f"{', '.join(GPU_VALUES)} in the cluster file") from None
+        raise ClusterError(
+            f"GPU {gpu!r} is not in the catalog ({e}); add its entry (docs/catalog.md) or give "
+            f"{', '.join(GPU_VALUES)} in the cluster file"
+        ) from None
     out = {}
     for key, (attr, unit) in GPU_VALUES.items():
         x = getattr(g, attr)
@@ -244,7 +285,9 @@ def _with_base(data: dict, path: Path, root: Path | str, seen: tuple[str, ...] =
             raise ClusterError(f"{path}: base clusters form a loop ({' -> '.join((*seen, base_name))})")
         bp = clusters_dir(root) / f"{base_name}.yaml"
         if not bp.exists():
-            raise ClusterError(f"{path}: base cluster {base_name!r} not found (known: {', '.join(cluster_names(root))})")
+            raise ClusterError(
+                f"{path}: base cluster {base_name!r} not found (known: {', '.join(cluster_names(root))})"
+            )
         merged = _with_base(yaml.safe_load(bp.read_text()) or {}, bp, root, (*seen, str(base_name)))
     gpu = data.get("gpu", merged.get("gpu"))
     if gpu is not None and gpu != merged.get("gpu"):
@@ -253,8 +296,9 @@ def _with_base(data: dict, path: Path, root: Path | str, seen: tuple[str, ...] =
         if missing:
             merged.update({k: v for k, v in catalog_gpu_values(str(gpu)).items() if k in missing})
     for k, v in data.items():
-        merged[k] = {**merged[k], **v} if isinstance(v, dict) and isinstance(merged.get(k), dict) \
-            and "value" not in v else v
+        merged[k] = (
+            {**merged[k], **v} if isinstance(v, dict) and isinstance(merged.get(k), dict) and "value" not in v else v
+        )
     return merged
 
 
@@ -263,11 +307,13 @@ def with_gpu(cluster: Cluster, gpu: str) -> Cluster:
     catalog, the network and the rest unchanged."""
     values = dict(cluster.values)
     for k, v in catalog_gpu_values(gpu).items():
-        values[k] = Value(v["value"], v["source"], f"--gpu; was {values[k].value:g} ({values[k].source})"
-                          if k in values else "--gpu")
+        values[k] = Value(
+            v["value"], v["source"], f"--gpu; was {values[k].value:g} ({values[k].source})" if k in values else "--gpu"
+        )
     values.pop("design_power_w", None)
-    return dataclasses.replace(cluster, name=f"{cluster.name}+{gpu}", gpu=gpu, values=values,
-                               overrides={**cluster.overrides, "gpu": gpu})
+    return dataclasses.replace(
+        cluster, name=f"{cluster.name}+{gpu}", gpu=gpu, values=values, overrides={**cluster.overrides, "gpu": gpu}
+    )
 
 
 def clusters_dir(root: Path | str = ".") -> Path:
@@ -309,5 +355,9 @@ def with_overrides(cluster: Cluster, overrides: dict[str, float]) -> Cluster:
         if k not in values:
             raise ClusterError(f"cluster {cluster.name!r} has no value {k!r} (known: {', '.join(sorted(values))})")
         values[k] = Value(float(v), "what-if", f"overridden; was {values[k].value:g} ({values[k].source})")
-    return dataclasses.replace(cluster, name=cluster.name + ("+what-if" if overrides else ""), values=values,
-                               overrides={**cluster.overrides, **{k: float(v) for k, v in overrides.items()}})
+    return dataclasses.replace(
+        cluster,
+        name=cluster.name + ("+what-if" if overrides else ""),
+        values=values,
+        overrides={**cluster.overrides, **{k: float(v) for k, v in overrides.items()}},
+    )

@@ -64,14 +64,19 @@ MIB, GIB = 1 << 20, 1 << 30
 # a published copy of the paper's Fig 2 (STUDY.md). The 16 GiB values are given as "340 to 360
 # for all node counts": 360 is assigned to 4 nodes and 340 to 512 [assumed].
 PUBLISHED_ALL_REDUCE_PANEL = (
-    (16 * MIB, 4, 115.0), (16 * MIB, 512, 40.0),
-    (128 * MIB, 4, 255.0), (128 * MIB, 512, 165.0),
-    (16 * GIB, 4, 360.0), (16 * GIB, 512, 340.0),
+    (16 * MIB, 4, 115.0),
+    (16 * MIB, 512, 40.0),
+    (128 * MIB, 4, 255.0),
+    (128 * MIB, 512, 165.0),
+    (16 * GIB, 4, 360.0),
+    (16 * GIB, 512, 340.0),
 )
 PANEL_GPUS_PER_NODE = 8
 PANEL_NIC_GBPS = 50.0  # the NIC a GPU of the cluster the panel was measured on [assumed: 400 Gb/s NDR]
-PANEL_SOURCE = ("published panel: nccl-tests all_reduce bus bandwidth read off a published copy of the paper's "
-                "Fig 2 (STUDY.md), 4 and 512 nodes of 8 GPUs; 16 GiB points read from '340 to 360 GB/s' [assumed]")
+PANEL_SOURCE = (
+    "published panel: nccl-tests all_reduce bus bandwidth read off a published copy of the paper's "
+    "Fig 2 (STUDY.md), 4 and 512 nodes of 8 GPUs; 16 GiB points read from '340 to 360 GB/s' [assumed]"
+)
 PROTOCOLS = ("simple", "ll128")
 # Ring bus bandwidth across nodes falls with the node count: nccl-tests reduce_scatter on an H100
 # cluster (8 GPUs and 8 x 400 Gb/s NICs a node), 360, 345, 320, 300, 280, 260 GB/s at 4, 8, 16, 32, 64,
@@ -80,8 +85,10 @@ PROTOCOLS = ("simple", "ll128")
 # this line: the fit is the optimistic published case. Scaled to another fabric by its rails.
 RING_BUSBW_LOG_FIT = (402.8, -20.4)
 RING_BUSBW_RAILS_GBPS = 8 * 50.0  # the NICs of a node of that cluster
-RING_BUSBW_SOURCE = ("published: NVIDIA/nccl issue #1229, nccl-tests reduce_scatter bus bandwidth on H100 "
-                     "clusters, 4 to 128 nodes; log2 fit 402.8 - 20.4 log2(nodes) GB/s")
+RING_BUSBW_SOURCE = (
+    "published: NVIDIA/nccl issue #1229, nccl-tests reduce_scatter bus bandwidth on H100 "
+    "clusters, 4 to 128 nodes; log2 fit 402.8 - 20.4 log2(nodes) GB/s"
+)
 HOPS_PER_TREE_LEVEL = 2  # a tree all-reduce crosses the network twice a level (reduce up, broadcast down)
 # bytes of a rank's message a channel needs before NCCL adds another: threads x bytes a thread
 # [NCCL src/include/comm.h thread thresholds x src/include/device.h maximum threads]
@@ -99,9 +106,11 @@ NCCL_LATENCY_US = {
     "ring": {"ll": (6.6, 0.6, 2.7), "ll128": (14.0, 1.9, 4.0), "simple": (8.4, 3.4, 14.0)},
     "tree": {"ll": (6.8, 0.6, 5.0), "ll128": (14.0, 1.25, 8.5), "simple": (8.4, 4.0, 14.0)},
 }
-NCCL_LATENCY_SOURCE = ("published: NCCL's tuning model (NVIDIA/nccl src/graph/tuning.cc baseLat and hwLat, "
-                       "v2.18.5-v2.28.3), checked on nccl-tests all_reduce of 16 B at 2 and 4 H100 nodes "
-                       "(NVIDIA/nccl-tests #309: 24.9 and 34.5 us against the model's 25.2 and 35.2)")
+NCCL_LATENCY_SOURCE = (
+    "published: NCCL's tuning model (NVIDIA/nccl src/graph/tuning.cc baseLat and hwLat, "
+    "v2.18.5-v2.28.3), checked on nccl-tests all_reduce of 16 B at 2 and 4 H100 nodes "
+    "(NVIDIA/nccl-tests #309: 24.9 and 34.5 us against the model's 25.2 and 35.2)"
+)
 # NCCL's bandwidth refinements per algorithm and protocol (tuning.cc, "Various model refinements"): ring
 # LL x 1/4 across nodes (1/3 inside one), ring LL128 x 0.92 (0.7 with one rank a node), tree x 0.92,
 # tree LL x 1/3.8 of that
@@ -159,8 +168,14 @@ def latency_features(op: str, algorithm: str, group: Group) -> list[float]:
     return [2.0 * steps if op == "all_reduce" else float(steps)]
 
 
-def fit_points(op: str, scope: str, algorithm: str, points: list[tuple[int, Group, float]], source: str,
-               run_ids: Iterable[str] = ()) -> Fit:
+def fit_points(
+    op: str,
+    scope: str,
+    algorithm: str,
+    points: list[tuple[int, Group, float]],
+    source: str,
+    run_ids: Iterable[str] = (),
+) -> Fit:
     """Least-squares fit of latency and bus bandwidth to (size_bytes, group, time_s) points,
     weighted by 1/time (relative error). Needs at least as many distinct points as unknowns."""
     rows, y = [], []
@@ -173,13 +188,22 @@ def fit_points(op: str, scope: str, algorithm: str, points: list[tuple[int, Grou
     w = 1.0 / y
     coef, *_ = np.linalg.lstsq(a * w[:, None], y * w, rcond=None)
     if coef[-1] <= 0:
-        raise ValueError(f"{op} {scope}: the fit gives a non-positive time per byte; the sizes do not span "
-                         "the bandwidth-bound range")
+        raise ValueError(
+            f"{op} {scope}: the fit gives a non-positive time per byte; the sizes do not span the bandwidth-bound range"
+        )
     rel = (a @ coef - y) / y
-    return Fit(op=op, scope=scope, algorithm=algorithm, latency_s=tuple(float(c) for c in coef[:-1]),
-               bus_GBps=float(1.0 / coef[-1] / 1e9), rel_rms=float(np.sqrt(np.mean(rel ** 2))),
-               rel_max=float(np.max(np.abs(rel))), n_points=int(len(y)), source=source,
-               run_ids=tuple(sorted(set(run_ids))))
+    return Fit(
+        op=op,
+        scope=scope,
+        algorithm=algorithm,
+        latency_s=tuple(float(c) for c in coef[:-1]),
+        bus_GBps=float(1.0 / coef[-1] / 1e9),
+        rel_rms=float(np.sqrt(np.mean(rel**2))),
+        rel_max=float(np.max(np.abs(rel))),
+        n_points=int(len(y)),
+        source=source,
+        run_ids=tuple(sorted(set(run_ids))),
+    )
 
 
 def panel_fit() -> Fit:
@@ -221,13 +245,15 @@ def fit_records(records: list[dict], min_bytes: int = 0) -> dict[tuple[str, str]
     fits = {}
     for (op, scope), recs in sorted(by.items()):
         algorithm = "tree" if (op == "all_reduce" and scope == "inter") else "ring"
-        points = [(int(r["size_bytes"]), Group(int(r["world_size"]), int(r["nodes"])), float(r["time_s"]))
-                  for r in recs]
+        points = [
+            (int(r["size_bytes"]), Group(int(r["world_size"]), int(r["nodes"])), float(r["time_s"])) for r in recs
+        ]
         if algorithm == "tree" and len({p[1].nodes for p in points}) < 2:
             algorithm = "ring"
         try:
-            fits[(op, scope)] = fit_points(op, scope, algorithm, points, "measured: collective records",
-                                           (r["run_id"] for r in recs))
+            fits[(op, scope)] = fit_points(
+                op, scope, algorithm, points, "measured: collective records", (r["run_id"] for r in recs)
+            )
         except ValueError:
             continue
     return fits
@@ -291,8 +317,11 @@ class CollectiveModel:
         `collectives.latency: published_panel`, the panel's tree fit: its latency per doubling of
         nodes over the two network crossings of a tree level, used by rings and trees alike."""
         scale = self.cluster.values.get("collectives.net_hop_latency_scale")
-        hop = NCCL_LATENCY_US["ring"]["simple"][2] if self.nccl_latency \
+        hop = (
+            NCCL_LATENCY_US["ring"]["simple"][2]
+            if self.nccl_latency
             else self.panel.latency_s[1] * 1e6 / HOPS_PER_TREE_LEVEL
+        )
         return hop * (scale.value if scale else 1.0)
 
     def _nccl_latency(self, algorithm: str, proto: str) -> tuple[float, float, float]:
@@ -311,8 +340,11 @@ class CollectiveModel:
         for proto in NCCL_PROTOCOLS:
             base, nvl, net = self._nccl_latency("ring", proto)
             lat = (base + (steps - inter) * nvl + inter * net) * 1e-6 * s.latency
-            f = {"simple": 1.0, "ll128": 0.92 if group.per_node > 1 else 0.7,
-                 "ll": 0.25 if group.nodes > 1 or op == "all_reduce" else 1.0 / 3.0}[proto]
+            f = {
+                "simple": 1.0,
+                "ll128": 0.92 if group.per_node > 1 else 0.7,
+                "ll": 0.25 if group.nodes > 1 or op == "all_reduce" else 1.0 / 3.0,
+            }[proto]
             f *= self.channels(op, size_bytes, group, proto) / self._c("collectives.channels")
             best = min(best, lat + busbw_factor(op, group.n) * size_bytes / (bw * f * 1e9))
         return best
@@ -383,8 +415,15 @@ class CollectiveModel:
 
     def _pat_time(self, op: str, size_bytes: float, group: Group, ring_bw: float, s: Scales) -> float:
         """NCCL's PAT (one rank a node, Simple protocol) by NCCL's own cost model."""
-        lat = (self._c("collectives.ring_latency_us.base") + math.log2(group.nodes) * self.net_hop_latency_us()
-               / PAT_HOP_DIVISOR + PAT_US_PER_RANK * group.n) * 1e-6 * s.latency
+        lat = (
+            (
+                self._c("collectives.ring_latency_us.base")
+                + math.log2(group.nodes) * self.net_hop_latency_us() / PAT_HOP_DIVISOR
+                + PAT_US_PER_RANK * group.n
+            )
+            * 1e-6
+            * s.latency
+        )
         bw = ring_bw * PAT_BW_FACTOR * self.channels(op, size_bytes, group, "simple") / self._c("collectives.channels")
         return lat + busbw_factor(op, group.n) * size_bytes / (bw * 1e9)
 
@@ -405,24 +444,38 @@ class CollectiveModel:
         return (self._c("collectives.ring_latency_us.base") + lat) * 1e-6 * s.latency + size_bytes / (bw * 1e9)
 
     def sources(self) -> dict:
-        out = {"panel": self.panel.as_dict() if self.panel else None,
-               "measured": {f"{op}/{scope}": f.as_dict() for (op, scope), f in sorted(self.measured.items())},
-               "latency": (NCCL_LATENCY_SOURCE if self.nccl_latency else
-                           f"published panel: network hop {self.net_hop_latency_us():.1f} us from the tree fit to the "
-                           "paper's Fig 2 (cluster collectives.latency: published_panel)"),
-               "rules": {
-                   "all_reduce/inter": ("measured fit" if ("all_reduce", "inter") in self.measured
-                                        else "NCCL's tree or ring, the cheaper, with NCCL's latencies and the ring's "
-                                             "bus bandwidth" if self.nccl_latency
-                                        else "tree fitted to the published panel"),
-                   "all_gather,reduce_scatter/inter": (
-                       "measured fit" if any(k[1] == "inter" and k[0] != "all_reduce" for k in self.measured)
-                       else "ring: NCCL's latencies per step and protocol (LL, LL128, Simple); bus bandwidth "
-                            f"{RING_BUSBW_SOURCE}" if self.nccl_latency
-                       else f"ring: network hop latency {self.net_hop_latency_us():.1f} us from the panel's tree fit "
-                            f"(per doubling of nodes / {HOPS_PER_TREE_LEVEL} hops), NVLink steps NCCL's [assumed]; "
-                            f"bus bandwidth {RING_BUSBW_SOURCE}"),
-                   "intra": ("measured fit" if any(k[1] == "intra" for k in self.measured)
-                             else "ring: NCCL per-step latencies [assumed] + NVLink x efficiency [assumed]"),
-               }}
+        out = {
+            "panel": self.panel.as_dict() if self.panel else None,
+            "measured": {f"{op}/{scope}": f.as_dict() for (op, scope), f in sorted(self.measured.items())},
+            "latency": (
+                NCCL_LATENCY_SOURCE
+                if self.nccl_latency
+                else f"published panel: network hop {self.net_hop_latency_us():.1f} us from the tree fit to the "
+                "paper's Fig 2 (cluster collectives.latency: published_panel)"
+            ),
+            "rules": {
+                "all_reduce/inter": (
+                    "measured fit"
+                    if ("all_reduce", "inter") in self.measured
+                    else "NCCL's tree or ring, the cheaper, with NCCL's latencies and the ring's bus bandwidth"
+                    if self.nccl_latency
+                    else "tree fitted to the published panel"
+                ),
+                "all_gather,reduce_scatter/inter": (
+                    "measured fit"
+                    if any(k[1] == "inter" and k[0] != "all_reduce" for k in self.measured)
+                    else "ring: NCCL's latencies per step and protocol (LL, LL128, Simple); bus bandwidth "
+                    f"{RING_BUSBW_SOURCE}"
+                    if self.nccl_latency
+                    else f"ring: network hop latency {self.net_hop_latency_us():.1f} us from the panel's tree fit "
+                    f"(per doubling of nodes / {HOPS_PER_TREE_LEVEL} hops), NVLink steps NCCL's [assumed]; "
+                    f"bus bandwidth {RING_BUSBW_SOURCE}"
+                ),
+                "intra": (
+                    "measured fit"
+                    if any(k[1] == "intra" for k in self.measured)
+                    else "ring: NCCL per-step latencies [assumed] + NVLink x efficiency [assumed]"
+                ),
+            },
+        }
         return out

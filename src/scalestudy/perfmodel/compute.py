@@ -83,7 +83,10 @@ FUSED = ElementwisePasses(
     # harness/loss.py, per token x vocab: log_softmax (read bf16, write fp32) 1 + 2, exp_ in place 2 + 2,
     # copy into the bf16 dlogits 2 + 1; backward's _scale_ of the two gradients (float(), mul_, copy_:
     # 1 + 2, 2 + 2, 2 + 1) over tokens x dim and over the vocab x dim weight gradient
-    loss_token_vocab=10.0, loss_token_dim=10.0, loss_weight=10.0)
+    loss_token_vocab=10.0,
+    loss_token_dim=10.0,
+    loss_weight=10.0,
+)
 
 # Plain PyTorch ops, one kernel each: the harness before its fused kernels, and torchtitan's
 # published runs (torchtitan/models/llama/model.py: RMSNorm._norm, apply_rotary_emb on complex
@@ -102,7 +105,8 @@ UNFUSED = ElementwisePasses(
     gqa_repeat=(2.0, 2.0),  # torchtitan's repeat_kv (expand, then reshape copies)
     attention_scores=(0.0, 0.0),  # F.scaled_dot_product_attention
     # logits.float() 1 + 2, log_softmax 2 + 2, its gradient 2 (fill) + 6, back to bf16 2 + 1
-    loss_token_vocab=18.0)
+    loss_token_vocab=18.0,
+)
 
 # Megatron-LM as Narayanan et al. 2021 ran it: fused kernels for the norms, bias-GELU and
 # bias-dropout-add (counted as FUSED), but attention without flash attention
@@ -145,8 +149,7 @@ class StepWork:
 # in full; "op" saves the outputs of attention (SDPA) and of every other matrix product and
 # recomputes the rest of the forward (its matrix-product fraction depends on the shape:
 # selective_op_matmul_fraction).
-RECOMPUTE = {"none": (0.0, 0.0, 0.0), "full": (1.0, 1.0, 1.0), "selective_layer": (0.5, 0.5, 0.5),
-             "selective_op": None}
+RECOMPUTE = {"none": (0.0, 0.0, 0.0), "full": (1.0, 1.0, 1.0), "selective_layer": (0.5, 0.5, 0.5), "selective_op": None}
 
 
 def selective_op_matmul_fraction(cfg: ModelConfig) -> float:
@@ -186,8 +189,12 @@ FP8_CAST_ELEMENTS = 2.0
 LOW_PRECISION = ("fp8",)  # the layers' matrix products run in it; the output head, attention and the rest in bf16
 
 
-def work(spec: RunSpec, vocab_parallel_loss: bool = False, optimizer_shards: int | None = None,
-         passes: ElementwisePasses = FUSED) -> StepWork:
+def work(
+    spec: RunSpec,
+    vocab_parallel_loss: bool = False,
+    optimizer_shards: int | None = None,
+    passes: ElementwisePasses = FUSED,
+) -> StepWork:
     cfg = spec.model_config()
     counts = parameter_counts(cfg)
     d, f, kv, t = cfg.dim, cfg.ffn_dim, cfg.n_kv_heads * cfg.head_dim, spec.tp
@@ -199,15 +206,23 @@ def work(spec: RunSpec, vocab_parallel_loss: bool = False, optimizer_shards: int
     attn = 4.0 * d * spec.seq_len / t * tokens  # a rank's tokens attend to the whole sequence
     mlp = passes.gelu if cfg.mlp == "gelu" else passes.swiglu
     gqa = passes.gqa_repeat if cfg.n_kv_heads < cfg.n_heads else (0.0, 0.0)
-    fwd, bwd = ((passes.norm_residual[i] * d / sp + (passes.rope[i] + gqa[i]) * (d + kv) / t + mlp[i] * f / t
-                 + passes.attention_scores[i] * cfg.n_heads * spec.seq_len / t) for i in (0, 1))
+    fwd, bwd = (
+        (
+            passes.norm_residual[i] * d / sp
+            + (passes.rope[i] + gqa[i]) * (d + kv) / t
+            + mlp[i] * f / t
+            + passes.attention_scores[i] * cfg.n_heads * spec.seq_len / t
+        )
+        for i in (0, 1)
+    )
     if spec.precision in LOW_PRECISION:  # the inputs of qkv, proj, fc1, fc2; the gradients of their outputs
         up = 2 * f if cfg.mlp == "swiglu" else f
         fwd += FP8_CAST_ELEMENTS * (d + d / t + d + f / t)
         bwd += FP8_CAST_ELEMENTS * ((d + 2 * kv) / t + d + up / t + d)
     vocab_split = t if vocab_parallel_loss else 1
-    loss = (passes.loss_token_vocab * cfg.vocab_size / vocab_split + passes.loss_token_dim * d) * tokens \
-        + passes.loss_weight * cfg.vocab_size * d / t
+    loss = (
+        passes.loss_token_vocab * cfg.vocab_size / vocab_split + passes.loss_token_dim * d
+    ) * tokens + passes.loss_weight * cfg.vocab_size * d / t
     layers = layers_per_rank(spec, cfg)
     head = 2.0 * cfg.vocab_size * d / t * tokens
     # the heaviest pipeline stage: the last holds the output head (and the loss) besides its layers; with
@@ -220,13 +235,18 @@ def work(spec: RunSpec, vocab_parallel_loss: bool = False, optimizer_shards: int
     # the optimizer state is sharded over the data-parallel ranks, with context parallelism over dp x cp
     # (Megatron's distributed optimizer shards over the data-parallel group with context parallelism)
     return StepWork(
-        matmul_flops_fwd_layer=matmul, attn_flops_fwd_layer=attn,
-        elem_bytes_fwd_layer=fwd * tokens * BYTES_PER_ELEMENT, elem_bytes_bwd_layer=bwd * tokens * BYTES_PER_ELEMENT,
+        matmul_flops_fwd_layer=matmul,
+        attn_flops_fwd_layer=attn,
+        elem_bytes_fwd_layer=fwd * tokens * BYTES_PER_ELEMENT,
+        elem_bytes_bwd_layer=bwd * tokens * BYTES_PER_ELEMENT,
         head_matmul_flops_fwd=head if has_head else 0.0,
         head_elem_bytes=loss * BYTES_PER_ELEMENT if has_head else 0.0,
         optimizer_bytes=ADAMW_BYTES_PER_PARAM * local_params / (optimizer_shards or spec.dp_shard * spec.cp),
         fsdp_copy_bytes=FSDP_COPY_BYTES_PER_PARAM * local_params if spec.dp_shard * spec.dp_replicate >= 1 else 0.0,
-        layers=layers, has_head=has_head, recompute=spec.activation_checkpointing == "full")
+        layers=layers,
+        has_head=has_head,
+        recompute=spec.activation_checkpointing == "full",
+    )
 
 
 def microbatches(spec: RunSpec) -> int:
@@ -283,11 +303,19 @@ class ComputeTimes:
         return self.microbatches * (self.microbatch_fwd_s + self.microbatch_bwd_s) + self.optimizer_s + self.fsdp_copy_s
 
 
-def compute_times(spec: RunSpec, cal: ComputeCalibration, peak_flops: float, hbm: float,
-                  scale: float = 1.0, vocab_parallel_loss: bool = False,
-                  recompute: tuple[float, float, float] | None = None,
-                  optimizer_shards: int | None = None, passes: ElementwisePasses = FUSED,
-                  attention_flops: float | None = None, layer_matmul_flops: float | None = None) -> ComputeTimes:
+def compute_times(
+    spec: RunSpec,
+    cal: ComputeCalibration,
+    peak_flops: float,
+    hbm: float,
+    scale: float = 1.0,
+    vocab_parallel_loss: bool = False,
+    recompute: tuple[float, float, float] | None = None,
+    optimizer_shards: int | None = None,
+    passes: ElementwisePasses = FUSED,
+    attention_flops: float | None = None,
+    layer_matmul_flops: float | None = None,
+) -> ComputeTimes:
     """Computation of `spec` on a GPU of `peak_flops` and `hbm` bytes/s; `scale` multiplies every
     kernel time (the uncertainty box); vocab_parallel_loss: the loss's element-wise work is split
     over the TP ranks (Megatron) instead of replicated; recompute: the fractions of the forward's
@@ -303,20 +331,31 @@ def compute_times(spec: RunSpec, cal: ComputeCalibration, peak_flops: float, hbm
     r_mm, r_at, r_el = recompute if recompute is not None else (1.0 if w.recompute else 0.0,) * 3
     head_mm = peak_flops * cal.eta_matmul
     mm = (layer_matmul_flops if layer_matmul_flops is not None else peak_flops) * cal.eta_matmul
-    at = (attention_flops if attention_flops is not None else peak_flops) \
-        * (cal.eta_attention if passes.flash_attention else cal.eta_matmul)
+    at = (attention_flops if attention_flops is not None else peak_flops) * (
+        cal.eta_attention if passes.flash_attention else cal.eta_matmul
+    )
     el = hbm * cal.eta_elementwise
     fwd = w.matmul_flops_fwd_layer / mm + w.attn_flops_fwd_layer / at + w.elem_bytes_fwd_layer / el
-    bwd = (2.0 + r_mm) * w.matmul_flops_fwd_layer / mm + (2.0 + r_at) * w.attn_flops_fwd_layer / at \
+    bwd = (
+        (2.0 + r_mm) * w.matmul_flops_fwd_layer / mm
+        + (2.0 + r_at) * w.attn_flops_fwd_layer / at
         + (r_el * w.elem_bytes_fwd_layer + w.elem_bytes_bwd_layer) / el
+    )
     head_f = w.head_matmul_flops_fwd / head_mm + 0.5 * w.head_elem_bytes / el
     head_b = 2.0 * w.head_matmul_flops_fwd / head_mm + 0.5 * w.head_elem_bytes / el
-    return ComputeTimes(layer_fwd_s=fwd * scale, layer_bwd_s=bwd * scale, head_fwd_s=head_f * scale,
-                        head_bwd_s=head_b * scale, optimizer_s=w.optimizer_bytes / (hbm * cal.eta_optimizer) * scale,
-                        fsdp_copy_s=w.fsdp_copy_bytes / (hbm * cal.eta_fsdp_copy) * scale,
-                        gap_fraction=cal.gap_fraction, layers=w.layers, microbatches=microbatches(spec),
-                        attn_fwd_s=w.attn_flops_fwd_layer / at * scale,
-                        attn_bwd_s=(2.0 + r_at) * w.attn_flops_fwd_layer / at * scale)
+    return ComputeTimes(
+        layer_fwd_s=fwd * scale,
+        layer_bwd_s=bwd * scale,
+        head_fwd_s=head_f * scale,
+        head_bwd_s=head_b * scale,
+        optimizer_s=w.optimizer_bytes / (hbm * cal.eta_optimizer) * scale,
+        fsdp_copy_s=w.fsdp_copy_bytes / (hbm * cal.eta_fsdp_copy) * scale,
+        gap_fraction=cal.gap_fraction,
+        layers=w.layers,
+        microbatches=microbatches(spec),
+        attn_fwd_s=w.attn_flops_fwd_layer / at * scale,
+        attn_bwd_s=(2.0 + r_at) * w.attn_flops_fwd_layer / at * scale,
+    )
 
 
 def step_totals(spec: RunSpec, passes: ElementwisePasses = FUSED) -> dict:
@@ -327,8 +366,8 @@ def step_totals(spec: RunSpec, passes: ElementwisePasses = FUSED) -> dict:
     return {
         "gemm": m * (w.layers * (3.0 + rec) * w.matmul_flops_fwd_layer + 3.0 * w.head_matmul_flops_fwd),
         "attention": m * w.layers * (3.0 + rec) * w.attn_flops_fwd_layer,
-        "elementwise": m * (w.layers * ((1.0 + rec) * w.elem_bytes_fwd_layer + w.elem_bytes_bwd_layer)
-                            + w.head_elem_bytes),
+        "elementwise": m
+        * (w.layers * ((1.0 + rec) * w.elem_bytes_fwd_layer + w.elem_bytes_bwd_layer) + w.head_elem_bytes),
         "optimizer": w.optimizer_bytes,
         "fsdp_copy": w.fsdp_copy_bytes,
     }
@@ -356,16 +395,26 @@ def calibrate(runs, gpu_hbm: dict[str, float] | None = None) -> ComputeCalibrati
                 work_sums[c] += totals[c]
             busy += r.kernels.busy_s
             step += r.step_time_s
-            detail[r.run_id] = {"kernel_s_per_step": r.kernels.per_step_s, "busy_s": r.kernels.busy_s,
-                                "step_time_s": r.step_time_s, "traced_steps": r.kernels.n_steps}
+            detail[r.run_id] = {
+                "kernel_s_per_step": r.kernels.per_step_s,
+                "busy_s": r.kernels.busy_s,
+                "step_time_s": r.step_time_s,
+                "traced_steps": r.kernels.n_steps,
+            }
         return ComputeCalibration(
-            method="kernel categories", eta_matmul=work_sums["gemm"] / sums["gemm"] / peak,
+            method="kernel categories",
+            eta_matmul=work_sums["gemm"] / sums["gemm"] / peak,
             eta_attention=work_sums["attention"] / sums["attention"] / peak,
             eta_elementwise=work_sums["elementwise"] / sums["elementwise"] / hbm,
             eta_optimizer=work_sums["optimizer"] / sums["optimizer"] / hbm,
             eta_fsdp_copy=work_sums["fsdp_copy"] / sums["fsdp_copy"] / hbm,
-            gap_fraction=max(0.0, 1.0 - busy / step), gpu=gpu, peak_flops=peak, hbm_bytes_per_s=hbm,
-            run_ids=tuple(r.run_id for r in traced), detail=detail)
+            gap_fraction=max(0.0, 1.0 - busy / step),
+            gpu=gpu,
+            peak_flops=peak,
+            hbm_bytes_per_s=hbm,
+            run_ids=tuple(r.run_id for r in traced),
+            detail=detail,
+        )
     # one efficiency: hardware FLOPs over step time
     num = den = 0.0
     for r in ok:
@@ -374,14 +423,25 @@ def calibrate(runs, gpu_hbm: dict[str, float] | None = None) -> ComputeCalibrati
         den += r.step_time_s
     eta = num / den / peak
     big = 1e9  # memory-bound work folded into the one efficiency
-    return ComputeCalibration(method="mfu", eta_matmul=eta, eta_attention=eta, eta_elementwise=big,
-                              eta_optimizer=big, eta_fsdp_copy=big, gap_fraction=0.0, gpu=gpu, peak_flops=peak,
-                              hbm_bytes_per_s=hbm, run_ids=tuple(r.run_id for r in ok),
-                              detail={"hardware_mfu": eta})
+    return ComputeCalibration(
+        method="mfu",
+        eta_matmul=eta,
+        eta_attention=eta,
+        eta_elementwise=big,
+        eta_optimizer=big,
+        eta_fsdp_copy=big,
+        gap_fraction=0.0,
+        gpu=gpu,
+        peak_flops=peak,
+        hbm_bytes_per_s=hbm,
+        run_ids=tuple(r.run_id for r in ok),
+        detail={"hardware_mfu": eta},
+    )
 
 
-def single_gpu_step(spec: RunSpec, cal: ComputeCalibration, peak: float | None = None, hbm: float | None = None,
-                    scale: float = 1.0) -> float:
+def single_gpu_step(
+    spec: RunSpec, cal: ComputeCalibration, peak: float | None = None, hbm: float | None = None, scale: float = 1.0
+) -> float:
     """Predicted step time of a one-GPU run (no communication): kernels / (1 - gap)."""
     ct = compute_times(spec, cal, peak or cal.peak_flops, hbm or cal.hbm_bytes_per_s, scale)
     return ct.kernels_s / (1.0 - ct.gap_fraction)

@@ -114,11 +114,20 @@ def load_ledger(root: Path | str = ".") -> tuple[dict, list[LedgerRow]]:
         if r["published"].get("metric") not in METRICS:
             raise LedgerError(f"{where}: published.metric must be one of {', '.join(METRICS)}")
         d = (data.get("defaults") or {}).get(r["source"], {})
-        rows.append(LedgerRow(
-            id=r["id"], group=r["group"], source=data["sources"][r["source"]], table=r["table"],
-            cluster=r.get("cluster", d.get("cluster")), spec=_merge(d.get("spec", {}), r.get("spec", {})),
-            options=_merge(d.get("options", {}), r.get("options", {})), metric=r["published"]["metric"],
-            published=float(r["published"]["value"]), not_expressible=r.get("not_expressible")))
+        rows.append(
+            LedgerRow(
+                id=r["id"],
+                group=r["group"],
+                source=data["sources"][r["source"]],
+                table=r["table"],
+                cluster=r.get("cluster", d.get("cluster")),
+                spec=_merge(d.get("spec", {}), r.get("spec", {})),
+                options=_merge(d.get("options", {}), r.get("options", {})),
+                metric=r["published"]["metric"],
+                published=float(r["published"]["value"]),
+                not_expressible=r.get("not_expressible"),
+            )
+        )
     return data, rows
 
 
@@ -140,8 +149,9 @@ def predict_ledger(cal: Calibration, root: Path | str = ".") -> tuple[dict, list
         cl, cm = clusters[row.cluster]
         spec = spec_of(row)
         if row.metric == "tflops_per_gpu_megatron":
-            row.published_tokens_per_s_per_device = row.published * 1e12 / megatron_flops_per_token(
-                spec.model_config(), spec.seq_len)
+            row.published_tokens_per_s_per_device = (
+                row.published * 1e12 / megatron_flops_per_token(spec.model_config(), spec.seq_len)
+            )
         else:
             row.published_tokens_per_s_per_device = row.published
         p = predict(spec, cl, cal, cm, options=ModelOptions.from_dict(row.options))
@@ -156,9 +166,13 @@ def group_summary(data: dict, rows: list[LedgerRow]) -> dict[str, dict]:
     for group, target in data["targets"].items():
         rs = [r for r in rows if r.group == group and r.error is not None]
         errs = [abs(r.error) for r in rs]
-        s = {"n_predicted": len(rs), "n_not_expressible": sum(1 for r in rows if r.group == group and r.not_expressible),
-             "median_abs_error": statistics.median(errs) if errs else None, "max_abs_error": max(errs) if errs else None,
-             "target": target}
+        s = {
+            "n_predicted": len(rs),
+            "n_not_expressible": sum(1 for r in rows if r.group == group and r.not_expressible),
+            "median_abs_error": statistics.median(errs) if errs else None,
+            "max_abs_error": max(errs) if errs else None,
+            "target": target,
+        }
         ok = True
         if "abs_error_max" in target and errs:
             ok &= max(errs) <= target["abs_error_max"]
@@ -169,31 +183,59 @@ def group_summary(data: dict, rows: list[LedgerRow]) -> dict[str, dict]:
             if a.predicted and b.predicted:
                 pub = 100 * (b.published_tokens_per_s_per_device / a.published_tokens_per_s_per_device - 1)
                 pred = 100 * (b.predicted / a.predicted - 1)
-                s["ratio"] = {"rows": target["ratio"], "published_pct": pub, "predicted_pct": pred,
-                              "error_pp": pred - pub}
+                s["ratio"] = {
+                    "rows": target["ratio"],
+                    "published_pct": pub,
+                    "predicted_pct": pred,
+                    "error_pp": pred - pub,
+                }
                 ok &= abs(pred - pub) <= target["ratio_error_pp_max"]
         s["within_target"] = bool(ok) if errs else None
         out[group] = s
     return out
 
 
-CSV_FIELDS = ("id", "group", "source", "cluster", "configuration", "published_metric", "published_value",
-              "published_tokens_per_s_per_device", "predicted_tokens_per_s_per_device", "band_low", "band_high",
-              "error_pct", "inside_band", "not_expressible", "model_version")
+CSV_FIELDS = (
+    "id",
+    "group",
+    "source",
+    "cluster",
+    "configuration",
+    "published_metric",
+    "published_value",
+    "published_tokens_per_s_per_device",
+    "predicted_tokens_per_s_per_device",
+    "band_low",
+    "band_high",
+    "error_pct",
+    "inside_band",
+    "not_expressible",
+    "model_version",
+)
 
 
 def csv_rows(rows: list[LedgerRow]) -> list[dict]:
     out = []
     for r in rows:
-        out.append({
-            "id": r.id, "group": r.group, "source": r.source_text(), "cluster": r.cluster or "",
-            "configuration": ", ".join(f"{k}={v}" for k, v in sorted(r.spec.items()))
-                             + ("; " + ", ".join(f"{k}={v}" for k, v in sorted(r.options.items())) if r.options else ""),
-            "published_metric": r.metric, "published_value": r.published,
-            "published_tokens_per_s_per_device": r.published_tokens_per_s_per_device,
-            "predicted_tokens_per_s_per_device": r.predicted, "band_low": r.low, "band_high": r.high,
-            "error_pct": None if r.error is None else 100 * r.error, "inside_band": r.inside_band,
-            "not_expressible": r.not_expressible or ""})
+        out.append(
+            {
+                "id": r.id,
+                "group": r.group,
+                "source": r.source_text(),
+                "cluster": r.cluster or "",
+                "configuration": ", ".join(f"{k}={v}" for k, v in sorted(r.spec.items()))
+                + ("; " + ", ".join(f"{k}={v}" for k, v in sorted(r.options.items())) if r.options else ""),
+                "published_metric": r.metric,
+                "published_value": r.published,
+                "published_tokens_per_s_per_device": r.published_tokens_per_s_per_device,
+                "predicted_tokens_per_s_per_device": r.predicted,
+                "band_low": r.low,
+                "band_high": r.high,
+                "error_pct": None if r.error is None else 100 * r.error,
+                "inside_band": r.inside_band,
+                "not_expressible": r.not_expressible or "",
+            }
+        )
     return out
 
 
@@ -205,8 +247,12 @@ def write_csv(rows: list[LedgerRow], path: Path | str, root: Path | str = ".") -
     w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
     w.writeheader()
     for r in csv_rows(rows):
-        w.writerow({**{k: ("" if v is None else (f"{v:.6g}" if isinstance(v, float) else v)) for k, v in r.items()},
-                    "model_version": version})
+        w.writerow(
+            {
+                **{k: ("" if v is None else (f"{v:.6g}" if isinstance(v, float) else v)) for k, v in r.items()},
+                "model_version": version,
+            }
+        )
     atomic_write_text(path, f.getvalue())
 
 
@@ -217,24 +263,31 @@ def format_ledger(data: dict, rows: list[LedgerRow]) -> str:
         lines.append(f"## {group}")
         for r in (r for r in rows if r.group == group):
             if r.not_expressible:
-                lines.append(f"- {r.id}: NOT EXPRESSIBLE ({r.not_expressible}); published {r.published:g} "
-                             f"[{r.source_text()}]")
+                lines.append(
+                    f"- {r.id}: NOT EXPRESSIBLE ({r.not_expressible}); published {r.published:g} [{r.source_text()}]"
+                )
                 continue
             pub = f"{r.published_tokens_per_s_per_device:.0f} tokens/s a GPU"
             if r.metric == "tflops_per_gpu_megatron":
                 pub = f"{r.published:g} TFLOP/s a GPU (Megatron's formula) = {pub}"
-            lines.append(f"- {r.id}: published {pub}; predicted {r.predicted:.0f} [{r.low:.0f}, {r.high:.0f}] "
-                         f"({100 * r.error:+.1f}%{'' if r.inside_band else ', outside the band'}) [{r.source_text()}]")
+            lines.append(
+                f"- {r.id}: published {pub}; predicted {r.predicted:.0f} [{r.low:.0f}, {r.high:.0f}] "
+                f"({100 * r.error:+.1f}%{'' if r.inside_band else ', outside the band'}) [{r.source_text()}]"
+            )
         s = summary[group]
         t = ", ".join(f"{k} {v}" for k, v in s["target"].items())
         if s["median_abs_error"] is not None:
-            lines.append(f"  {s['n_predicted']} predicted, {s['n_not_expressible']} not expressible; |error| median "
-                         f"{100 * s['median_abs_error']:.1f}%, max {100 * s['max_abs_error']:.1f}%; target ({t}): "
-                         f"{'met' if s['within_target'] else 'NOT met'}")
+            lines.append(
+                f"  {s['n_predicted']} predicted, {s['n_not_expressible']} not expressible; |error| median "
+                f"{100 * s['median_abs_error']:.1f}%, max {100 * s['max_abs_error']:.1f}%; target ({t}): "
+                f"{'met' if s['within_target'] else 'NOT met'}"
+            )
         if "ratio" in s:
             q = s["ratio"]
-            lines.append(f"  ratio {q['rows'][0]} -> {q['rows'][1]}: published {q['published_pct']:+.1f}%, predicted "
-                         f"{q['predicted_pct']:+.1f}% ({q['error_pp']:+.1f} pp)")
+            lines.append(
+                f"  ratio {q['rows'][0]} -> {q['rows'][1]}: published {q['published_pct']:+.1f}%, predicted "
+                f"{q['predicted_pct']:+.1f}% ({q['error_pp']:+.1f} pp)"
+            )
         lines.append("")
     lines += ["Assumptions:"] + [f"- {a}" for a in data.get("assumptions", [])]
     return "\n".join(lines) + "\n"

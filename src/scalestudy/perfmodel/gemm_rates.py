@@ -84,8 +84,9 @@ def read_gemm_rates(raw_dirs, root: Path | str = ".") -> GemmRates | None:
         return None
     if len(gpus) > 1:
         raise ValueError(f"matrix-product runs of several GPU kinds ({', '.join(sorted(gpus))}) in one calibration")
-    return GemmRates(next(iter(gpus), None), {k: statistics.median(v) for k, v in samples.items()},
-                     tuple(sorted(ids)), files)
+    return GemmRates(
+        next(iter(gpus), None), {k: statistics.median(v) for k, v in samples.items()}, tuple(sorted(ids)), files
+    )
 
 
 @dataclass(frozen=True)
@@ -102,9 +103,11 @@ class ShapeFactor:
     calibration_tflops: float
 
     def describe(self) -> str:
-        return (f"the layer products of {self.layout} in {self.dtype} at {self.layer_tflops:.0f} TFLOP/s and its output "
-                f"layer at {self.head_tflops:.0f} (bf16), measured, against the calibration's {self.calibration_layout} "
-                f"at {self.calibration_tflops:.0f} in bf16: x {self.layer:.3f} and x {self.head:.3f}")
+        return (
+            f"the layer products of {self.layout} in {self.dtype} at {self.layer_tflops:.0f} TFLOP/s and its output "
+            f"layer at {self.head_tflops:.0f} (bf16), measured, against the calibration's {self.calibration_layout} "
+            f"at {self.calibration_tflops:.0f} in bf16: x {self.layer:.3f} and x {self.head:.3f}"
+        )
 
 
 def shape_factor(rates: GemmRates | None, layout: str, dtype: str, calibration_layouts) -> ShapeFactor | None:
@@ -119,7 +122,9 @@ def shape_factor(rates: GemmRates | None, layout: str, dtype: str, calibration_l
             r = rates.rate(cal, "bf16", part)
             if r is None:
                 return None
-            f = times * sum(g.flops for g in layer_gemms(*parse_layout(cal)) if (g.projection == HEAD) == (part == HEAD))
+            f = times * sum(
+                g.flops for g in layer_gemms(*parse_layout(cal)) if (g.projection == HEAD) == (part == HEAD)
+            )
             cal_flops += f
             cal_time += f / r
     if not cal_time:
@@ -128,8 +133,9 @@ def shape_factor(rates: GemmRates | None, layout: str, dtype: str, calibration_l
     layer, head = rates.rate(layout, dtype), rates.rate(layout, dtype, HEAD)
     if layer is None or head is None:
         return None
-    return ShapeFactor(layout, dtype, layer / cal_rate, head / cal_rate, ", ".join(calibration_layouts), layer, head,
-                       cal_rate)
+    return ShapeFactor(
+        layout, dtype, layer / cal_rate, head / cal_rate, ", ".join(calibration_layouts), layer, head, cal_rate
+    )
 
 
 def factor_table(rates: GemmRates, calibration_layouts, dtypes=("bf16", "fp8")) -> list[dict]:

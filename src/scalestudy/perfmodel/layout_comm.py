@@ -98,9 +98,13 @@ def groups(spec: RunSpec, gpus_per_node: int) -> dict[str, Group]:
     ranks, then pp; the data-parallel collectives run over the data-parallel group with context
     parallelism (dp_shard x cp ranks: the weights are the same on every CP rank)."""
     t, s, r, c = spec.tp, spec.dp_shard, spec.dp_replicate, spec.cp
-    return {"tp": group_of(t, 1, gpus_per_node), "cp": group_of(c, t, gpus_per_node),
-            "dp_shard": group_of(s * c, t, gpus_per_node),
-            "dp_replicate": group_of(r, t * s * c, gpus_per_node), "pp": group_of(spec.pp, t * s * r * c, gpus_per_node)}
+    return {
+        "tp": group_of(t, 1, gpus_per_node),
+        "cp": group_of(c, t, gpus_per_node),
+        "dp_shard": group_of(s * c, t, gpus_per_node),
+        "dp_replicate": group_of(r, t * s * c, gpus_per_node),
+        "pp": group_of(spec.pp, t * s * r * c, gpus_per_node),
+    }
 
 
 def activation_bytes(spec: RunSpec) -> float:
@@ -112,8 +116,9 @@ def kv_bytes(spec: RunSpec) -> float:
     """One rank's keys and values of one layer and micro batch (bf16): what context parallelism's ring
     attention passes on at each of its cp - 1 steps."""
     cfg = spec.model_config()
-    return 2 * spec.micro_batch * spec.seq_len // spec.cp * cfg.n_kv_heads * cfg.head_dim / spec.tp \
-        * PARAM_BYTES["bf16"]
+    return (
+        2 * spec.micro_batch * spec.seq_len // spec.cp * cfg.n_kv_heads * cfg.head_dim / spec.tp * PARAM_BYTES["bf16"]
+    )
 
 
 def layout_collectives(spec: RunSpec, gpus_per_node: int, options: ModelOptions = ModelOptions()) -> list[Collective]:
@@ -131,36 +136,81 @@ def layout_collectives(spec: RunSpec, gpus_per_node: int, options: ModelOptions 
         fs = g["dp_shard"]
         out += [
             Collective("fsdp_all_gather", "all_gather", "root", u.root * pb, fs, passes, "forward", "fsdp"),
-            Collective("fsdp_all_gather", "all_gather", "block", u.block * pb, fs, passes * u.blocks, "forward",
-                       "fsdp"),
-            Collective("fsdp_reduce_scatter", "reduce_scatter", "block", u.block * grad_bytes, fs,
-                       rs_calls * u.blocks, "backward", "fsdp"),
-            Collective("fsdp_reduce_scatter", "reduce_scatter", "root", u.root * grad_bytes, fs, rs_calls,
-                       "backward", "fsdp"),
+            Collective(
+                "fsdp_all_gather", "all_gather", "block", u.block * pb, fs, passes * u.blocks, "forward", "fsdp"
+            ),
+            Collective(
+                "fsdp_reduce_scatter",
+                "reduce_scatter",
+                "block",
+                u.block * grad_bytes,
+                fs,
+                rs_calls * u.blocks,
+                "backward",
+                "fsdp",
+            ),
+            Collective(
+                "fsdp_reduce_scatter", "reduce_scatter", "root", u.root * grad_bytes, fs, rs_calls, "backward", "fsdp"
+            ),
         ]
         if spec.reshard_after_forward and u.blocks > 1:
-            out.append(Collective("fsdp_all_gather_bwd", "all_gather", "block", u.block * pb, fs,
-                                  passes * (u.blocks - 1), "backward", "fsdp"))
+            out.append(
+                Collective(
+                    "fsdp_all_gather_bwd",
+                    "all_gather",
+                    "block",
+                    u.block * pb,
+                    fs,
+                    passes * (u.blocks - 1),
+                    "backward",
+                    "fsdp",
+                )
+            )
     if spec.dp_replicate > 1 and spec.dp_shard == 1 and options.distributed_optimizer:
         # ZeRO-1 (Megatron's distributed optimizer): the gradients reduce-scattered over the
         # data-parallel group, each rank updates its shard, the bf16 parameters all-gathered
         # before the next forward (overlapped with it); same bytes as the all-reduce in all
         rg = g["dp_replicate"]
         out += [
-            Collective("zero1_reduce_scatter", "reduce_scatter", "block", u.block * grad_bytes, rg,
-                       rs_calls * u.blocks, "backward", "fsdp"),
-            Collective("zero1_reduce_scatter", "reduce_scatter", "root", u.root * grad_bytes, rg, rs_calls,
-                       "backward", "fsdp"),
+            Collective(
+                "zero1_reduce_scatter",
+                "reduce_scatter",
+                "block",
+                u.block * grad_bytes,
+                rg,
+                rs_calls * u.blocks,
+                "backward",
+                "fsdp",
+            ),
+            Collective(
+                "zero1_reduce_scatter", "reduce_scatter", "root", u.root * grad_bytes, rg, rs_calls, "backward", "fsdp"
+            ),
             Collective("zero1_all_gather", "all_gather", "block", u.block * pb, rg, u.blocks, "forward", "fsdp"),
             Collective("zero1_all_gather", "all_gather", "root", u.root * pb, rg, 1, "forward", "fsdp"),
         ]
     elif spec.dp_replicate > 1:
         rg = g["dp_replicate"]
         out += [
-            Collective("hsdp_all_reduce", "all_reduce", "block", u.block * grad_bytes / spec.dp_shard, rg,
-                       rs_calls * u.blocks, "backward", "fsdp"),
-            Collective("hsdp_all_reduce", "all_reduce", "root", u.root * grad_bytes / spec.dp_shard, rg,
-                       rs_calls, "backward", "fsdp"),
+            Collective(
+                "hsdp_all_reduce",
+                "all_reduce",
+                "block",
+                u.block * grad_bytes / spec.dp_shard,
+                rg,
+                rs_calls * u.blocks,
+                "backward",
+                "fsdp",
+            ),
+            Collective(
+                "hsdp_all_reduce",
+                "all_reduce",
+                "root",
+                u.root * grad_bytes / spec.dp_shard,
+                rg,
+                rs_calls,
+                "backward",
+                "fsdp",
+            ),
         ]
     m = spec.grad_accum * spec.pp_microbatches  # forward/backward passes of the stage's layers a step
     a = activation_bytes(spec)
@@ -175,15 +225,17 @@ def layout_collectives(spec: RunSpec, gpus_per_node: int, options: ModelOptions 
                 for phase, k in (("forward", per_layer[0]), ("backward", per_layer[1])):
                     out.append(Collective(f"tp_{op}", op, "layer", a, tg, m * u.blocks * k, phase, "compute"))
             if first:
-                out.append(Collective("tp_reduce_scatter", "reduce_scatter", "embedding", a, tg, m, "forward",
-                                      "compute"))
+                out.append(
+                    Collective("tp_reduce_scatter", "reduce_scatter", "embedding", a, tg, m, "forward", "compute")
+                )
             if last:
                 out.append(Collective("tp_all_gather", "all_gather", "head", a, tg, m, "forward", "compute"))
                 out.append(Collective("tp_reduce_scatter", "reduce_scatter", "head", a, tg, m, "backward", "compute"))
         else:
             for phase, k in (("forward", per_layer[0]), ("backward", per_layer[1])):
-                out.append(Collective("tp_all_reduce", "all_reduce", "layer", a, tg, m * u.blocks * k, phase,
-                                      "compute"))
+                out.append(
+                    Collective("tp_all_reduce", "all_reduce", "layer", a, tg, m * u.blocks * k, phase, "compute")
+                )
             if first:
                 out.append(Collective("tp_all_reduce", "all_reduce", "embedding", a, tg, m, "forward", "compute"))
             if last:
@@ -194,8 +246,9 @@ def layout_collectives(spec: RunSpec, gpus_per_node: int, options: ModelOptions 
             out.append(Collective("tp_logits_all_gather", "all_gather", "head", logits, tg, m, "forward", "compute"))
         elif last:  # vocab-parallel cross-entropy: max, target logit, sum of exponentials, fp32 a token
             per_token = spec.micro_batch * spec.seq_len * 4
-            out.append(Collective("tp_loss_all_reduce", "all_reduce", "head", per_token, tg, 3 * m, "forward",
-                                  "compute"))
+            out.append(
+                Collective("tp_loss_all_reduce", "all_reduce", "head", per_token, tg, 3 * m, "forward", "compute")
+            )
     if spec.cp > 1:
         # ring attention (Transformer Engine's p2p context parallelism, NeMo's default): each layer's
         # forward passes the rank's keys and values on cp - 1 times, its backward the keys and values

@@ -77,9 +77,14 @@ class MeasuredRun:
         return self.ok and not self.spec.compile and not self.alloc_retries
 
     def provenance(self) -> dict:
-        return {"run_id": self.run_id, "raw_dir": self.raw_dir, "status": self.status,
-                "device_name": self.device_name, "files_sha256": dict(self.files_sha256),
-                "traced": self.kernels is not None}
+        return {
+            "run_id": self.run_id,
+            "raw_dir": self.raw_dir,
+            "status": self.status,
+            "device_name": self.device_name,
+            "files_sha256": dict(self.files_sha256),
+            "traced": self.kernels is not None,
+        }
 
 
 def _category(name: str, in_optimizer: bool, in_fsdp: bool) -> str:
@@ -118,8 +123,11 @@ class _Spans:
 @lru_cache(maxsize=16)
 def kernel_breakdown(trace_path: str) -> KernelBreakdown:
     events = load_trace(trace_path)["traceEvents"]
-    steps = sorted((float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
-                   for e in events if e.get("cat") == "user_annotation" and _STEP.match(e.get("name", "")))
+    steps = sorted(
+        (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
+        for e in events
+        if e.get("cat") == "user_annotation" and _STEP.match(e.get("name", ""))
+    )
     if not steps:
         raise ValueError(f"{trace_path}: no ProfilerStep annotations")
     step_starts = [s for s, _ in steps]
@@ -193,13 +201,22 @@ def read_measured(run_dir: Path | str, root: Path | str | None = None) -> Measur
     for rel, digest in sorted((log.status.get("files_sha256") or {}).items()):
         files[rel] = digest
     return MeasuredRun(
-        run_id=log.run_id, raw_dir=_rel(run_dir, Path(root) if root is not None else None), spec=spec,
-        status=log.status["status"], device_name=peaks[0].get("device_name") if peaks else None,
-        peak_flops=peaks[0].get("peak_flops_per_s") if peaks else None, step_time_s=step_time,
+        run_id=log.run_id,
+        raw_dir=_rel(run_dir, Path(root) if root is not None else None),
+        spec=spec,
+        status=log.status["status"],
+        device_name=peaks[0].get("device_name") if peaks else None,
+        peak_flops=peaks[0].get("peak_flops_per_s") if peaks else None,
+        step_time_s=step_time,
         tokens_per_step=spec.tokens_per_step,
         mean_power_w=sum(power) / len(power) if power else None,
-        idle_power_w=sum(idle) / len(idle) if idle else None, kernels=kernels, files_sha256=files,
-        alloc_retries=retries, step_cv=step_cv, n_steps=n_steps)
+        idle_power_w=sum(idle) / len(idle) if idle else None,
+        kernels=kernels,
+        files_sha256=files,
+        alloc_retries=retries,
+        step_cv=step_cv,
+        n_steps=n_steps,
+    )
 
 
 def _alloc_retries(iteration: dict) -> int:

@@ -148,45 +148,50 @@ class ModelOptions:
 
 MEANING = {  # one line each, for the command line (the module docstring has the whole story)
     "tp_loss": "how the TP layouts' loss is computed: Megatron's vocab-parallel cross-entropy, or full "
-               "logits gathered on every TP rank (this package's harness)",
-    "tp_comm_overlap": "overlap TP collectives with the layer's matrix products (Megatron's TP communication "
-                       "overlap)",
+    "logits gathered on every TP rank (this package's harness)",
+    "tp_comm_overlap": "overlap TP collectives with the layer's matrix products (Megatron's TP communication overlap)",
     "recompute": "activation recomputation (torchtitan's selective checkpointing included), in place of the "
-                 "spec's activation_checkpointing",
+    "spec's activation_checkpointing",
     "distributed_optimizer": "ZeRO-1 for DDP layouts: optimizer states sharded over the data-parallel group "
-                             "(Megatron's --use-distributed-optimizer)",
+    "(Megatron's --use-distributed-optimizer)",
     "elementwise": "the element-wise kernels counted: fused (the harness in eager mode, Megatron's fused "
-                   "kernels), unfused (plain PyTorch ops) or megatron-2021",
+    "kernels), unfused (plain PyTorch ops) or megatron-2021",
     "straggler": "a step's computation at W ranks is the expected maximum of W ranks' (the step-to-step spread "
-                 "measured on the calibration runs), not one rank's mean",
+    "measured on the calibration runs), not one rank's mean",
     "overlap_dp_chunks": "interleaved pipelines: each model chunk's data-parallel collectives overlapped with the other "
-                         "chunks' micro batches (Megatron-core's --overlap-grad-reduce/--overlap-param-gather)",
+    "chunks' micro batches (Megatron-core's --overlap-grad-reduce/--overlap-param-gather)",
     "gpu_spread_cv": "the GPU-to-GPU speed spread of one GPU model as a coefficient of variation, added to the "
-                     "straggler term [unit: fraction; allowed: 0 <= x < 1]",
+    "straggler term [unit: fraction; allowed: 0 <= x < 1]",
     "attention_carry": "a factor on the attention carry, the ratio of the published rates of the cluster's attention "
-                       "kernel and the calibration's (1: that carry as it is) [unit: ratio; allowed: 0 < x <= 10]",
+    "kernel and the calibration's (1: that carry as it is) [unit: ratio; allowed: 0 < x <= 10]",
     "burst_speedup": "computation in bursts shorter than the power limiter's window (between exposed waits) runs its "
-                     "matrix products and attention at up to full clock, faster than the calibrated rate measured at "
-                     "the limit",
+    "matrix products and attention at up to full clock, faster than the calibrated rate measured at "
+    "the limit",
     "pp_comm_overlap": "interleaved pipelines: each send overlaps the next model chunk's computation (Megatron-core's "
-                       "overlap_p2p_comm)",
+    "overlap_p2p_comm)",
     "grad_reduce_dtype": "element type of the data-parallel gradient reduction (fp32: FSDP2's reduce_dtype; bf16: "
-                         "Megatron's grad_reduce_in_fp32=False)",
+    "Megatron's grad_reduce_in_fp32=False)",
     "param_gather_dtype": "element type of the data-parallel parameter all-gather (fp8: NeMo's FP8 primary weights)",
     "overlap_slowdown": "computation overlapping an FSDP collective runs 1 + s times slower for the overlapped part "
-                        "(NCCL kernels take SMs and memory bandwidth); default 0.189, the average computational "
-                        "slowdown Lee et al. (arXiv 2507.03114) measured on 4-GPU A100/H100/MI250/MI210 nodes, "
-                        "intra-node (across nodes less memory traffic contends); 0: off [unit: fraction; "
-                        "allowed: 0 <= x <= 1]",
+    "(NCCL kernels take SMs and memory bandwidth); default 0.189, the average computational "
+    "slowdown Lee et al. (arXiv 2507.03114) measured on 4-GPU A100/H100/MI250/MI210 nodes, "
+    "intra-node (across nodes less memory traffic contends); 0: off [unit: fraction; "
+    "allowed: 0 <= x <= 1]",
 }
 
 
 def choices() -> dict[str, tuple[str, ...] | type | None]:
     """Each option's allowed values (None: a yes/no option; float: a number), for the command line."""
-    allowed = {"tp_loss": TP_LOSSES, "recompute": tuple(RECOMPUTE), "elementwise": tuple(ELEMENTWISE),
-               "gpu_spread_cv": float, "attention_carry": float, "grad_reduce_dtype": GRAD_REDUCE_DTYPES,
-               "param_gather_dtype": PARAM_GATHER_DTYPES,
-               "overlap_slowdown": float}
+    allowed = {
+        "tp_loss": TP_LOSSES,
+        "recompute": tuple(RECOMPUTE),
+        "elementwise": tuple(ELEMENTWISE),
+        "gpu_spread_cv": float,
+        "attention_carry": float,
+        "grad_reduce_dtype": GRAD_REDUCE_DTYPES,
+        "param_gather_dtype": PARAM_GATHER_DTYPES,
+        "overlap_slowdown": float,
+    }
     return {f.name: (None if f.type in (bool, "bool") else allowed[f.name]) for f in fields(ModelOptions)}
 
 

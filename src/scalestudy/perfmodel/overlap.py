@@ -233,8 +233,16 @@ def simulate(x: StepInputs) -> Timeline:
     u_comp, u_comm = intervals.union(compute), intervals.union(comm)
     exposed = intervals.total(intervals.subtract(u_comm, u_comp))
     overlapped = intervals.total(intervals.intersection(u_comm, u_comp))
-    return Timeline(step_s=t, compute_s=intervals.total(u_comp), comm_s=comm_sum, exposed_comm_s=exposed,
-                    overlapped_s=overlapped, waits_s=waits, slowdown_s=slowdown, compute_bursts=max(1, len(u_comp)))
+    return Timeline(
+        step_s=t,
+        compute_s=intervals.total(u_comp),
+        comm_s=comm_sum,
+        exposed_comm_s=exposed,
+        overlapped_s=overlapped,
+        waits_s=waits,
+        slowdown_s=slowdown,
+        compute_bursts=max(1, len(u_comp)),
+    )
 
 
 def chunked_exposure(edge_s: float, per_chunk_s: float, round_s: float, chunks: int) -> float:
@@ -249,8 +257,9 @@ def chunked_exposure(edge_s: float, per_chunk_s: float, round_s: float, chunks: 
     return edge_s + (chunks - 1) * max(0.0, per_chunk_s - round_s)
 
 
-def pipeline_time(mb_fwd_s: float, mb_bwd_s: float, pp: int, m: int, stages_per_rank: int = 1,
-                  interleaved: bool = False) -> tuple[float, float]:
+def pipeline_time(
+    mb_fwd_s: float, mb_bwd_s: float, pp: int, m: int, stages_per_rank: int = 1, interleaved: bool = False
+) -> tuple[float, float]:
     """(pipeline time, bubble time) of m micro batches on pp stages; mb_* are one rank's time for
     one micro batch (all its stages)."""
     per = mb_fwd_s + mb_bwd_s

@@ -105,6 +105,7 @@ class DutyPhase:
 @dataclass(frozen=True)
 class CommPower:
     """Board power above the idle board while communication kernels run (measured; see above)."""
+
     idle_w: float  # the idle board of the measurement
     const_w: float
     per_block_w: float
@@ -132,18 +133,29 @@ def fit_comm(path: Path | str) -> CommPower:
     idle = [p["mean_power_w"] for p in phases if p["phase"].startswith("idle")]
     rows = [p for p in phases if p["phase"].startswith(("poll_", "trickle_"))]
     if not idle or len(rows) < 3:
-        raise ValueError(f"{path}: needs idle phases and at least 3 poll_/trickle_ phases (scalestudy instrument "
-                         "comm-power)")
+        raise ValueError(
+            f"{path}: needs idle phases and at least 3 poll_/trickle_ phases (scalestudy instrument comm-power)"
+        )
     p_idle = float(np.mean(idle))
-    a = np.array([[1.0, float(p["blocks"]), float(p.get("achieved_network_gb_per_s", p.get("network_gb_per_s", 0.0)))]
-                  for p in rows])
+    a = np.array(
+        [
+            [1.0, float(p["blocks"]), float(p.get("achieved_network_gb_per_s", p.get("network_gb_per_s", 0.0)))]
+            for p in rows
+        ]
+    )
     y = np.array([p["mean_power_w"] - p_idle for p in rows])
     coef, *_ = np.linalg.lstsq(a, y, rcond=None)
     rel = (p_idle + a @ coef) / (p_idle + y) - 1.0
-    return CommPower(idle_w=p_idle, const_w=float(coef[0]), per_block_w=float(coef[1]), per_gbps_w=float(coef[2]),
-                     rel_rms=float(np.sqrt(np.mean(rel ** 2))), n_phases=len(rows),
-                     source=f"measured: communication kernels on one {header.get('device_name', 'GPU')} "
-                            f"({Path(path).name}), NVML energy counter")
+    return CommPower(
+        idle_w=p_idle,
+        const_w=float(coef[0]),
+        per_block_w=float(coef[1]),
+        per_gbps_w=float(coef[2]),
+        rel_rms=float(np.sqrt(np.mean(rel**2))),
+        n_phases=len(rows),
+        source=f"measured: communication kernels on one {header.get('device_name', 'GPU')} "
+        f"({Path(path).name}), NVML energy counter",
+    )
 
 
 @dataclass(frozen=True)
@@ -197,18 +209,29 @@ class PowerModel:
         """A GPU's matrix-product rate relative to the measured GPU's, both under their limits."""
         return self.clock_factor(cap_w, design_w) / self.clock_factor()
 
-    def power_w(self, u_compute: float, u_copy: float = 0.0, gap_s: float = 0.0, cap_w: float | None = None,
-                u_comm: float = 0.0, comm_hbm_fraction: float = 0.0, design_w: float | None = None,
-                comm_gbps: float = 0.0, comm_blocks: float = 16.0, comm_scale: float = 1.0,
-                burst_s: float = UNBOUNDED_S) -> float:
+    def power_w(
+        self,
+        u_compute: float,
+        u_copy: float = 0.0,
+        gap_s: float = 0.0,
+        cap_w: float | None = None,
+        u_comm: float = 0.0,
+        comm_hbm_fraction: float = 0.0,
+        design_w: float | None = None,
+        comm_gbps: float = 0.0,
+        comm_blocks: float = 16.0,
+        comm_scale: float = 1.0,
+        burst_s: float = UNBOUNDED_S,
+    ) -> float:
         """Board power for the shares of a period; `cap_w` the target GPU's limit, `design_w` the power
         its clocks are designed for (default the cap; the powers scale with it [assumed]); u_comm:
         share in which only communication kernels run: with the measured communication phase, at
         comm_gbps of reduced network bytes on comm_blocks channels (its power above a gap's times
         comm_scale, the band's axis); without it, comm_hbm_fraction of the copy power; burst_s: the
         length of each burst of computation (the limiter's window, burst_w)."""
-        u_c, rest, k, cap = self._period(u_compute, u_copy, gap_s, cap_w, u_comm, comm_hbm_fraction, design_w,
-                                         comm_gbps, comm_blocks, comm_scale)
+        u_c, rest, k, cap = self._period(
+            u_compute, u_copy, gap_s, cap_w, u_comm, comm_hbm_fraction, design_w, comm_gbps, comm_blocks, comm_scale
+        )
         return min(cap, k * (u_c * self.burst_w(burst_s) + rest))
 
     def burst_full_clock_share(self, u_compute: float, burst_s: float = UNBOUNDED_S, **period) -> float:
@@ -221,10 +244,19 @@ class PowerModel:
             return e
         return min(e, max(0.0, (cap - k * rest - u_c * cap) / (u_c * (k * self.compute_w - cap))))
 
-    def _period(self, u_compute: float, u_copy: float = 0.0, gap_s: float = 0.0, cap_w: float | None = None,
-                u_comm: float = 0.0, comm_hbm_fraction: float = 0.0, design_w: float | None = None,
-                comm_gbps: float = 0.0, comm_blocks: float = 16.0,
-                comm_scale: float = 1.0) -> tuple[float, float, float, float]:
+    def _period(
+        self,
+        u_compute: float,
+        u_copy: float = 0.0,
+        gap_s: float = 0.0,
+        cap_w: float | None = None,
+        u_comm: float = 0.0,
+        comm_hbm_fraction: float = 0.0,
+        design_w: float | None = None,
+        comm_gbps: float = 0.0,
+        comm_blocks: float = 16.0,
+        comm_scale: float = 1.0,
+    ) -> tuple[float, float, float, float]:
         """The compute share, the mean power of the rest of the period (measured GPU's units), the
         target's power scale and its cap (power_w's arguments)."""
         cap = cap_w or self.cap_w
@@ -248,8 +280,16 @@ def read_duty(path: Path | str) -> tuple[dict, list[DutyPhase]]:
         c = min(float(r["compute_share"]), 1.0)
         period = r.get("period_s")  # none for continuous work
         burst = c * float(period) if period else UNBOUNDED_S
-        phases.append(DutyPhase(r["phase"], float(r["mean_power_w"]), c, min(float(r["copy_share"]), 1.0 - c),
-                                float(r.get("gap_s") or 0.0), burst))
+        phases.append(
+            DutyPhase(
+                r["phase"],
+                float(r["mean_power_w"]),
+                c,
+                min(float(r["copy_share"]), 1.0 - c),
+                float(r.get("gap_s") or 0.0),
+                burst,
+            )
+        )
     if not phases:
         raise ValueError(f"{path}: no phase records (is it a power-duty measurement?)")
     return log.header, phases
@@ -268,30 +308,41 @@ def _features(p: DutyPhase, tau: float, tau_limiter: float | None, cap_w: float)
     products draw at the cap."""
     w = math.exp(-p.gap_s / tau) if p.gap_s > 0 else 1.0
     e = full_clock_share(p.burst_s, tau_limiter)
-    return ([p.compute_share * e, p.copy_share, p.idle_share * (1.0 - w), p.idle_share * w],
-            p.compute_share * (1.0 - e) * cap_w)
+    return (
+        [p.compute_share * e, p.copy_share, p.idle_share * (1.0 - w), p.idle_share * w],
+        p.compute_share * (1.0 - e) * cap_w,
+    )
 
 
-def fit(phases: list[DutyPhase], cap_w: float, device: str = "", source: str = "",
-        limiter: bool = True) -> PowerModel:
+def fit(phases: list[DutyPhase], cap_w: float, device: str = "", source: str = "", limiter: bool = True) -> PowerModel:
     """limiter=False: the earlier fit, one compute power for every burst (for comparison)."""
     y = np.array([p.mean_power_w for p in phases])
     best = None
     for tau in TAU_GRID_S:
-        for tau_lim in (LIMITER_GRID_S if limiter else (None,)):
+        for tau_lim in LIMITER_GRID_S if limiter else (None,):
             rows = [_features(p, tau, tau_lim, cap_w) for p in phases]
             a, at_cap = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
             coef, *_ = np.linalg.lstsq(a / y[:, None], (y - at_cap) / y, rcond=None)
             rel = np.minimum(a @ coef + at_cap, cap_w) / y - 1.0
-            rms = float(np.sqrt(np.mean(rel ** 2)))
+            rms = float(np.sqrt(np.mean(rel**2)))
             if best is None or rms < best[0]:
                 best = (rms, tau, tau_lim, coef, rel)
     rms, tau, tau_lim, (pc, pm, pi, pw), rel = best
-    return PowerModel(idle_w=float(pi), warm_w=float(pw), tau_s=float(tau), compute_w=float(pc), copy_w=float(pm),
-                      cap_w=cap_w, device=device, rel_rms=rms, rel_max=float(np.max(np.abs(rel))),
-                      n_phases=len(phases), source=source,
-                      residuals={p.phase: float(r) for p, r in zip(phases, rel)},
-                      limiter_tau_s=None if tau_lim is None else float(tau_lim))
+    return PowerModel(
+        idle_w=float(pi),
+        warm_w=float(pw),
+        tau_s=float(tau),
+        compute_w=float(pc),
+        copy_w=float(pm),
+        cap_w=cap_w,
+        device=device,
+        rel_rms=rms,
+        rel_max=float(np.max(np.abs(rel))),
+        n_phases=len(phases),
+        source=source,
+        residuals={p.phase: float(r) for p, r in zip(phases, rel)},
+        limiter_tau_s=None if tau_lim is None else float(tau_lim),
+    )
 
 
 def fit_file(path: Path | str, limiter: bool = True) -> PowerModel:
@@ -305,8 +356,13 @@ def _fit_file(path: str, _stamp: tuple, limiter: bool) -> PowerModel:
     """The grid search takes a quarter of a second: one fit per version of the files and process."""
     header, phases = read_duty(path)
     device = header.get("device_name")
-    return fit(phases, float(header.get("power_limit_w") or 700.0), device or "",
-               f"measured: duty cycles on one {device or 'GPU'} ({Path(path).name}), NVML energy counter", limiter)
+    return fit(
+        phases,
+        float(header.get("power_limit_w") or 700.0),
+        device or "",
+        f"measured: duty cycles on one {device or 'GPU'} ({Path(path).name}), NVML energy counter",
+        limiter,
+    )
 
 
 def load(root: Path | str = ".") -> PowerModel:

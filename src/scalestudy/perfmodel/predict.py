@@ -47,8 +47,19 @@ from scalestudy.spec.studies import strategy_label
 
 MIN_COMPUTE_ERROR = 0.03
 DEFAULT_COMPUTE_ERROR = 0.10  # [assumed] when no run is held out
-METRICS = ("step_time_s", "tokens_per_s", "tokens_per_s_per_device", "mfu", "compute_s", "comm_s",
-           "exposed_comm_s", "exposed_comm_share", "power_w_per_gpu", "power_w_total", "tokens_per_joule")
+METRICS = (
+    "step_time_s",
+    "tokens_per_s",
+    "tokens_per_s_per_device",
+    "mfu",
+    "compute_s",
+    "comm_s",
+    "exposed_comm_s",
+    "exposed_comm_share",
+    "power_w_per_gpu",
+    "power_w_total",
+    "tokens_per_joule",
+)
 AXES = ("compute", "latency", "intra_bw", "inter_bw", "interference", "comm_power")
 CORNERS = tuple(itertools.product((-1, 1), repeat=len(AXES)))
 
@@ -80,12 +91,17 @@ class Calibration:
         return straggler_mod.Straggler(self.step_cv, self.step_cv_source, float(options.gpu_spread_cv))
 
     def provenance(self) -> dict:
-        return {"fit_run_ids": list(self.fit_run_ids),
-                "runs": [r.provenance() for r in self.runs],
-                "digest": self.digest, "compute": self.compute.as_dict(),
-                "power": self.power.as_dict() if self.power else None,
-                "compute_error": self.compute_error, "compute_error_source": self.compute_error_source,
-                "held_out": self.held_out, "power_held_out": self.power_held_out}
+        return {
+            "fit_run_ids": list(self.fit_run_ids),
+            "runs": [r.provenance() for r in self.runs],
+            "digest": self.digest,
+            "compute": self.compute.as_dict(),
+            "power": self.power.as_dict() if self.power else None,
+            "compute_error": self.compute_error,
+            "compute_error_source": self.compute_error_source,
+            "held_out": self.held_out,
+            "power_held_out": self.power_held_out,
+        }
 
 
 def _tdp_of(gpu: str | None, root: Path | str) -> float:
@@ -93,8 +109,10 @@ def _tdp_of(gpu: str | None, root: Path | str) -> float:
         c = load_cluster(name, root)
         if c.gpu == gpu:
             return c.v("tdp_w")
-    raise ValueError(f"no cluster file describes {gpu!r}: its board power limit (tdp_w) is needed to carry "
-                     "measured power to other GPUs")
+    raise ValueError(
+        f"no cluster file describes {gpu!r}: its board power limit (tdp_w) is needed to carry "
+        "measured power to other GPUs"
+    )
 
 
 def calibrate(raw_dirs, root: Path | str = ".", fit_run_ids: tuple[str, ...] | None = None) -> Calibration:
@@ -129,15 +147,29 @@ def calibrate(raw_dirs, root: Path | str = ".", fit_run_ids: tuple[str, ...] | N
             continue
         if pc is not None and r.mean_power_w:  # every run is held out from the power fit (duty cycles)
             p = pc.power_w(util[r.run_id], cap_w=tdp)
-            power_held.append({"run_id": r.run_id, "what": _describe(r.spec), "u_compute": util[r.run_id],
-                               "measured_power_w": r.mean_power_w, "predicted_power_w": p,
-                               "power_error": p / r.mean_power_w - 1.0})
+            power_held.append(
+                {
+                    "run_id": r.run_id,
+                    "what": _describe(r.spec),
+                    "u_compute": util[r.run_id],
+                    "measured_power_w": r.mean_power_w,
+                    "predicted_power_w": p,
+                    "power_error": p / r.mean_power_w - 1.0,
+                }
+            )
         if r.run_id in fit_ids:
             continue
         pred = compute_mod.single_gpu_step(r.spec, cc)
-        row = {"run_id": r.run_id, "what": _describe(r.spec), "measured_step_s": r.step_time_s,
-               "predicted_step_s": pred, "step_error": pred / r.step_time_s - 1.0,
-               "measured_power_w": r.mean_power_w, "predicted_power_w": None, "power_error": None}
+        row = {
+            "run_id": r.run_id,
+            "what": _describe(r.spec),
+            "measured_step_s": r.step_time_s,
+            "predicted_step_s": pred,
+            "step_error": pred / r.step_time_s - 1.0,
+            "measured_power_w": r.mean_power_w,
+            "predicted_power_w": None,
+            "power_error": None,
+        }
         if pc is not None and r.mean_power_w:
             p = pc.power_w(util[r.run_id], cap_w=tdp)
             row.update(predicted_power_w=p, power_error=p / r.mean_power_w - 1.0)
@@ -150,11 +182,24 @@ def calibrate(raw_dirs, root: Path | str = ".", fit_run_ids: tuple[str, ...] | N
     step_cv, step_cv_source = straggler_mod.step_spread(ok)
     gemm = gemm_rates.read_gemm_rates(raw_dirs, root)
     if gemm is not None and gemm.gpu != cc.gpu:
-        raise ValueError(f"the matrix-product runs of the calibration ran on {gemm.gpu}, its training runs on {cc.gpu}: "
-                         "shape factors need both on one GPU kind")
-    return Calibration(cc, pc, err, src, tuple(sorted(fit_ids)), held, runs,
-                       digest(runs) + (f"+gemm.{gemm.digest}" if gemm else ""), power_held, step_cv, step_cv_source,
-                       gemm)
+        raise ValueError(
+            f"the matrix-product runs of the calibration ran on {gemm.gpu}, its training runs on {cc.gpu}: "
+            "shape factors need both on one GPU kind"
+        )
+    return Calibration(
+        cc,
+        pc,
+        err,
+        src,
+        tuple(sorted(fit_ids)),
+        held,
+        runs,
+        digest(runs) + (f"+gemm.{gemm.digest}" if gemm else ""),
+        power_held,
+        step_cv,
+        step_cv_source,
+        gemm,
+    )
 
 
 @lru_cache(maxsize=8)
@@ -200,16 +245,17 @@ class Prediction:
         return asdict(self)
 
 
-def _scales(cluster, cal: Calibration, corner: tuple[int, ...] | None,
-            options: ModelOptions = ModelOptions()) -> dict:
+def _scales(cluster, cal: Calibration, corner: tuple[int, ...] | None, options: ModelOptions = ModelOptions()) -> dict:
     u = lambda k: cluster.v(f"uncertainty.{k}")  # noqa: E731
     c = dict(zip(AXES, corner)) if corner else dict.fromkeys(AXES, 0)
     kappa = float(options.overlap_slowdown)  # the cluster files' overlap.interference is no longer read
     return {
         "compute": 1.0 + c["compute"] * cal.compute_error,
-        "coll": Scales(latency=1.0 + c["latency"] * u("ring_latency"),
-                       intra_bw=1.0 / (1.0 + c["intra_bw"] * u("intra_bandwidth")),
-                       inter_bw=1.0 / (1.0 + c["inter_bw"] * u("inter_bandwidth"))),
+        "coll": Scales(
+            latency=1.0 + c["latency"] * u("ring_latency"),
+            intra_bw=1.0 / (1.0 + c["intra_bw"] * u("intra_bandwidth")),
+            inter_bw=1.0 / (1.0 + c["inter_bw"] * u("inter_bandwidth")),
+        ),
         "interference": kappa * (1.0 + c["interference"] * u("interference")),
         "comm_power": cluster.v("power.hbm_bytes_per_bus_byte") * (1.0 + c["comm_power"] * u("comm_power")),
         "comm_scale": 1.0 + c["comm_power"] * u("comm_power"),
@@ -252,16 +298,24 @@ def tensor_rate(cluster, cal: Calibration, dtype: str) -> float:
     return tensor_carry(cluster, cal, dtype).factor * clock_ratio(cluster, cal)
 
 
-def kernel_carry(cluster, cal: Calibration, dtype: str,
-                 options: ModelOptions = ModelOptions()) -> achievable.KernelCarry:
+def kernel_carry(
+    cluster, cal: Calibration, dtype: str, options: ModelOptions = ModelOptions()
+) -> achievable.KernelCarry:
     """The calibration's efficiencies carried to the cluster's GPU kernel class by kernel class
     (perfmodel/achievable.py KernelCarry): matrix products by the achievable-matmul ratio and the
     power-limit clock, attention by its kernel's published rate (the cluster's attention_kernel) or as
     the matrix products, times options.attention_carry, memory-bound work at the
     calibrated fractions of the cluster's HBM bandwidth."""
-    return achievable.kernel_carry(cluster.gpu, cal.compute.gpu, dtype, clock_ratio(cluster, cal),
-                                   float(options.attention_carry), cluster.hbm, cal.compute.hbm_bytes_per_s,
-                                   cluster.attention_kernel)
+    return achievable.kernel_carry(
+        cluster.gpu,
+        cal.compute.gpu,
+        dtype,
+        clock_ratio(cluster, cal),
+        float(options.attention_carry),
+        cluster.hbm,
+        cal.compute.hbm_bytes_per_s,
+        cluster.attention_kernel,
+    )
 
 
 def _with_compute(sc: dict, factor: float) -> dict:
@@ -274,8 +328,11 @@ def shape_factor_of(spec: RunSpec, cluster, cal: Calibration) -> "gemm_rates.Sha
     carry it with; None otherwise (the best-shape carry applies)."""
     dtype = spec.precision if spec.precision in compute_mod.LOW_PRECISION else "bf16"
     sf = gemm_rates.shape_factor(cal.gemm, run_layout(spec), dtype, cal.fit_layouts)
-    if sf is None or achievable.tensor_carry(cluster.gpu, cal.compute.gpu, dtype).missing \
-            or achievable.tensor_carry(cluster.gpu, cal.compute.gpu, "bf16").missing:
+    if (
+        sf is None
+        or achievable.tensor_carry(cluster.gpu, cal.compute.gpu, dtype).missing
+        or achievable.tensor_carry(cluster.gpu, cal.compute.gpu, "bf16").missing
+    ):
         return None
     return sf
 
@@ -293,21 +350,34 @@ def matmul_rates(spec: RunSpec, cluster, cal: Calibration, carry: achievable.Ker
     return cluster.peak_flops * sf.layer * gpu, cluster.peak_flops * sf.head * gpu_bf16
 
 
-def _compute_times(spec: RunSpec, cluster, cal: Calibration, options: ModelOptions,
-                   scale: float = 1.0, carry: achievable.KernelCarry | None = None,
-                   hbm: float | None = None) -> compute_mod.ComputeTimes:
+def _compute_times(
+    spec: RunSpec,
+    cluster,
+    cal: Calibration,
+    options: ModelOptions,
+    scale: float = 1.0,
+    carry: achievable.KernelCarry | None = None,
+    hbm: float | None = None,
+) -> compute_mod.ComputeTimes:
     """`carry`: kernel_carry(...) of this cluster, calibration, precision and options, where the
     caller has it already; `hbm`: in place of the cluster's HBM bandwidth (math.inf: the clock-bound
     kernels alone)."""
     zero1 = options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1
     carry = carry or kernel_carry(cluster, cal, spec.precision, options)
     layers, head = matmul_rates(spec, cluster, cal, carry)
-    return compute_mod.compute_times(spec, cal.compute, head,
-                                     cluster.hbm if hbm is None else hbm, scale, options.tp_loss == "vocab_parallel",
-                                     options.recompute_fractions(spec.model_config()),
-                                     spec.dp_replicate if zero1 else None, options.passes(),
-                                     attention_flops=cluster.peak_flops * carry.attention,
-                                     layer_matmul_flops=layers)
+    return compute_mod.compute_times(
+        spec,
+        cal.compute,
+        head,
+        cluster.hbm if hbm is None else hbm,
+        scale,
+        options.tp_loss == "vocab_parallel",
+        options.recompute_fractions(spec.model_config()),
+        spec.dp_replicate if zero1 else None,
+        options.passes(),
+        attention_flops=cluster.peak_flops * carry.attention,
+        layer_matmul_flops=layers,
+    )
 
 
 def clock_bound_share(spec: RunSpec, cluster, cal: Calibration, options: ModelOptions = ModelOptions()) -> float:
@@ -328,8 +398,9 @@ def burst_speedup(vals: dict, share: float, cluster, cal: Calibration) -> float:
     return 1.0 - share * (1.0 - 1.0 / g)
 
 
-def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc: dict,
-              options: ModelOptions = ModelOptions()) -> tuple[dict, list[dict]]:
+def _evaluate(
+    spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc: dict, options: ModelOptions = ModelOptions()
+) -> tuple[dict, list[dict]]:
     zero1 = options.distributed_optimizer and spec.dp_shard == 1 and spec.dp_replicate > 1
     carry = kernel_carry(cluster, cal, spec.precision, options)
     ct = _compute_times(spec, cluster, cal, options, sc["compute"], carry)
@@ -348,12 +419,19 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
             t_each = cm.time(c.op, c.size_bytes, c.group, sc["coll"])
         timed.append({**c.as_dict(), "time_each_s": t_each, "time_per_step_s": t_each * c.calls})
         if c.stream == "fsdp":
-            key = {("fsdp_all_gather", "root"): "ag_root", ("fsdp_all_gather", "block"): "ag_block",
-                   ("fsdp_all_gather_bwd", "block"): "ag_bwd_block", ("fsdp_reduce_scatter", "root"): "rs_root",
-                   ("fsdp_reduce_scatter", "block"): "rs_block", ("hsdp_all_reduce", "root"): "rs_root",
-                   ("hsdp_all_reduce", "block"): "rs_block", ("zero1_reduce_scatter", "root"): "rs_root",
-                   ("zero1_reduce_scatter", "block"): "rs_block", ("zero1_all_gather", "root"): "ag_root",
-                   ("zero1_all_gather", "block"): "ag_block"}[(c.name, c.unit)]
+            key = {
+                ("fsdp_all_gather", "root"): "ag_root",
+                ("fsdp_all_gather", "block"): "ag_block",
+                ("fsdp_all_gather_bwd", "block"): "ag_bwd_block",
+                ("fsdp_reduce_scatter", "root"): "rs_root",
+                ("fsdp_reduce_scatter", "block"): "rs_block",
+                ("hsdp_all_reduce", "root"): "rs_root",
+                ("hsdp_all_reduce", "block"): "rs_block",
+                ("zero1_reduce_scatter", "root"): "rs_root",
+                ("zero1_reduce_scatter", "block"): "rs_block",
+                ("zero1_all_gather", "root"): "ag_root",
+                ("zero1_all_gather", "block"): "ag_block",
+            }[(c.name, c.unit)]
             fsdp[key] += t_each
         elif c.stream == "cp":
             cp[c.phase] += t_each * c.calls / (m_layer * ct.layers)
@@ -388,13 +466,29 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
             hidden = min(tp[key], comp)
             tp[key] -= hidden
             tp_hidden += hidden * ct.layers * m_layer
-    base = dict(layers=ct.layers, layer_fwd_s=ct.layer_fwd_s, layer_bwd_s=ct.layer_bwd_s, head_fwd_s=ct.head_fwd_s,
-                head_bwd_s=ct.head_bwd_s, embed_s=0.0, gap_fraction=ct.gap_fraction,
-                tp_layer_fwd_s=tp["layer_fwd"], tp_layer_bwd_s=tp["layer_bwd"], tp_head_fwd_s=tp["head_fwd"],
-                tp_head_bwd_s=tp["head_bwd"], tp_embed_fwd_s=tp["embed_fwd"], ag_root_s=fsdp["ag_root"],
-                ag_block_s=fsdp["ag_block"], ag_bwd_block_s=fsdp["ag_bwd_block"], rs_root_s=fsdp["rs_root"],
-                rs_block_s=fsdp["rs_block"], forward_prefetch=spec.fsdp_forward_prefetch,
-                backward_prefetch=spec.fsdp_backward_prefetch, interference=sc["interference"], ag_once=zero1)
+    base = dict(
+        layers=ct.layers,
+        layer_fwd_s=ct.layer_fwd_s,
+        layer_bwd_s=ct.layer_bwd_s,
+        head_fwd_s=ct.head_fwd_s,
+        head_bwd_s=ct.head_bwd_s,
+        embed_s=0.0,
+        gap_fraction=ct.gap_fraction,
+        tp_layer_fwd_s=tp["layer_fwd"],
+        tp_layer_bwd_s=tp["layer_bwd"],
+        tp_head_fwd_s=tp["head_fwd"],
+        tp_head_bwd_s=tp["head_bwd"],
+        tp_embed_fwd_s=tp["embed_fwd"],
+        ag_root_s=fsdp["ag_root"],
+        ag_block_s=fsdp["ag_block"],
+        ag_bwd_block_s=fsdp["ag_bwd_block"],
+        rs_root_s=fsdp["rs_root"],
+        rs_block_s=fsdp["rs_block"],
+        forward_prefetch=spec.fsdp_forward_prefetch,
+        backward_prefetch=spec.fsdp_backward_prefetch,
+        interference=sc["interference"],
+        ag_once=zero1,
+    )
     bubble = 0.0
     if spec.pp == 1:  # the overlap slowdown stretches computation inside the timeline (overlap.py)
         tl = simulate(StepInputs(microbatches=spec.grad_accum, tail_s=tail, **base))
@@ -405,19 +499,33 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
         base = {**base, "interference": 0.0}
         one = simulate(StepInputs(microbatches=1, tail_s=0.0, **base))
         mb_compute = (ct.microbatch_fwd_s + ct.microbatch_bwd_s) * k
-        mb_sync = ct.layers * (tp["layer_fwd"] + tp["layer_bwd"]) + tp["head_fwd"] + tp["head_bwd"] \
-            + tp["embed_fwd"] + p2p["forward"] + p2p["backward"]
-        per_fwd = ct.microbatch_fwd_s * k + ct.layers * tp["layer_fwd"] + tp["head_fwd"] + tp["embed_fwd"] \
+        mb_sync = (
+            ct.layers * (tp["layer_fwd"] + tp["layer_bwd"])
+            + tp["head_fwd"]
+            + tp["head_bwd"]
+            + tp["embed_fwd"]
             + p2p["forward"]
+            + p2p["backward"]
+        )
+        per_fwd = (
+            ct.microbatch_fwd_s * k + ct.layers * tp["layer_fwd"] + tp["head_fwd"] + tp["embed_fwd"] + p2p["forward"]
+        )
         per_bwd = ct.microbatch_bwd_s * k + ct.layers * tp["layer_bwd"] + tp["head_bwd"] + p2p["backward"]
-        pipe, bubble = pipeline_time(per_fwd, per_bwd, spec.pp, spec.pp_microbatches, spec.pp_stages_per_rank,
-                                     spec.pp_schedule == "interleaved_1f1b")
+        pipe, bubble = pipeline_time(
+            per_fwd,
+            per_bwd,
+            spec.pp,
+            spec.pp_microbatches,
+            spec.pp_stages_per_rank,
+            spec.pp_schedule == "interleaved_1f1b",
+        )
         slow = sc["interference"] * one.overlapped_s
         fsdp_wait = one.waits_s
         v = spec.pp_stages_per_rank if spec.pp_schedule == "interleaved_1f1b" else 1
         if options.overlap_dp_chunks and v > 1:
-            fsdp_wait, overlapped = _chunked_dp_wait(base, ct.layers // v, v, min(spec.pp, spec.pp_microbatches),
-                                                     per_fwd / v, per_bwd / v)
+            fsdp_wait, overlapped = _chunked_dp_wait(
+                base, ct.layers // v, v, min(spec.pp, spec.pp_microbatches), per_fwd / v, per_bwd / v
+            )
             slow = sc["interference"] * overlapped
         slowdown_s = spec.grad_accum * slow
         step = spec.grad_accum * (pipe + fsdp_wait + slow) + tail * k
@@ -439,27 +547,58 @@ def _evaluate(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel, sc:
     tps = tokens / step
     per_dev = tps / spec.world_size
     fpt = flops_per_token(spec.model_config(), spec.seq_len)["flops_per_token"]
-    vals = {"step_time_s": step, "tokens_per_s": tps, "tokens_per_s_per_device": per_dev,
-            "mfu": per_dev * fpt / cluster.peak_flops, "compute_s": compute_s, "comm_s": comm_s,
-            "clock_ratio": carry.clock_ratio, "tensor_carry": carry.tensor.factor, "attention_carry": carry.attention,
-            "exposed_comm_s": exposed, "exposed_comm_share": exposed / step, "bubble_s": bubble * spec.grad_accum,
-            "overlap_slowdown": sc["interference"], "overlap_slowdown_s": slowdown_s,
-            "tail_s": tail * k, "dp_wait_s": dp_wait,  # the optimizer and copies after the last pass; DP waits
-            "u_compute": min(1.0, compute_s / step), "u_exposed": min(1.0, exposed / step),
-            "compute_burst_s": compute_s / bursts if exposed > 0 else None}  # None: back to back
+    vals = {
+        "step_time_s": step,
+        "tokens_per_s": tps,
+        "tokens_per_s_per_device": per_dev,
+        "mfu": per_dev * fpt / cluster.peak_flops,
+        "compute_s": compute_s,
+        "comm_s": comm_s,
+        "clock_ratio": carry.clock_ratio,
+        "tensor_carry": carry.tensor.factor,
+        "attention_carry": carry.attention,
+        "exposed_comm_s": exposed,
+        "exposed_comm_share": exposed / step,
+        "bubble_s": bubble * spec.grad_accum,
+        "overlap_slowdown": sc["interference"],
+        "overlap_slowdown_s": slowdown_s,
+        "tail_s": tail * k,
+        "dp_wait_s": dp_wait,  # the optimizer and copies after the last pass; DP waits
+        "u_compute": min(1.0, compute_s / step),
+        "u_exposed": min(1.0, exposed / step),
+        "compute_burst_s": compute_s / bursts if exposed > 0 else None,
+    }  # None: back to back
     if cal.power is not None:
         coll_s = sum(t["time_per_step_s"] for t in timed if t["op"] != "send")
-        bus_rate = sum(busbw_factor(t["op"], t["group"]["n"]) * t["size_bytes"] * t["calls"] for t in timed
-                       if t["op"] != "send" and t["group"]["n"] > 1) / coll_s if coll_s > 0 else 0.0
+        bus_rate = (
+            sum(
+                busbw_factor(t["op"], t["group"]["n"]) * t["size_bytes"] * t["calls"]
+                for t in timed
+                if t["op"] != "send" and t["group"]["n"] > 1
+            )
+            / coll_s
+            if coll_s > 0
+            else 0.0
+        )
         vals["comm_hbm_fraction"] = min(1.0, sc["comm_power"] * bus_rate / cluster.hbm)
         vals["comm_gbps"] = bus_rate / 1e9
-        period = dict(cap_w=cluster.v("tdp_w"), u_comm=vals["u_exposed"], comm_hbm_fraction=vals["comm_hbm_fraction"],
-                      design_w=design_power_w(cluster), comm_gbps=vals["comm_gbps"], comm_blocks=_channels(cluster),
-                      comm_scale=sc["comm_scale"], burst_s=vals["compute_burst_s"] or math.inf)
+        period = dict(
+            cap_w=cluster.v("tdp_w"),
+            u_comm=vals["u_exposed"],
+            comm_hbm_fraction=vals["comm_hbm_fraction"],
+            design_w=design_power_w(cluster),
+            comm_gbps=vals["comm_gbps"],
+            comm_blocks=_channels(cluster),
+            comm_scale=sc["comm_scale"],
+            burst_s=vals["compute_burst_s"] or math.inf,
+        )
         p = cal.power.power_w(vals["u_compute"], **period)
-        vals.update(power_w_per_gpu=p, power_w_total=p * spec.world_size,
-                    tokens_per_joule=tps / (p * spec.world_size),
-                    full_clock_share=cal.power.burst_full_clock_share(vals["u_compute"], **period))
+        vals.update(
+            power_w_per_gpu=p,
+            power_w_total=p * spec.world_size,
+            tokens_per_joule=tps / (p * spec.world_size),
+            full_clock_share=cal.power.burst_full_clock_share(vals["u_compute"], **period),
+        )
     else:
         vals.update(power_w_per_gpu=None, power_w_total=None, tokens_per_joule=None, full_clock_share=None)
     return vals, timed
@@ -470,8 +609,9 @@ def _channels(cluster) -> float:
     return cluster.values["collectives.channels"].value if "collectives.channels" in cluster.values else 16.0
 
 
-def _chunked_dp_wait(base: dict, chunk_layers: int, chunks: int, round_mbs: int, chunk_fwd_s: float,
-                     chunk_bwd_s: float) -> tuple[float, float]:
+def _chunked_dp_wait(
+    base: dict, chunk_layers: int, chunks: int, round_mbs: int, chunk_fwd_s: float, chunk_bwd_s: float
+) -> tuple[float, float]:
     """(exposed, overlapped) data-parallel collectives of one pipeline pass when each of a rank's
     `chunks` model chunks gathers and reduces on its own (options.overlap_dp_chunks,
     perfmodel/overlap.py): the edges from one chunk's timeline, the backlog from chunked_exposure
@@ -479,14 +619,16 @@ def _chunked_dp_wait(base: dict, chunk_layers: int, chunks: int, round_mbs: int,
     edge = simulate(StepInputs(microbatches=1, tail_s=0.0, **{**base, "layers": chunk_layers}))
     ag = base["ag_block_s"] * chunk_layers
     rs = base["rs_block_s"] * chunk_layers
-    exposed = chunked_exposure(edge.waits_s, ag, round_mbs * chunk_fwd_s, chunks) \
-        + chunked_exposure(0.0, rs, round_mbs * chunk_bwd_s, chunks)
+    exposed = chunked_exposure(edge.waits_s, ag, round_mbs * chunk_fwd_s, chunks) + chunked_exposure(
+        0.0, rs, round_mbs * chunk_bwd_s, chunks
+    )
     total = chunks * (ag + rs) + base["ag_root_s"] + base["rs_root_s"]
     return exposed, max(0.0, total - exposed)
 
 
-def sources(cluster, cal: Calibration, cm: CollectiveModel, dtype: str = "bf16",
-            options: ModelOptions = ModelOptions()) -> dict:
+def sources(
+    cluster, cal: Calibration, cm: CollectiveModel, dtype: str = "bf16", options: ModelOptions = ModelOptions()
+) -> dict:
     vals = cluster.sources()
     by: dict[str, list[str]] = {}
     for k, v in vals.items():
@@ -495,34 +637,50 @@ def sources(cluster, cal: Calibration, cm: CollectiveModel, dtype: str = "bf16",
         "calibrated_from_measurements": {
             "compute": f"{cal.compute.method} of runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}",
             "compute_error": f"{cal.compute_error:.4f} ({cal.compute_error_source})",
-            "power": (f"{cal.power.source}: fit RMS {cal.power.rel_rms:.1%}, worst {cal.power.rel_max:.1%} over "
-                      f"{cal.power.n_phases} phases"
-                      + (f", products in bursts shorter than the limiter's window ({1e3 * cal.power.limiter_tau_s:.0f} ms) "
-                         f"at full clock ({cal.power.compute_w:.0f} W)" if cal.power.limiter_tau_s else "")
-                      + "; carried to other GPUs as fractions of the "
-                      f"{cal.power.cap_w:g} W board limit [assumed]") if cal.power else None,
+            "power": (
+                f"{cal.power.source}: fit RMS {cal.power.rel_rms:.1%}, worst {cal.power.rel_max:.1%} over "
+                f"{cal.power.n_phases} phases"
+                + (
+                    f", products in bursts shorter than the limiter's window ({1e3 * cal.power.limiter_tau_s:.0f} ms) "
+                    f"at full clock ({cal.power.compute_w:.0f} W)"
+                    if cal.power.limiter_tau_s
+                    else ""
+                )
+                + "; carried to other GPUs as fractions of the "
+                f"{cal.power.cap_w:g} W board limit [assumed]"
+            )
+            if cal.power
+            else None,
             "communication_power": (
                 f"{cal.power.comm.source}: above the idle board {cal.power.comm.const_w:.1f} W + "
                 f"{cal.power.comm.per_block_w:.3f} W a channel + {cal.power.comm.per_gbps_w:.3f} W per GB/s reduced "
                 f"(fit RMS {cal.power.comm.rel_rms:.1%} over {cal.power.comm.n_phases} phases), added to a gap's "
-                "power while only communication runs; NIC and NVSwitch power not included")
-            if cal.power and cal.power.comm else
-            "assumed: an exposed collective draws a warm gap's power plus its HBM traffic's share of the copy power",
+                "power while only communication runs; NIC and NVSwitch power not included"
+            )
+            if cal.power and cal.power.comm
+            else "assumed: an exposed collective draws a warm gap's power plus its HBM traffic's share of the copy power",
             "power_limit_throttling": (
                 f"matrix products at {clock_ratio(cluster, cal):.3f} x the calibrated rate: clock under the "
                 f"{cluster.v('tdp_w'):g} W limit (design power {design_power_w(cluster):g} W) over the measured "
                 f"GPU's under its {cal.power.cap_w:g} W, from the duty-cycle fit and P_dynamic ~ clock^"
-                f"{power_mod.DVFS_EXPONENT:g} [published: Le Sueur and Heiser, HotPower 2010]") if cal.power else None,
+                f"{power_mod.DVFS_EXPONENT:g} [published: Le Sueur and Heiser, HotPower 2010]"
+            )
+            if cal.power
+            else None,
             "burst_speedup": (
                 f"clock-bound work (matrix products, attention) in bursts of computation shorter than the limiter's "
                 f"window ({1e3 * cal.power.limiter_tau_s:.0f} ms) runs at full clock, up to "
                 f"{1 / cal.power.clock_factor(cluster.v('tdp_w'), design_power_w(cluster)):.3f} x the calibrated rate "
                 "(measured at the limit); the prediction value burst_speedup is the factor on its computation "
-                "(checked on an H100: data/burst-rate)" if options.burst_speedup else
-                "off (option burst_speedup: false): computation at the calibrated rate whatever its bursts")
-            if cal.power and cal.power.limiter_tau_s else None,
-            "tensor_core_carry": tensor_carry(cluster, cal, achievable.CALIBRATION_DTYPE
-                                              if dtype in compute_mod.LOW_PRECISION else dtype).describe(),
+                "(checked on an H100: data/burst-rate)"
+                if options.burst_speedup
+                else "off (option burst_speedup: false): computation at the calibrated rate whatever its bursts"
+            )
+            if cal.power and cal.power.limiter_tau_s
+            else None,
+            "tensor_core_carry": tensor_carry(
+                cluster, cal, achievable.CALIBRATION_DTYPE if dtype in compute_mod.LOW_PRECISION else dtype
+            ).describe(),
             "kernel_class_carry": kernel_carry(cluster, cal, dtype, options).describe(),
         },
         "overlap_slowdown": (
@@ -531,8 +689,9 @@ def sources(cluster, cal: Calibration, cm: CollectiveModel, dtype: str = "bf16",
             "computation; the stretch drawn at compute power); option overlap_slowdown, default 0.189: the average "
             "computational slowdown measured by Lee et al., arXiv 2507.03114 (4-GPU A100/H100/MI250/MI210 nodes, "
             "intra-node; across nodes less memory traffic contends) [published, carried beyond its setting]; "
-            "prediction value overlap_slowdown_s is the extra time a step" + (
-                "" if options.overlap_slowdown else " (off)")),
+            "prediction value overlap_slowdown_s is the extra time a step"
+            + ("" if options.overlap_slowdown else " (off)")
+        ),
         "collectives": cm.sources()["rules"],
         "published": ["inter-node all-reduce: " + (cm.panel.source if cm.panel else "none")],
         "cluster_values_by_source": {k: sorted(v) for k, v in sorted(by.items())},
@@ -544,22 +703,33 @@ def sources(cluster, cal: Calibration, cm: CollectiveModel, dtype: str = "bf16",
             "bus bandwidth from the published H100 node-count fit (NVIDIA/nccl #1229) scaled by the rails",
             "pipeline sends are not overlapped (synchronous); tensor-parallel collectives as options.tp_comm_overlap says",
         ],
-        "cluster_file": cluster.source_file, "cluster_overrides": dict(cluster.overrides),
+        "cluster_file": cluster.source_file,
+        "cluster_overrides": dict(cluster.overrides),
     }
 
 
 BURST_ITERATIONS = 20
 
 
-def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None = None, *,
-            band: bool = True, options: ModelOptions = ModelOptions(), shares: dict | None = None) -> Prediction:
+def predict(
+    spec: RunSpec,
+    cluster,
+    cal: Calibration,
+    cm: CollectiveModel | None = None,
+    *,
+    band: bool = True,
+    options: ModelOptions = ModelOptions(),
+    shares: dict | None = None,
+) -> Prediction:
     """`shares`: measured rank shares by perfmodel.rank_shares.share_key (their compute and memory
     replace the model's where one matches this spec on this cluster's GPU kind)."""
     if spec.world_size > cluster.max_gpus:
         raise ValueError(f"{spec.run_id} needs {spec.world_size} GPUs; cluster {cluster.name} has {cluster.max_gpus}")
     if spec.procs_per_node != cluster.gpus_per_node and spec.nodes > 1:
-        raise ValueError(f"{spec.run_id} runs {spec.procs_per_node} processes a node; cluster {cluster.name} has "
-                         f"{cluster.gpus_per_node} GPUs a node")
+        raise ValueError(
+            f"{spec.run_id} runs {spec.procs_per_node} processes a node; cluster {cluster.name} has "
+            f"{cluster.gpus_per_node} GPUs a node"
+        )
     cm = cm or CollectiveModel.for_cluster(cluster)
     central = _scales(cluster, cal, None, options)
     vals, timed = _evaluate(spec, cluster, cal, cm, central, options)
@@ -593,8 +763,9 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
     bands: dict[str, list] = {}
     if band:
         for corner in CORNERS:
-            cv, _ = _evaluate(spec, cluster, cal, cm, _with_compute(_scales(cluster, cal, corner, options), factor),
-                              options)
+            cv, _ = _evaluate(
+                spec, cluster, cal, cm, _with_compute(_scales(cluster, cal, corner, options), factor), options
+            )
             for m in METRICS:
                 corners[m].append(cv.get(m))
         for m in METRICS:
@@ -605,37 +776,61 @@ def predict(spec: RunSpec, cluster, cal: Calibration, cm: CollectiveModel | None
         notes.append(share.caveat_note())
     rank_shares.apply_memory(vals, notes, share)
     if not vals["fits_memory"] and share is None:
-        notes.append(f"the memory estimate ({vals['memory_estimate_gib']:.0f} GiB) exceeds the GPU's "
-                     f"{cluster.v('memory_gib'):g} GiB: the run would likely fail with oom")
+        notes.append(
+            f"the memory estimate ({vals['memory_estimate_gib']:.0f} GiB) exceeds the GPU's "
+            f"{cluster.v('memory_gib'):g} GiB: the run would likely fail with oom"
+        )
     cfg = spec.model_config()
     measured_shapes = {(r.spec.model_config().dim, r.spec.model_config().ffn_dim) for r in cal.runs if r.ok}
-    carried = tensor_carry(cluster, cal, achievable.CALIBRATION_DTYPE if spec.precision in compute_mod.LOW_PRECISION
-                           else spec.precision)
+    carried = tensor_carry(
+        cluster, cal, achievable.CALIBRATION_DTYPE if spec.precision in compute_mod.LOW_PRECISION else spec.precision
+    )
     shapes = shape_factor_of(spec, cluster, cal)
     if shapes is not None:
         notes.append(f"matrix products at measured shapes ({cal.gemm.describe()}): {shapes.describe()}")
     elif cal.gemm is not None:
-        notes.append(f"the products of {run_layout(spec)} were not timed in {spec.precision} with the calibration's "
-                     "(or the GPU lacks an achievable rate to carry them): the best-shape carry applies")
+        notes.append(
+            f"the products of {run_layout(spec)} were not timed in {spec.precision} with the calibration's "
+            "(or the GPU lacks an achievable rate to carry them): the best-shape carry applies"
+        )
     if carried.missing:
-        notes.append(f"no measured achievable {spec.precision} matmul rate for {' or '.join(carried.missing)}: "
-                     f"the calibration's tensor-core efficiencies are carried to {cluster.gpu} unchanged")
+        notes.append(
+            f"no measured achievable {spec.precision} matmul rate for {' or '.join(carried.missing)}: "
+            f"the calibration's tensor-core efficiencies are carried to {cluster.gpu} unchanged"
+        )
     if (cfg.dim, cfg.ffn_dim) not in measured_shapes:
-        notes.append(f"{spec.model}'s layer shape was not measured: its efficiencies are extrapolated from "
-                     + ", ".join(sorted({r.spec.model for r in cal.runs if r.ok})))
-    return Prediction(run_id=spec.run_id, config_id=spec.config_id, cluster=cluster.name, layout=spec.layout,
-                      world_size=spec.world_size, label=strategy_label(spec), spec=spec.to_dict(), values=vals,
-                      band=bands, corners=corners, collectives=timed,
-                      compute=asdict(_compute_times(spec, cluster, cal, options)),
-                      sources={**sources(cluster, cal, cm, spec.precision, options), "options": options.as_dict(),
-                               "straggler": (slowest.describe(spec.world_size) if slowest else
-                                             "off (option straggler: false): one rank's mean computation"),
-                               "inputs_from": rank_shares.inputs_from(
-                                   share, factor, f"runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}",
-                                   carry, cluster.gpu),
-                               **({"measured_share": {"study": share.study, "run_ids": list(share.run_ids)}}
-                                  if share is not None else {})},
-                      notes=notes)
+        notes.append(
+            f"{spec.model}'s layer shape was not measured: its efficiencies are extrapolated from "
+            + ", ".join(sorted({r.spec.model for r in cal.runs if r.ok}))
+        )
+    return Prediction(
+        run_id=spec.run_id,
+        config_id=spec.config_id,
+        cluster=cluster.name,
+        layout=spec.layout,
+        world_size=spec.world_size,
+        label=strategy_label(spec),
+        spec=spec.to_dict(),
+        values=vals,
+        band=bands,
+        corners=corners,
+        collectives=timed,
+        compute=asdict(_compute_times(spec, cluster, cal, options)),
+        sources={
+            **sources(cluster, cal, cm, spec.precision, options),
+            "options": options.as_dict(),
+            "straggler": (
+                slowest.describe(spec.world_size)
+                if slowest
+                else "off (option straggler: false): one rank's mean computation"
+            ),
+            "inputs_from": rank_shares.inputs_from(
+                share, factor, f"runs {', '.join(cal.compute.run_ids)} on {cal.compute.gpu}", carry, cluster.gpu
+            ),
+            **({"measured_share": {"study": share.study, "run_ids": list(share.run_ids)}} if share is not None else {}),
+        },
+        notes=notes,
+    )
 
 
 def share_carry(spec: RunSpec, cluster, cal: Calibration, share, options: ModelOptions = ModelOptions()) -> float:
@@ -651,14 +846,23 @@ def share_carry(spec: RunSpec, cluster, cal: Calibration, share, options: ModelO
         return 1.0
     peak = g.peak_flops_per_s.get(spec.precision) or cal.compute.peak_flops
     ratio = cal.power.clock_ratio(g.power_cap_w) if cal.power is not None else 1.0
-    kw = dict(vocab_parallel_loss=options.tp_loss == "vocab_parallel",
-              recompute=options.recompute_fractions(spec.model_config()), passes=options.passes())
+    kw = dict(
+        vocab_parallel_loss=options.tp_loss == "vocab_parallel",
+        recompute=options.recompute_fractions(spec.model_config()),
+        passes=options.passes(),
+    )
     ratio *= achievable.tensor_carry(share.measured_on, cal.compute.gpu, spec.precision).factor
     # the share's GPU ran the calibration's attention kernel: option attention_carry is the cluster's only
     there = compute_mod.compute_times(spec, cal.compute, peak * ratio, g.memory_bytes_per_s, **kw).kernels_s
     carry = kernel_carry(cluster, cal, spec.precision, options)
-    here = compute_mod.compute_times(spec, cal.compute, cluster.peak_flops * carry.matmul, cluster.hbm, **kw,
-                                     attention_flops=cluster.peak_flops * carry.attention).kernels_s
+    here = compute_mod.compute_times(
+        spec,
+        cal.compute,
+        cluster.peak_flops * carry.matmul,
+        cluster.hbm,
+        **kw,
+        attention_flops=cluster.peak_flops * carry.attention,
+    ).kernels_s
     return here / there
 
 
@@ -686,6 +890,7 @@ def memory_bytes(spec: RunSpec, options: ModelOptions = ModelOptions()) -> int:
 def joint_band(a: Prediction, b: Prediction, metric: str, how: str = "ratio") -> tuple[float, float, float]:
     """(central, low, high) of b/a - 1 ('ratio') or b - a ('difference'), each corner evaluated
     for both predictions together."""
+
     def f(x, y):
         return y / x - 1.0 if how == "ratio" else y - x
 

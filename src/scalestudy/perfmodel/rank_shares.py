@@ -43,6 +43,7 @@ from scalestudy.spec.rank_share import GPU_BUSY, share_group, work_key
 from scalestudy.spec.run import RunSpec
 from scalestudy.spec.studies import load_study
 
+
 def gpu_kind(name: str) -> str:
     """The catalog's name for a GPU kind (aliases resolved); an unknown name stays as given."""
     return catalog.gpu_name(name) or name
@@ -57,8 +58,10 @@ def stands_in_for(study) -> str:
     """The GPU kind a rank-share study's measurements stand in for (its `stands_in_for: {gpu: ...}`)."""
     gpu = (study.stands_in_for or {}).get("gpu")
     if not gpu:
-        raise ValueError(f"rank-share study {study.name!r} does not say which GPU kind its shares stand in for "
-                         f"(add stands_in_for: {{gpu: <catalog name>}} to {study.source})")
+        raise ValueError(
+            f"rank-share study {study.name!r} does not say which GPU kind its shares stand in for "
+            f"(add stands_in_for: {{gpu: <catalog name>}} to {study.source})"
+        )
     return gpu_kind(gpu)
 
 
@@ -90,8 +93,11 @@ class MeasuredShare:
 
     def caveat_note(self) -> str | None:
         """The note of a prediction that takes this share, where its runs carry a known artefact."""
-        return f"{CAVEAT_PREFIX}a measured input ({self.describe()}) has a known artefact: {self.caveat}" \
-            if self.caveat else None
+        return (
+            f"{CAVEAT_PREFIX}a measured input ({self.describe()}) has a known artefact: {self.caveat}"
+            if self.caveat
+            else None
+        )
 
 
 def caveats(study, run_ids) -> str:
@@ -129,10 +135,17 @@ def load_shares(study_name: str, root: Path | str = ".") -> dict[tuple, Measured
         times = [t for t in (busy if source == BUSY else times) if t is not None]
         peak = _num(row.get("peak_allocated_bytes"))
         run_ids = tuple(split_list(row.get("run_ids")))
-        out[share_key(spec, gpu)] = MeasuredShare(study.name, row["status"], max(times) if times else None,
-                                             int(peak) if peak is not None else None,
-                                             _num(row.get("device_memory_cap_gib")), run_ids, ran_on,
-                                             caveats(study, run_ids), source)
+        out[share_key(spec, gpu)] = MeasuredShare(
+            study.name,
+            row["status"],
+            max(times) if times else None,
+            int(peak) if peak is not None else None,
+            _num(row.get("device_memory_cap_gib")),
+            run_ids,
+            ran_on,
+            caveats(study, run_ids),
+            source,
+        )
     return out
 
 
@@ -151,25 +164,33 @@ def apply_memory(vals: dict, notes: list[str], share: MeasuredShare | None) -> N
         vals["memory_measured_gib"] = share.peak_bytes / 2**30
     if share.status == "oom":
         vals["fits_memory"] = False
-        notes.append(f"measured: a rank of this configuration ran out of memory under the {share.cap_gib:g} GiB cap "
-                     f"({share.describe()})")
+        notes.append(
+            f"measured: a rank of this configuration ran out of memory under the {share.cap_gib:g} GiB cap "
+            f"({share.describe()})"
+        )
     elif share.status == "ok":
         vals["fits_memory"] = True
 
 
-def inputs_from(share: MeasuredShare | None, factor: float, calibration: str, carry: float = 1.0,
-                target_gpu: str = "") -> dict:
+def inputs_from(
+    share: MeasuredShare | None, factor: float, calibration: str, carry: float = 1.0, target_gpu: str = ""
+) -> dict:
     if share is None:
         return {"compute": f"the model, calibrated on {calibration}", "memory": "the memory estimate (memory_estimate)"}
     ran_on = share.measured_on or target_gpu
-    compute = (f"measured: {share.describe()}, slowest stage {share.compute_s:.4g} s a step ({share.source}) on "
-               f"{ran_on}, x {carry:.3f} "
-               f"on {target_gpu} (the model's kernel-time ratio of the two GPUs for this spec); the model's "
-               f"computation times x {factor:.3f}"
-               if share.status == "ok" and share.compute_s else
-               f"the model, calibrated on {calibration} (the rank share's status is {share.status})")
-    memory = (f"measured: {share.describe()}, status {share.status}" if share.status in ("ok", "oom") else
-              "the memory estimate (memory_estimate): the rank share is not complete")
+    compute = (
+        f"measured: {share.describe()}, slowest stage {share.compute_s:.4g} s a step ({share.source}) on "
+        f"{ran_on}, x {carry:.3f} "
+        f"on {target_gpu} (the model's kernel-time ratio of the two GPUs for this spec); the model's "
+        f"computation times x {factor:.3f}"
+        if share.status == "ok" and share.compute_s
+        else f"the model, calibrated on {calibration} (the rank share's status is {share.status})"
+    )
+    memory = (
+        f"measured: {share.describe()}, status {share.status}"
+        if share.status in ("ok", "oom")
+        else "the memory estimate (memory_estimate): the rank share is not complete"
+    )
     if share.caveat:
         if compute.startswith("measured"):
             compute += f" ({share.caveat_note()})"

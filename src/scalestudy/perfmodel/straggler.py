@@ -25,8 +25,10 @@ from functools import lru_cache
 from statistics import NormalDist, median
 
 MIN_STEPS = 10
-GPU_SPREAD_SOURCE = ("Sinha et al., Not All GPUs Are Created Equal, SC'22 (arXiv 2208.11035): 8% (max 22%) average "
-                     "performance variation between same-SKU GPUs (V100, MI60)")
+GPU_SPREAD_SOURCE = (
+    "Sinha et al., Not All GPUs Are Created Equal, SC'22 (arXiv 2208.11035): 8% (max 22%) average "
+    "performance variation between same-SKU GPUs (V100, MI60)"
+)
 
 
 @lru_cache(maxsize=256)
@@ -62,12 +64,17 @@ class Straggler:
         return 1.0 + self.sigma * expected_max_normal(max(1, int(world_size)))
 
     def describe(self, world_size: int) -> str:
-        gpu = (f", GPU-to-GPU {100 * self.gpu_cv:.2f}% (option gpu_spread_cv; cf. {GPU_SPREAD_SOURCE})"
-               if self.gpu_cv else "")
-        return (f"the slowest of {world_size} ranks: computation x {self.factor(world_size):.4f} = 1 + "
-                f"{100 * self.sigma:.3f}% x E[max of {world_size} standard normals] "
-                f"({expected_max_normal(max(1, int(world_size))):.3f}); step-to-step spread {100 * self.step_cv:.3f}% "
-                f"({self.step_cv_source}){gpu}")
+        gpu = (
+            f", GPU-to-GPU {100 * self.gpu_cv:.2f}% (option gpu_spread_cv; cf. {GPU_SPREAD_SOURCE})"
+            if self.gpu_cv
+            else ""
+        )
+        return (
+            f"the slowest of {world_size} ranks: computation x {self.factor(world_size):.4f} = 1 + "
+            f"{100 * self.sigma:.3f}% x E[max of {world_size} standard normals] "
+            f"({expected_max_normal(max(1, int(world_size))):.3f}); step-to-step spread {100 * self.step_cv:.3f}% "
+            f"({self.step_cv_source}){gpu}"
+        )
 
 
 def step_spread(runs) -> tuple[float, str]:
@@ -76,5 +83,7 @@ def step_spread(runs) -> tuple[float, str]:
     if not have:
         return 0.0, f"no calibration run has {MIN_STEPS} or more measured steps: no step-to-step spread"
     cv = median(c for _, c in have)
-    return cv, (f"measured: median over {len(have)} calibration runs' measured steps "
-                f"({', '.join(f'{100 * c:.2f}%' for _, c in sorted(have))})")
+    return cv, (
+        f"measured: median over {len(have)} calibration runs' measured steps "
+        f"({', '.join(f'{100 * c:.2f}%' for _, c in sorted(have))})"
+    )

@@ -31,8 +31,13 @@ from scalestudy.perfmodel.collectives import CollectiveModel
 from scalestudy.perfmodel.options import ModelOptions
 from scalestudy.perfmodel.predict import calibrate, predict
 from scalestudy.perfmodel.rank_shares import load_shares
-from scalestudy.perfmodel.rawlog_out import KIND, finish_run_dir, predicted_provenance, write_predicted_collectives, \
-    write_predicted_run
+from scalestudy.perfmodel.rawlog_out import (
+    KIND,
+    finish_run_dir,
+    predicted_provenance,
+    write_predicted_collectives,
+    write_predicted_run,
+)
 from scalestudy.spec.rank_share import MEASURED_INPUTS, measured_input_names
 
 
@@ -71,16 +76,26 @@ class StudyPredictor:
         share (ValueError where none applies, or the cluster cannot hold the run)."""
         measured_inputs = planned.variant == MEASURED_INPUTS
         cl, cm = self.cluster_of(planned)
-        pred = predict(planned.spec, cl, self.cal, cm, band=band, options=self.options,
-                       shares=self.shares if measured_inputs else None)
+        pred = predict(
+            planned.spec,
+            cl,
+            self.cal,
+            cm,
+            band=band,
+            options=self.options,
+            shares=self.shares if measured_inputs else None,
+        )
         if measured_inputs and not measured_input_names(pred.sources["inputs_from"]):
-            raise ValueError(f"no measured rank share of study {self.cfg['rank_shares']} applies to it on "
-                             f"{cl.gpu}: {pred.sources['inputs_from']['compute']}")
+            raise ValueError(
+                f"no measured rank share of study {self.cfg['rank_shares']} applies to it on "
+                f"{cl.gpu}: {pred.sources['inputs_from']['compute']}"
+            )
         return pred
 
 
-def predict_study(study, out_dir: Path | str | None = None, root: Path | str | None = None,
-                  progress=None) -> list[Path]:
+def predict_study(
+    study, out_dir: Path | str | None = None, root: Path | str | None = None, progress=None
+) -> list[Path]:
     model = StudyPredictor(study, root)
     root, cal = model.root, model.cal
     out = Path(out_dir) if out_dir is not None else Path(study.raw_dir)
@@ -95,10 +110,22 @@ def predict_study(study, out_dir: Path | str | None = None, root: Path | str | N
         try:
             pred = model.run(p)
         except ValueError as e:
-            run = {"kind": KIND, "run_id": p.run_id, "config_id": p.config_id, "spec": p.spec.to_dict(),
-                   "provenance": predicted_provenance(cl, cal, p.spec.world_size, root, command), "launch": None}
-            line = json.dumps({"key": "error", "value": {"type": "InvalidConfig", "message": str(e)},
-                               "metadata": {"rank": 0, "run_id": p.run_id}}, sort_keys=True)
+            run = {
+                "kind": KIND,
+                "run_id": p.run_id,
+                "config_id": p.config_id,
+                "spec": p.spec.to_dict(),
+                "provenance": predicted_provenance(cl, cal, p.spec.world_size, root, command),
+                "launch": None,
+            }
+            line = json.dumps(
+                {
+                    "key": "error",
+                    "value": {"type": "InvalidConfig", "message": str(e)},
+                    "metadata": {"rank": 0, "run_id": p.run_id},
+                },
+                sort_keys=True,
+            )
             written.append(finish_run_dir(run_dir, run, [line], "invalid_config", f"predicted: {e}"))
             continue
         written.append(write_predicted_run(run_dir, p.run_id, p.config_id, p.spec, pred, cl, cal, root, command))

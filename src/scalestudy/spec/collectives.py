@@ -13,28 +13,41 @@ OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 DTYPES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
-COLLECTIVE_MAXIMA = {**{k: MAXIMA[k] for k in ("seed", "warmup_iters", "nodes", "procs_per_node")},
-                     "iters": (100_000, "timed calls per op and size"), "step_factor": (1 << 10, "a size's factor"),
-                     "min_bytes": (1 << 36, "64 GiB buffers"), "max_bytes": (1 << 36, "64 GiB buffers")}
+COLLECTIVE_MAXIMA = {
+    **{k: MAXIMA[k] for k in ("seed", "warmup_iters", "nodes", "procs_per_node")},
+    "iters": (100_000, "timed calls per op and size"),
+    "step_factor": (1 << 10, "a size's factor"),
+    "min_bytes": (1 << 36, "64 GiB buffers"),
+    "max_bytes": (1 << 36, "64 GiB buffers"),
+}
 
 
 @dataclass(frozen=True)
 class CollectivesSpec:
-    ops: tuple[str, ...] = field(default=("all_reduce", "all_gather", "reduce_scatter"), metadata=doc(
-        "collectives to measure, each over every size", allowed=OPS))
-    min_bytes: int = field(default=1024, metadata=doc(
-        "smallest message, as nccl-tests counts it (see scalestudy.measure.bandwidth)", unit="bytes", allowed=">= 1"))
-    max_bytes: int = field(default=1 << 20, metadata=doc(
-        "largest message, as nccl-tests counts it", unit="bytes", allowed=">= min_bytes"))
-    step_factor: int = field(default=2, metadata=doc(
-        "sizes min_bytes, min_bytes*f, ... up to max_bytes", unit="factor", allowed=">= 2"))
+    ops: tuple[str, ...] = field(
+        default=("all_reduce", "all_gather", "reduce_scatter"),
+        metadata=doc("collectives to measure, each over every size", allowed=OPS),
+    )
+    min_bytes: int = field(
+        default=1024,
+        metadata=doc(
+            "smallest message, as nccl-tests counts it (see scalestudy.measure.bandwidth)", unit="bytes", allowed=">= 1"
+        ),
+    )
+    max_bytes: int = field(
+        default=1 << 20, metadata=doc("largest message, as nccl-tests counts it", unit="bytes", allowed=">= min_bytes")
+    )
+    step_factor: int = field(
+        default=2, metadata=doc("sizes min_bytes, min_bytes*f, ... up to max_bytes", unit="factor", allowed=">= 2")
+    )
     dtype: str = field(default="float32", metadata=doc("element type of the buffers", allowed=tuple(DTYPES)))
-    warmup_iters: int = field(default=5, metadata=doc(
-        "untimed calls per op and size", unit="calls", allowed=">= 0"))
+    warmup_iters: int = field(default=5, metadata=doc("untimed calls per op and size", unit="calls", allowed=">= 0"))
     iters: int = field(default=20, metadata=doc("timed calls per op and size", unit="calls", allowed=">= 1"))
     nodes: int = field(default=1, metadata=doc("hosts the benchmark spans", unit="nodes", allowed=">= 1"))
-    procs_per_node: int = field(default=2, metadata=doc(
-        "processes per host (one per GPU)", unit="processes", allowed=">= 1; nodes*procs_per_node >= 2"))
+    procs_per_node: int = field(
+        default=2,
+        metadata=doc("processes per host (one per GPU)", unit="processes", allowed=">= 1; nodes*procs_per_node >= 2"),
+    )
     device: str = field(default="cpu", metadata=doc("where the buffers live", allowed=DEVICES))
     seed: int = field(default=0, metadata=doc("repeat index; repeats differ only here", unit="index", allowed=">= 0"))
 

@@ -53,8 +53,10 @@ def parse_layout(text: str) -> tuple[str, int, int]:
         raise ValueError(f"layout {text!r}: unknown model {model!r}")
     cfg = catalog.model(model)
     if tokens < 1 or tp < 1 or cfg.n_heads % tp or cfg.ffn_dim % tp or cfg.vocab_size % tp:
-        raise ValueError(f"layout {text!r}: {tokens} tokens and TP {tp} do not fit {model} (heads {cfg.n_heads}, "
-                         f"FFN {cfg.ffn_dim}, vocabulary {cfg.vocab_size})")
+        raise ValueError(
+            f"layout {text!r}: {tokens} tokens and TP {tp} do not fit {model} (heads {cfg.n_heads}, "
+            f"FFN {cfg.ffn_dim}, vocabulary {cfg.vocab_size})"
+        )
     return model, tokens, tp
 
 
@@ -75,25 +77,45 @@ def layer_gemms(model: str, tokens: int, tp: int) -> list[Gemm]:
     d, f = cfg.dim, cfg.ffn_dim
     kv = max(cfg.n_kv_heads // tp, 1) * cfg.head_dim
     up = 2 * f if cfg.mlp == "swiglu" else f  # SwiGLU's gate and up projections as one product
-    proj = {"qkv": (d, d // tp + 2 * kv), "proj": (d // tp, d), "fc1": (d, up // tp), "fc2": (f // tp, d),
-            HEAD: (d, cfg.vocab_size // tp)}
+    proj = {
+        "qkv": (d, d // tp + 2 * kv),
+        "proj": (d // tp, d),
+        "fc1": (d, up // tp),
+        "fc2": (f // tp, d),
+        HEAD: (d, cfg.vocab_size // tp),
+    }
     out = []
     for name, (k_in, n_out) in proj.items():
-        out += [Gemm(name, "fprop", tokens, n_out, k_in), Gemm(name, "dgrad", tokens, k_in, n_out),
-                Gemm(name, "wgrad", n_out, k_in, tokens)]
+        out += [
+            Gemm(name, "fprop", tokens, n_out, k_in),
+            Gemm(name, "dgrad", tokens, k_in, n_out),
+            Gemm(name, "wgrad", n_out, k_in, tokens),
+        ]
     return out
 
 
 @dataclass(frozen=True)
 class GemmSpec:
-    layouts: tuple[str, ...] = field(default=("tiny/256/1",), metadata=doc(
-        "layouts whose products are timed, each MODEL/TOKENS/TP (tokens of one micro batch on one rank)",
-        allowed="catalog models; TP divides heads, FFN width and vocabulary"))
-    dtypes: tuple[str, ...] = field(default=("bf16",), metadata=doc(
-        "precisions of the layers' products (the output layer always bf16)", allowed=GEMM_DTYPES))
-    settle_s: float = field(default=10.0, metadata=doc(
-        "seconds of back-to-back 8192-cubed bf16 products before the first timed one, so that every product runs "
-        "at the board's settled power limit, not at a cold GPU's full clock", unit="s", allowed=">= 0"))
+    layouts: tuple[str, ...] = field(
+        default=("tiny/256/1",),
+        metadata=doc(
+            "layouts whose products are timed, each MODEL/TOKENS/TP (tokens of one micro batch on one rank)",
+            allowed="catalog models; TP divides heads, FFN width and vocabulary",
+        ),
+    )
+    dtypes: tuple[str, ...] = field(
+        default=("bf16",),
+        metadata=doc("precisions of the layers' products (the output layer always bf16)", allowed=GEMM_DTYPES),
+    )
+    settle_s: float = field(
+        default=10.0,
+        metadata=doc(
+            "seconds of back-to-back 8192-cubed bf16 products before the first timed one, so that every product runs "
+            "at the board's settled power limit, not at a cold GPU's full clock",
+            unit="s",
+            allowed=">= 0",
+        ),
+    )
     warmup_iters: int = field(default=10, metadata=doc("untimed calls per product", unit="calls", allowed=">= 0"))
     iters: int = field(default=30, metadata=doc("timed calls per product", unit="calls", allowed=">= 1"))
     device: str = field(default="cpu", metadata=doc("where the products run", allowed=DEVICES))

@@ -65,14 +65,23 @@ def projection_shapes(model: str, tokens: int, tp: int) -> list[tuple[dict, int,
         return []
     d, kv = cfg.dim, cfg.n_kv_heads * cfg.head_dim
     kv_rank = max(kv // tp, cfg.head_dim)
-    proj = {"wq": (d, d // tp), "wkv": (d, 2 * kv_rank), "wo": (d // tp, d), "w1": (d, cfg.ffn_dim // tp),
-            "w3": (d, cfg.ffn_dim // tp), "w2": (cfg.ffn_dim // tp, d), "output": (d, cfg.vocab_size // tp)}
+    proj = {
+        "wq": (d, d // tp),
+        "wkv": (d, 2 * kv_rank),
+        "wo": (d // tp, d),
+        "w1": (d, cfg.ffn_dim // tp),
+        "w3": (d, cfg.ffn_dim // tp),
+        "w2": (cfg.ffn_dim // tp, d),
+        "output": (d, cfg.vocab_size // tp),
+    }
     out = []
     for p, (k_in, n_out) in proj.items():
         where = {"model": model, "tp": tp, "projection": p}
-        out += [({**where, "pass": "forward"}, tokens, n_out, k_in),
-                ({**where, "pass": "input_grad"}, tokens, k_in, n_out),
-                ({**where, "pass": "weight_grad"}, n_out, k_in, tokens)]
+        out += [
+            ({**where, "pass": "forward"}, tokens, n_out, k_in),
+            ({**where, "pass": "input_grad"}, tokens, k_in, n_out),
+            ({**where, "pass": "weight_grad"}, n_out, k_in, tokens),
+        ]
     return out
 
 
@@ -140,22 +149,47 @@ class MatmulSweepSpec(_Instrument):
     KIND: ClassVar[str] = "matmul-sweep"
     ID_PREFIX: ClassVar[str] = "matmul"
 
-    grid: tuple[int, ...] = field(default=GRID, metadata=doc(
-        "the sizes M, N and K each take in the grid of shapes (every combination is one shape)",
-        unit="elements", allowed=">= 1 each"))
-    llama: tuple[str, ...] = field(default=LLAMA, metadata=doc(
-        "models whose projections' products are swept after the grid, each MODEL/TOKENS (tokens of one micro batch "
-        "on one rank); none: the grid alone", allowed="catalog models; tokens >= 1"))
-    tp: tuple[int, ...] = field(default=(1, 2, 4, 8, 16), metadata=doc(
-        "tensor-parallel degrees of the projections' products (a degree that does not divide a model's heads is "
-        "left out)", unit="ranks", allowed=">= 1 each"))
+    grid: tuple[int, ...] = field(
+        default=GRID,
+        metadata=doc(
+            "the sizes M, N and K each take in the grid of shapes (every combination is one shape)",
+            unit="elements",
+            allowed=">= 1 each",
+        ),
+    )
+    llama: tuple[str, ...] = field(
+        default=LLAMA,
+        metadata=doc(
+            "models whose projections' products are swept after the grid, each MODEL/TOKENS (tokens of one micro batch "
+            "on one rank); none: the grid alone",
+            allowed="catalog models; tokens >= 1",
+        ),
+    )
+    tp: tuple[int, ...] = field(
+        default=(1, 2, 4, 8, 16),
+        metadata=doc(
+            "tensor-parallel degrees of the projections' products (a degree that does not divide a model's heads is "
+            "left out)",
+            unit="ranks",
+            allowed=">= 1 each",
+        ),
+    )
     warmup_iters: int = field(default=20, metadata=doc("untimed calls per shape", unit="calls", allowed=">= 0"))
-    iters: int = field(default=50, metadata=doc(
-        "calls per shape timed back to back (CUDA events; host clock on CPU)", unit="calls", allowed=">= 1"))
-    device: str = field(default="cuda", metadata=doc("where the products run (cpu: a check of the code path)",
-                                                     allowed=DEVICES))
-    seed: int = field(default=0, metadata=doc(
-        "repeat index, and the seed of the random operands; repeats differ only here", unit="index", allowed=">= 0"))
+    iters: int = field(
+        default=50,
+        metadata=doc(
+            "calls per shape timed back to back (CUDA events; host clock on CPU)", unit="calls", allowed=">= 1"
+        ),
+    )
+    device: str = field(
+        default="cuda", metadata=doc("where the products run (cpu: a check of the code path)", allowed=DEVICES)
+    )
+    seed: int = field(
+        default=0,
+        metadata=doc(
+            "repeat index, and the seed of the random operands; repeats differ only here", unit="index", allowed=">= 0"
+        ),
+    )
 
     def __post_init__(self) -> None:
         p: list[tuple[str, str]] = []
@@ -194,56 +228,100 @@ class PowerDutySpec(_Instrument):
     KIND: ClassVar[str] = "power-duty"
     ID_PREFIX: ClassVar[str] = "power-duty"
 
-    matmul_n: int = field(default=8192, metadata=doc(
-        "size of the square bf16 matrix products (random data)", unit="elements", allowed=">= 1"))
-    matmul_group: int = field(default=4, metadata=doc(
-        "products launched between two synchronisations", unit="products", allowed=">= 1"))
-    copy_mib: int = field(default=4096, metadata=doc(
-        "size of the fp32 device-to-device copy (memory-bound, like NCCL's copy kernels)", unit="MiB",
-        allowed=">= 1"))
-    warmup_compute_s: float = field(default=2.0, metadata=doc(
-        "seconds of products before the first phase (clocks up, kernels chosen)", unit="s", allowed=">= 0"))
+    matmul_n: int = field(
+        default=8192,
+        metadata=doc("size of the square bf16 matrix products (random data)", unit="elements", allowed=">= 1"),
+    )
+    matmul_group: int = field(
+        default=4, metadata=doc("products launched between two synchronisations", unit="products", allowed=">= 1")
+    )
+    copy_mib: int = field(
+        default=4096,
+        metadata=doc(
+            "size of the fp32 device-to-device copy (memory-bound, like NCCL's copy kernels)",
+            unit="MiB",
+            allowed=">= 1",
+        ),
+    )
+    warmup_compute_s: float = field(
+        default=2.0,
+        metadata=doc(
+            "seconds of products before the first phase (clocks up, kernels chosen)", unit="s", allowed=">= 0"
+        ),
+    )
     warmup_copy_s: float = field(default=0.5, metadata=doc("seconds of copies after them", unit="s", allowed=">= 0"))
-    idle_s: float = field(default=6.0, metadata=doc(
-        "length of the idle phases at the start and the end", unit="s", allowed="> 0"))
-    continuous_s: float = field(default=6.0, metadata=doc(
-        "length of the phases of products and of copies back to back", unit="s", allowed="> 0"))
-    duty_periods_s: tuple[float, ...] = field(default=(0.02, 0.2, 1.0), metadata=doc(
-        "periods of the duty cycles (each of products and of copies, at every on-fraction)", unit="s",
-        allowed="> 0 each"))
-    on_fractions: tuple[float, ...] = field(default=(0.25, 0.5, 0.75), metadata=doc(
-        "shares of a duty cycle's period in which its kernels run", unit="fraction", allowed="> 0 and < 1 each"))
+    idle_s: float = field(
+        default=6.0, metadata=doc("length of the idle phases at the start and the end", unit="s", allowed="> 0")
+    )
+    continuous_s: float = field(
+        default=6.0,
+        metadata=doc("length of the phases of products and of copies back to back", unit="s", allowed="> 0"),
+    )
+    duty_periods_s: tuple[float, ...] = field(
+        default=(0.02, 0.2, 1.0),
+        metadata=doc(
+            "periods of the duty cycles (each of products and of copies, at every on-fraction)",
+            unit="s",
+            allowed="> 0 each",
+        ),
+    )
+    on_fractions: tuple[float, ...] = field(
+        default=(0.25, 0.5, 0.75),
+        metadata=doc(
+            "shares of a duty cycle's period in which its kernels run", unit="fraction", allowed="> 0 and < 1 each"
+        ),
+    )
     duty_s: float = field(default=4.0, metadata=doc("length of each duty-cycle phase", unit="s", allowed="> 0"))
-    alternations: tuple[str, ...] = field(default=ALTERNATIONS, metadata=doc(
-        "on-fractions of products then copies in each alternating phase's period, each COMPUTE/COPY",
-        allowed="fractions > 0 whose sum is at most 1"))
-    alternate_period_s: float = field(default=0.2, metadata=doc(
-        "period of the alternating phases", unit="s", allowed="> 0"))
-    alternate_s: float = field(default=4.0, metadata=doc(
-        "length of each alternating phase", unit="s", allowed="> 0"))
-    together_products: int = field(default=8, metadata=doc(
-        "products launched beside each copy on a second stream in the overlapped phase", unit="products",
-        allowed=">= 1"))
-    together_s: float = field(default=5.0, metadata=doc(
-        "length of the overlapped phase (products and copies at once)", unit="s", allowed="> 0"))
-    sample_s: float = field(default=0.1, metadata=doc(
-        "interval of the NVML samples of board power, SM clock and temperature", unit="s", allowed="> 0"))
-    seed: int = field(default=0, metadata=doc(
-        "repeat index, and the seed of the random operands; repeats differ only here", unit="index", allowed=">= 0"))
+    alternations: tuple[str, ...] = field(
+        default=ALTERNATIONS,
+        metadata=doc(
+            "on-fractions of products then copies in each alternating phase's period, each COMPUTE/COPY",
+            allowed="fractions > 0 whose sum is at most 1",
+        ),
+    )
+    alternate_period_s: float = field(
+        default=0.2, metadata=doc("period of the alternating phases", unit="s", allowed="> 0")
+    )
+    alternate_s: float = field(default=4.0, metadata=doc("length of each alternating phase", unit="s", allowed="> 0"))
+    together_products: int = field(
+        default=8,
+        metadata=doc(
+            "products launched beside each copy on a second stream in the overlapped phase",
+            unit="products",
+            allowed=">= 1",
+        ),
+    )
+    together_s: float = field(
+        default=5.0,
+        metadata=doc("length of the overlapped phase (products and copies at once)", unit="s", allowed="> 0"),
+    )
+    sample_s: float = field(
+        default=0.1,
+        metadata=doc("interval of the NVML samples of board power, SM clock and temperature", unit="s", allowed="> 0"),
+    )
+    seed: int = field(
+        default=0,
+        metadata=doc(
+            "repeat index, and the seed of the random operands; repeats differ only here", unit="index", allowed=">= 0"
+        ),
+    )
 
     def __post_init__(self) -> None:
         p: list[tuple[str, str]] = []
         _at_least(p, self, ("matmul_n", "matmul_group", "copy_mib", "together_products"), 1)
         _at_least(p, self, ("warmup_compute_s", "warmup_copy_s"), 0)
-        for name in ("idle_s", "continuous_s", "duty_s", "alternate_period_s", "alternate_s", "together_s",
-                     "sample_s"):
+        for name in ("idle_s", "continuous_s", "duty_s", "alternate_period_s", "alternate_s", "together_s", "sample_s"):
             if not getattr(self, name) > 0:
                 p.append((name, f"must be above 0, got {getattr(self, name)}"))
         if not self.duty_periods_s or not all(x > 0 for x in self.duty_periods_s):
             p.append(("duty_periods_s", f"needs at least one period, each above 0; got {list(self.duty_periods_s)}"))
         if not self.on_fractions or not all(0 < x < 1 for x in self.on_fractions):
-            p.append(("on_fractions", "needs at least one fraction, each above 0 and below 1; got "
-                                      + str(list(self.on_fractions))))
+            p.append(
+                (
+                    "on_fractions",
+                    "needs at least one fraction, each above 0 and below 1; got " + str(list(self.on_fractions)),
+                )
+            )
         for text in self.alternations:
             try:
                 parse_alternation(text)
@@ -263,17 +341,29 @@ class PowerDutySpec(_Instrument):
         out: list[tuple[str, str, tuple[float, ...], dict]] = [
             ("idle_a", "idle", (self.idle_s,), {"pattern": "idle", "gap_s": self.idle_s}),
             ("compute", "compute", (self.continuous_s,), {"pattern": "continuous"}),
-            ("copy", "copy", (self.continuous_s,), {"pattern": "continuous"})]
+            ("copy", "copy", (self.continuous_s,), {"pattern": "continuous"}),
+        ]
         for kind in ("compute", "copy"):
             for period in self.duty_periods_s:
                 for frac in self.on_fractions:
-                    out.append((f"{kind}_duty_p{period}_f{frac}", f"{kind}_duty", (period, frac, self.duty_s),
-                                {"pattern": "duty", "period_s": period, "on_fraction": frac,
-                                 "gap_s": (1 - frac) * period}))
+                    out.append(
+                        (
+                            f"{kind}_duty_p{period}_f{frac}",
+                            f"{kind}_duty",
+                            (period, frac, self.duty_s),
+                            {"pattern": "duty", "period_s": period, "on_fraction": frac, "gap_s": (1 - frac) * period},
+                        )
+                    )
         p = self.alternate_period_s
         for cf, mf in map(parse_alternation, self.alternations):
-            out.append((f"alternate_c{cf}_m{mf}", "alternate", (cf, mf, p, self.alternate_s),
-                        {"pattern": "alternate", "period_s": p, "gap_s": (1 - cf - mf) * p}))
+            out.append(
+                (
+                    f"alternate_c{cf}_m{mf}",
+                    "alternate",
+                    (cf, mf, p, self.alternate_s),
+                    {"pattern": "alternate", "period_s": p, "gap_s": (1 - cf - mf) * p},
+                )
+            )
         out.append(("together", "together", (self.together_s,), {"pattern": "overlapped"}))
         out.append(("idle_b", "idle", (self.idle_s,), {"pattern": "idle", "gap_s": self.idle_s}))
         return out
@@ -284,30 +374,63 @@ class CommPowerSpec(_Instrument):
     KIND: ClassVar[str] = "comm-power"
     ID_PREFIX: ClassVar[str] = "comm-power"
 
-    phase_s: float = field(default=8.0, metadata=doc(
-        "length of each phase (one kernel launch a phase)", unit="s", allowed="> 0"))
-    gap_s: float = field(default=3.0, metadata=doc(
-        "idle seconds before each phase (the board at rest is sampled too)", unit="s", allowed=">= 0"))
-    threads: int = field(default=512, metadata=doc(
-        "threads of each block (NCCL_NTHREADS' default)", unit="threads", allowed="1 to 1024"))
-    blocks: tuple[int, ...] = field(default=(8, 16, 32), metadata=doc(
-        "thread blocks polling and reducing, one a channel as NCCL runs them", unit="blocks", allowed=">= 1 each"))
-    rates_gb_per_s: tuple[float, ...] = field(default=(25.0, 50.0, 100.0), metadata=doc(
-        "network rates at which the blocks reduce chunks (a 200, 400 and 800 Gb/s NIC)", unit="GB/s",
-        allowed="> 0 each"))
-    ring_bytes: int = field(default=GIB, metadata=doc(
-        "fp32 ring the chunks are reduced over (beyond L2: every reduce reaches HBM)", unit="bytes",
-        allowed="a multiple of chunk_bytes"))
-    chunk_bytes: int = field(default=MIB, metadata=doc(
-        "network bytes of one chunk (one period of the reducing blocks)", unit="bytes", allowed="a multiple of 4"))
-    matmul_n: int = field(default=8192, metadata=doc(
-        "size of the square bf16 products of the warm-up and the reference phase", unit="elements", allowed=">= 1"))
-    matmul_group: int = field(default=4, metadata=doc(
-        "products launched between two synchronisations", unit="products", allowed=">= 1"))
-    sample_s: float = field(default=0.1, metadata=doc(
-        "interval of the NVML samples of board power, SM clock and temperature", unit="s", allowed="> 0"))
-    seed: int = field(default=0, metadata=doc(
-        "repeat index, and the seed of the random operands; repeats differ only here", unit="index", allowed=">= 0"))
+    phase_s: float = field(
+        default=8.0, metadata=doc("length of each phase (one kernel launch a phase)", unit="s", allowed="> 0")
+    )
+    gap_s: float = field(
+        default=3.0,
+        metadata=doc("idle seconds before each phase (the board at rest is sampled too)", unit="s", allowed=">= 0"),
+    )
+    threads: int = field(
+        default=512, metadata=doc("threads of each block (NCCL_NTHREADS' default)", unit="threads", allowed="1 to 1024")
+    )
+    blocks: tuple[int, ...] = field(
+        default=(8, 16, 32),
+        metadata=doc(
+            "thread blocks polling and reducing, one a channel as NCCL runs them", unit="blocks", allowed=">= 1 each"
+        ),
+    )
+    rates_gb_per_s: tuple[float, ...] = field(
+        default=(25.0, 50.0, 100.0),
+        metadata=doc(
+            "network rates at which the blocks reduce chunks (a 200, 400 and 800 Gb/s NIC)",
+            unit="GB/s",
+            allowed="> 0 each",
+        ),
+    )
+    ring_bytes: int = field(
+        default=GIB,
+        metadata=doc(
+            "fp32 ring the chunks are reduced over (beyond L2: every reduce reaches HBM)",
+            unit="bytes",
+            allowed="a multiple of chunk_bytes",
+        ),
+    )
+    chunk_bytes: int = field(
+        default=MIB,
+        metadata=doc(
+            "network bytes of one chunk (one period of the reducing blocks)", unit="bytes", allowed="a multiple of 4"
+        ),
+    )
+    matmul_n: int = field(
+        default=8192,
+        metadata=doc(
+            "size of the square bf16 products of the warm-up and the reference phase", unit="elements", allowed=">= 1"
+        ),
+    )
+    matmul_group: int = field(
+        default=4, metadata=doc("products launched between two synchronisations", unit="products", allowed=">= 1")
+    )
+    sample_s: float = field(
+        default=0.1,
+        metadata=doc("interval of the NVML samples of board power, SM clock and temperature", unit="s", allowed="> 0"),
+    )
+    seed: int = field(
+        default=0,
+        metadata=doc(
+            "repeat index, and the seed of the random operands; repeats differ only here", unit="index", allowed=">= 0"
+        ),
+    )
 
     def __post_init__(self) -> None:
         p: list[tuple[str, str]] = []
@@ -324,8 +447,15 @@ class CommPowerSpec(_Instrument):
         if self.chunk_bytes % 4:
             p.append(("chunk_bytes", f"must be whole fp32 elements (a multiple of 4), got {self.chunk_bytes}"))
         elif self.chunk_bytes > 0 and self.ring_bytes % self.chunk_bytes:
-            p.append(("ring_bytes", (f"must be a multiple of chunk_bytes ({self.chunk_bytes}) so that no chunk "
-                                     f"wraps, got {self.ring_bytes}")))
+            p.append(
+                (
+                    "ring_bytes",
+                    (
+                        f"must be a multiple of chunk_bytes ({self.chunk_bytes}) so that no chunk "
+                        f"wraps, got {self.ring_bytes}"
+                    ),
+                )
+            )
         self._check(p)
 
     def period_ns(self, rate_gb_per_s: float) -> int:
@@ -338,26 +468,52 @@ class BurstRateSpec(_Instrument):
     KIND: ClassVar[str] = "burst-rate"
     ID_PREFIX: ClassVar[str] = "burst-rate"
 
-    matmul_n: int = field(default=8192, metadata=doc(
-        "size of the square bf16 products (random data)", unit="elements", allowed=">= 1"))
-    bursts_ms: tuple[int, ...] = field(default=(5, 10, 25, 50, 100, 250, 1000), metadata=doc(
-        "target lengths of the bursts of products, one phase each (between a back-to-back phase at the start and "
-        "one at the end)", unit="ms", allowed=">= 1 each"))
-    gap_ms: float = field(default=10.0, metadata=doc(
-        "idle gap after each burst (an exposed collective's wait)", unit="ms", allowed=">= 0"))
+    matmul_n: int = field(
+        default=8192, metadata=doc("size of the square bf16 products (random data)", unit="elements", allowed=">= 1")
+    )
+    bursts_ms: tuple[int, ...] = field(
+        default=(5, 10, 25, 50, 100, 250, 1000),
+        metadata=doc(
+            "target lengths of the bursts of products, one phase each (between a back-to-back phase at the start and "
+            "one at the end)",
+            unit="ms",
+            allowed=">= 1 each",
+        ),
+    )
+    gap_ms: float = field(
+        default=10.0,
+        metadata=doc("idle gap after each burst (an exposed collective's wait)", unit="ms", allowed=">= 0"),
+    )
     phase_s: float = field(default=4.0, metadata=doc("length of each phase", unit="s", allowed="> 0"))
     rest_s: float = field(default=2.0, metadata=doc("idle seconds before each phase", unit="s", allowed=">= 0"))
-    warmup_products: int = field(default=200, metadata=doc(
-        "products before the first phase (kernels chosen, clocks settled at the limit)", unit="products",
-        allowed=">= 0"))
-    reference_products: int = field(default=50, metadata=doc(
-        "products back to back whose mean time sets the products of a burst", unit="products", allowed=">= 1"))
-    back_to_back_group: int = field(default=20, metadata=doc(
-        "products timed as one group in the back-to-back phases", unit="products", allowed=">= 1"))
-    sample_s: float = field(default=0.1, metadata=doc(
-        "interval of the NVML samples of board power, SM clock and temperature", unit="s", allowed="> 0"))
-    seed: int = field(default=0, metadata=doc(
-        "repeat index, and the seed of the random operands; repeats differ only here", unit="index", allowed=">= 0"))
+    warmup_products: int = field(
+        default=200,
+        metadata=doc(
+            "products before the first phase (kernels chosen, clocks settled at the limit)",
+            unit="products",
+            allowed=">= 0",
+        ),
+    )
+    reference_products: int = field(
+        default=50,
+        metadata=doc(
+            "products back to back whose mean time sets the products of a burst", unit="products", allowed=">= 1"
+        ),
+    )
+    back_to_back_group: int = field(
+        default=20,
+        metadata=doc("products timed as one group in the back-to-back phases", unit="products", allowed=">= 1"),
+    )
+    sample_s: float = field(
+        default=0.1,
+        metadata=doc("interval of the NVML samples of board power, SM clock and temperature", unit="s", allowed="> 0"),
+    )
+    seed: int = field(
+        default=0,
+        metadata=doc(
+            "repeat index, and the seed of the random operands; repeats differ only here", unit="index", allowed=">= 0"
+        ),
+    )
 
     def __post_init__(self) -> None:
         p: list[tuple[str, str]] = []

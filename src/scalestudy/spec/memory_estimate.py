@@ -28,8 +28,14 @@ class MemoryEstimate:
 
     @property
     def total_bytes(self) -> int:
-        return (self.params_bytes + self.grads_bytes + self.optimizer_bytes + self.unsharded_bytes
-                + self.activations_bytes + self.logits_bytes)
+        return (
+            self.params_bytes
+            + self.grads_bytes
+            + self.optimizer_bytes
+            + self.unsharded_bytes
+            + self.activations_bytes
+            + self.logits_bytes
+        )
 
     def as_dict(self) -> dict:
         d = asdict(self)
@@ -102,6 +108,10 @@ def estimate_memory(spec: RunSpec, checkpointing: str | None = None) -> MemoryEs
     activations = per_mb * in_flight_share(spec) * in_flight_microbatches(spec)
     logits = s * b * cfg.vocab_size * (compute_bytes + 4 + 4)
     return MemoryEstimate(
-        params_bytes=int(sharded * 4), grads_bytes=int(sharded * 4), optimizer_bytes=int(sharded * 8),
-        unsharded_bytes=int(unsharded), activations_bytes=int(activations), logits_bytes=int(logits),
+        params_bytes=int(sharded * 4),
+        grads_bytes=int(sharded * 4),
+        optimizer_bytes=int(sharded * 8),
+        unsharded_bytes=int(unsharded),
+        activations_bytes=int(activations),
+        logits_bytes=int(logits),
     )

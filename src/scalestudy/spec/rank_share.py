@@ -15,10 +15,29 @@ LABEL = "one rank's share, communication not executed"
 
 # the fields that set a rank's shapes and work; a predicted run and a rank share with equal
 # values here compute the same thing (warm-up counts, seeds, comm mode, memory cap do not)
-KEY_FIELDS = ("model", "n_layers", "seq_len", "micro_batch", "global_batch", "dp_replicate", "dp_shard", "tp", "pp",
-              "pp_schedule", "pp_microbatches", "pp_stages_per_rank", "sequence_parallel", "reshard_after_forward",
-              "fsdp_forward_prefetch", "fsdp_backward_prefetch", "activation_checkpointing", "compile", "precision",
-              "backend", "optimizer")
+KEY_FIELDS = (
+    "model",
+    "n_layers",
+    "seq_len",
+    "micro_batch",
+    "global_batch",
+    "dp_replicate",
+    "dp_shard",
+    "tp",
+    "pp",
+    "pp_schedule",
+    "pp_microbatches",
+    "pp_stages_per_rank",
+    "sequence_parallel",
+    "reshard_after_forward",
+    "fsdp_forward_prefetch",
+    "fsdp_backward_prefetch",
+    "activation_checkpointing",
+    "compile",
+    "precision",
+    "backend",
+    "optimizer",
+)
 
 # A prediction study with `rank_shares: STUDY` predicts each run twice where STUDY measured a share
 # of the same work: from the model alone (the run id as planned) and with the measured share's
@@ -45,8 +64,11 @@ def measured_input_names(inputs_from: dict) -> list[str]:
     """The inputs of a prediction taken from a measurement: those whose source in its
     `sources.inputs_from` (perfmodel.rank_shares.inputs_from) starts with "measured"; the
     computation named with GPU_BUSY where it is the GPU's busy time."""
-    return [f"{k} ({GPU_BUSY})" if k == "compute" and f"({GPU_BUSY})" in str(v) else k
-            for k, v in sorted(inputs_from.items()) if str(v).startswith("measured")]
+    return [
+        f"{k} ({GPU_BUSY})" if k == "compute" and f"({GPU_BUSY})" in str(v) else k
+        for k, v in sorted(inputs_from.items())
+        if str(v).startswith("measured")
+    ]
 
 
 def measured_series(config_id: str, measured_inputs: str | None) -> str:
@@ -81,6 +103,7 @@ def measured_work(rank_study) -> dict[tuple, str]:
         if p.spec.comm == "fake" and st in INPUT_STATUSES:
             out[work_key(p.spec)] = st
     return out
+
 
 # How the step of a pipelined configuration is made from its stages' times (GPipe and 1F1B
 # share it): M microbatches flow through pp stages, so the slowest stage, which spends

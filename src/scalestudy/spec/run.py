@@ -44,8 +44,14 @@ MESH_DIMS = ("pp", "dp_replicate", "dp_shard", "tp")
 COMM_MODES = ("default", "fake")
 # Fields added after runs were committed: left out of the config id while at their default, so
 # that the ids of earlier runs stay what they were.
-ID_EXEMPT_AT_DEFAULT = {"comm": "default", "emulate_rank": 0, "device_memory_cap_gib": 0.0, "cp": 1,
-                        "pp_embedding_stages": False, "system": ""}
+ID_EXEMPT_AT_DEFAULT = {
+    "comm": "default",
+    "emulate_rank": 0,
+    "device_memory_cap_gib": 0.0,
+    "cp": 1,
+    "pp_embedding_stages": False,
+    "system": "",
+}
 # Precisions only imported runs have (docs/mlperf.md): the harness trains fp32 and bf16.
 IMPORTED_PRECISIONS = ("fp8", "nvfp4")
 # RunSpec.system: the name of a cluster description, workflow/clusters/NAME.yaml
@@ -97,8 +103,11 @@ def field_doc(f: dataclasses.Field) -> FieldDoc:
 def help_line(meaning: str, *, unit: str = "", allowed: tuple[str, ...] | str = "", default: Any = None) -> str:
     """One help line: `meaning [unit: U; allowed: A; default: D]` (the parts that apply)."""
     allowed = ", ".join(allowed) if isinstance(allowed, tuple) else allowed
-    parts = [f"unit: {unit}" if unit else "", f"allowed: {allowed}" if allowed else "",
-             f"default: {default}" if default is not None else ""]
+    parts = [
+        f"unit: {unit}" if unit else "",
+        f"allowed: {allowed}" if allowed else "",
+        f"default: {default}" if default is not None else "",
+    ]
     parts = [p for p in parts if p]
     return f"{meaning} [{'; '.join(parts)}]" if parts else meaning
 
@@ -116,14 +125,24 @@ _COUNT = ">= 0"
 SEED_MAX = 2**32 - 1  # numpy's and torch's seed range
 MAXIMA = {
     "seed": (SEED_MAX, "the seed range of numpy and torch"),
-    "warmup_iters": (100_000, "a day of steps of a second"), "measured_iters": (100_000, "a day of steps of a second"),
-    "profile_iters": (1_000, "traces of more steps do not fit a disk"), "profile_start": (100_000, "the most measured steps"),
-    "seq_len": (1 << 20, "a million tokens a sequence"), "micro_batch": (1 << 16, "65,536 sequences"),
-    "global_batch": (1 << 24, "16.8 million sequences"), "n_layers": (1_024, "layers of any catalog model"),
-    "nodes": (1 << 17, "131,072 hosts"), "procs_per_node": (1_024, "processes (GPUs) of one host"),
-    "dp_replicate": (1 << 20, "ranks"), "dp_shard": (1 << 20, "ranks"), "tp": (1_024, "ranks"),
-    "cp": (1_024, "ranks"), "pp": (1_024, "ranks"), "pp_microbatches": (1 << 16, "microbatches"),
-    "pp_stages_per_rank": (64, "stages"), "fsdp_forward_prefetch": (64, "blocks"),
+    "warmup_iters": (100_000, "a day of steps of a second"),
+    "measured_iters": (100_000, "a day of steps of a second"),
+    "profile_iters": (1_000, "traces of more steps do not fit a disk"),
+    "profile_start": (100_000, "the most measured steps"),
+    "seq_len": (1 << 20, "a million tokens a sequence"),
+    "micro_batch": (1 << 16, "65,536 sequences"),
+    "global_batch": (1 << 24, "16.8 million sequences"),
+    "n_layers": (1_024, "layers of any catalog model"),
+    "nodes": (1 << 17, "131,072 hosts"),
+    "procs_per_node": (1_024, "processes (GPUs) of one host"),
+    "dp_replicate": (1 << 20, "ranks"),
+    "dp_shard": (1 << 20, "ranks"),
+    "tp": (1_024, "ranks"),
+    "cp": (1_024, "ranks"),
+    "pp": (1_024, "ranks"),
+    "pp_microbatches": (1 << 16, "microbatches"),
+    "pp_stages_per_rank": (64, "stages"),
+    "fsdp_forward_prefetch": (64, "blocks"),
     "fsdp_backward_prefetch": (64, "blocks"),
 }
 
@@ -142,89 +161,196 @@ def maxima_problems(obj, maxima: dict) -> list[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class RunSpec:
-    model: str = field(default="tiny", metadata=doc(
-        "model shape from the catalog", allowed="a model name of the catalog (scalestudy/spec/catalog/models.yaml or a SCALESTUDY_CATALOG file)"))
-    n_layers: int = field(default=0, metadata=doc(
-        "train a slice of the model with this many layers; 0: the model's own depth", unit="layers", allowed=_COUNT))
+    model: str = field(
+        default="tiny",
+        metadata=doc(
+            "model shape from the catalog",
+            allowed="a model name of the catalog (scalestudy/spec/catalog/models.yaml or a SCALESTUDY_CATALOG file)",
+        ),
+    )
+    n_layers: int = field(
+        default=0,
+        metadata=doc(
+            "train a slice of the model with this many layers; 0: the model's own depth", unit="layers", allowed=_COUNT
+        ),
+    )
     seq_len: int = field(default=128, metadata=doc("sequence length", unit="tokens", allowed=_POSITIVE))
-    micro_batch: int = field(default=1, metadata=doc(
-        "sequences per data-parallel rank per forward/backward", unit="sequences", allowed=_POSITIVE))
-    global_batch: int = field(default=0, metadata=doc(
-        "sequences per optimizer step; 0: one micro batch per dp rank (and pipeline microbatch)",
-        unit="sequences", allowed=">= 0, a multiple of micro_batch*dp*pp_microbatches"))
+    micro_batch: int = field(
+        default=1,
+        metadata=doc("sequences per data-parallel rank per forward/backward", unit="sequences", allowed=_POSITIVE),
+    )
+    global_batch: int = field(
+        default=0,
+        metadata=doc(
+            "sequences per optimizer step; 0: one micro batch per dp rank (and pipeline microbatch)",
+            unit="sequences",
+            allowed=">= 0, a multiple of micro_batch*dp*pp_microbatches",
+        ),
+    )
     nodes: int = field(default=1, metadata=doc("hosts the run spans", unit="nodes", allowed=_POSITIVE))
-    procs_per_node: int = field(default=1, metadata=doc(
-        "processes per host (one per GPU)", unit="processes", allowed=_POSITIVE))
+    procs_per_node: int = field(
+        default=1, metadata=doc("processes per host (one per GPU)", unit="processes", allowed=_POSITIVE)
+    )
     device: str = field(default="cpu", metadata=doc("where the model runs", allowed=DEVICES))
-    dp_replicate: int = field(default=1, metadata=doc(
-        "replicated data-parallel degree (DDP, or HSDP's replica groups)", unit="ranks", allowed=_POSITIVE))
-    dp_shard: int = field(default=-1, metadata=doc(
-        "sharded data-parallel degree (FSDP2); -1: the processes left after dp_replicate, tp and pp",
-        unit="ranks", allowed="-1 or >= 1; dp_replicate*dp_shard*tp*pp = nodes*procs_per_node"))
-    tp: int = field(default=1, metadata=doc(
-        "tensor-parallel degree", unit="ranks", allowed=">= 1, divides heads, KV heads, FFN width, vocabulary"))
-    cp: int = field(default=1, metadata=doc(
-        "context-parallel degree: the sequence split over this many ranks (imported runs only; the harness "
-        "runs cp 1)", unit="ranks", allowed=">= 1, divides seq_len"))
-    pp: int = field(default=1, metadata=doc(
-        "pipeline-parallel degree", unit="ranks", allowed=">= 1; pp*pp_stages_per_rank divides the layers"))
+    dp_replicate: int = field(
+        default=1,
+        metadata=doc(
+            "replicated data-parallel degree (DDP, or HSDP's replica groups)", unit="ranks", allowed=_POSITIVE
+        ),
+    )
+    dp_shard: int = field(
+        default=-1,
+        metadata=doc(
+            "sharded data-parallel degree (FSDP2); -1: the processes left after dp_replicate, tp and pp",
+            unit="ranks",
+            allowed="-1 or >= 1; dp_replicate*dp_shard*tp*pp = nodes*procs_per_node",
+        ),
+    )
+    tp: int = field(
+        default=1,
+        metadata=doc(
+            "tensor-parallel degree", unit="ranks", allowed=">= 1, divides heads, KV heads, FFN width, vocabulary"
+        ),
+    )
+    cp: int = field(
+        default=1,
+        metadata=doc(
+            "context-parallel degree: the sequence split over this many ranks (imported runs only; the harness "
+            "runs cp 1)",
+            unit="ranks",
+            allowed=">= 1, divides seq_len",
+        ),
+    )
+    pp: int = field(
+        default=1,
+        metadata=doc(
+            "pipeline-parallel degree", unit="ranks", allowed=">= 1; pp*pp_stages_per_rank divides the layers"
+        ),
+    )
     pp_schedule: str = field(default="1f1b", metadata=doc("pipeline schedule", allowed=PP_SCHEDULES))
-    pp_microbatches: int = field(default=0, metadata=doc(
-        "microbatches per pipeline step; 0: pp*pp_stages_per_rank (1 without pipeline parallelism)",
-        unit="microbatches", allowed=">= pp when pp > 1; a multiple of pp for interleaved_1f1b"))
-    pp_stages_per_rank: int = field(default=1, metadata=doc(
-        "pipeline stages each rank holds", unit="stages", allowed=">= 2 with interleaved_1f1b, else 1"))
-    pp_embedding_stages: bool = field(default=False, metadata=doc(
-        "the input embedding and the output layer each fill one layer's place in the pipeline split "
-        "(NeMo's ASYM_PP_EMBED and ASYM_PP_LOSS; imported runs only)",
-        allowed="true, false; true: pp*pp_stages_per_rank divides the layers + 2"))
-    sequence_parallel: bool = field(default=False, metadata=doc(
-        "shard norms and dropout over the sequence within the TP group", allowed="true, false; true needs tp > 1"))
-    reshard_after_forward: bool = field(default=False, metadata=doc(
-        "FSDP2 frees gathered parameters after forward (false: the paper's setting)", allowed=("true", "false")))
-    fsdp_forward_prefetch: int = field(default=1, metadata=doc(
-        "blocks FSDP2 prefetches explicitly in forward; 0: FSDP2's implicit default", unit="blocks", allowed=_COUNT))
-    fsdp_backward_prefetch: int = field(default=1, metadata=doc(
-        "blocks FSDP2 prefetches explicitly in backward; 0: FSDP2's implicit default", unit="blocks",
-        allowed=_COUNT))
-    activation_checkpointing: str = field(default="none", metadata=doc(
-        "recompute activations in backward", allowed=AC_MODES))
+    pp_microbatches: int = field(
+        default=0,
+        metadata=doc(
+            "microbatches per pipeline step; 0: pp*pp_stages_per_rank (1 without pipeline parallelism)",
+            unit="microbatches",
+            allowed=">= pp when pp > 1; a multiple of pp for interleaved_1f1b",
+        ),
+    )
+    pp_stages_per_rank: int = field(
+        default=1,
+        metadata=doc("pipeline stages each rank holds", unit="stages", allowed=">= 2 with interleaved_1f1b, else 1"),
+    )
+    pp_embedding_stages: bool = field(
+        default=False,
+        metadata=doc(
+            "the input embedding and the output layer each fill one layer's place in the pipeline split "
+            "(NeMo's ASYM_PP_EMBED and ASYM_PP_LOSS; imported runs only)",
+            allowed="true, false; true: pp*pp_stages_per_rank divides the layers + 2",
+        ),
+    )
+    sequence_parallel: bool = field(
+        default=False,
+        metadata=doc(
+            "shard norms and dropout over the sequence within the TP group", allowed="true, false; true needs tp > 1"
+        ),
+    )
+    reshard_after_forward: bool = field(
+        default=False,
+        metadata=doc(
+            "FSDP2 frees gathered parameters after forward (false: the paper's setting)", allowed=("true", "false")
+        ),
+    )
+    fsdp_forward_prefetch: int = field(
+        default=1,
+        metadata=doc(
+            "blocks FSDP2 prefetches explicitly in forward; 0: FSDP2's implicit default", unit="blocks", allowed=_COUNT
+        ),
+    )
+    fsdp_backward_prefetch: int = field(
+        default=1,
+        metadata=doc(
+            "blocks FSDP2 prefetches explicitly in backward; 0: FSDP2's implicit default", unit="blocks", allowed=_COUNT
+        ),
+    )
+    activation_checkpointing: str = field(
+        default="none", metadata=doc("recompute activations in backward", allowed=AC_MODES)
+    )
     compile: bool = field(default=False, metadata=doc("torch.compile each block", allowed=("true", "false")))
-    precision: str = field(default="bf16", metadata=doc(
-        "bf16: bf16 compute, fp32 master weights and gradient reduction; fp32: fp32 throughout; fp8: FP8 matrix "
-        "products (Transformer Engine; imported runs only); nvfp4: NVFP4 matrix products (Transformer Engine's "
-        "4-bit recipe, Blackwell; imported runs only)",
-        allowed=PRECISIONS))
-    backend: str = field(default="torch", metadata=doc(
-        "training code: torch (FSDP2/DTensor, torchtitan style) or megatron (megatron-core)", allowed=BACKENDS))
-    optimizer: str = field(default="adamw", metadata=doc(
-        "AdamW [assumed by the study]; sgd makes gradient errors visible in tests", allowed=OPTIMIZERS))
-    lr: float = field(default=3e-4, metadata=doc("learning rate", unit="per step",
-                                                 allowed="> 0, at most 0.1 (adamw) or 10 (sgd): LR_MAX"))
-    seed: int = field(default=0, metadata=doc(
-        "seed of weights and data; repeats differ only here", unit="index", allowed=_COUNT))
-    warmup_iters: int = field(default=10, metadata=doc(
-        "optimizer steps run before measuring", unit="steps", allowed=_COUNT))
-    measured_iters: int = field(default=50, metadata=doc(
-        "optimizer steps measured after warm-up", unit="steps", allowed=_POSITIVE))
-    profile_iters: int = field(default=0, metadata=doc(
-        "measured steps traced by torch.profiler; 0: no trace", unit="steps",
-        allowed=">= 0; profile_start+profile_iters <= measured_iters"))
-    profile_start: int = field(default=2, metadata=doc(
-        "first traced step, counted within the measured ones", unit="steps", allowed=_COUNT))
-    comm: str = field(default="default", metadata=doc(
-        "fake: one process runs the share of rank emulate_rank of the whole layout, collectives return at once "
-        "without moving data (torch's fake process group; see docs/rank-shares.md)", allowed=COMM_MODES))
-    emulate_rank: int = field(default=0, metadata=doc(
-        "the rank whose share a fake-communication run computes", unit="rank",
-        allowed=">= 0, < nodes*procs_per_node; nonzero needs comm fake"))
-    device_memory_cap_gib: float = field(default=0.0, metadata=doc(
-        "run as a GPU of this memory size (the caching allocator's per-process fraction); 0: no cap", unit="GiB",
-        allowed=">= 0; needs device cuda"))
-    system: str = field(default="", metadata=doc(
-        "the machine an imported run ran on, by the name of its cluster description (workflow/clusters/NAME.yaml); "
-        "empty for runs of this package (imported runs only)",
-        allowed="empty, or lowercase letters, digits and '-'"))
+    precision: str = field(
+        default="bf16",
+        metadata=doc(
+            "bf16: bf16 compute, fp32 master weights and gradient reduction; fp32: fp32 throughout; fp8: FP8 matrix "
+            "products (Transformer Engine; imported runs only); nvfp4: NVFP4 matrix products (Transformer Engine's "
+            "4-bit recipe, Blackwell; imported runs only)",
+            allowed=PRECISIONS,
+        ),
+    )
+    backend: str = field(
+        default="torch",
+        metadata=doc(
+            "training code: torch (FSDP2/DTensor, torchtitan style) or megatron (megatron-core)", allowed=BACKENDS
+        ),
+    )
+    optimizer: str = field(
+        default="adamw",
+        metadata=doc("AdamW [assumed by the study]; sgd makes gradient errors visible in tests", allowed=OPTIMIZERS),
+    )
+    lr: float = field(
+        default=3e-4,
+        metadata=doc("learning rate", unit="per step", allowed="> 0, at most 0.1 (adamw) or 10 (sgd): LR_MAX"),
+    )
+    seed: int = field(
+        default=0, metadata=doc("seed of weights and data; repeats differ only here", unit="index", allowed=_COUNT)
+    )
+    warmup_iters: int = field(
+        default=10, metadata=doc("optimizer steps run before measuring", unit="steps", allowed=_COUNT)
+    )
+    measured_iters: int = field(
+        default=50, metadata=doc("optimizer steps measured after warm-up", unit="steps", allowed=_POSITIVE)
+    )
+    profile_iters: int = field(
+        default=0,
+        metadata=doc(
+            "measured steps traced by torch.profiler; 0: no trace",
+            unit="steps",
+            allowed=">= 0; profile_start+profile_iters <= measured_iters",
+        ),
+    )
+    profile_start: int = field(
+        default=2, metadata=doc("first traced step, counted within the measured ones", unit="steps", allowed=_COUNT)
+    )
+    comm: str = field(
+        default="default",
+        metadata=doc(
+            "fake: one process runs the share of rank emulate_rank of the whole layout, collectives return at once "
+            "without moving data (torch's fake process group; see docs/rank-shares.md)",
+            allowed=COMM_MODES,
+        ),
+    )
+    emulate_rank: int = field(
+        default=0,
+        metadata=doc(
+            "the rank whose share a fake-communication run computes",
+            unit="rank",
+            allowed=">= 0, < nodes*procs_per_node; nonzero needs comm fake",
+        ),
+    )
+    device_memory_cap_gib: float = field(
+        default=0.0,
+        metadata=doc(
+            "run as a GPU of this memory size (the caching allocator's per-process fraction); 0: no cap",
+            unit="GiB",
+            allowed=">= 0; needs device cuda",
+        ),
+    )
+    system: str = field(
+        default="",
+        metadata=doc(
+            "the machine an imported run ran on, by the name of its cluster description (workflow/clusters/NAME.yaml); "
+            "empty for runs of this package (imported runs only)",
+            allowed="empty, or lowercase letters, digits and '-'",
+        ),
+    )
 
     def __post_init__(self) -> None:
         problems = _validate(self)
@@ -318,8 +444,9 @@ class RunSpec:
         if self.pp_embedding_stages:
             out.append(("pp_embedding_stages", "only in imported logs: the harness splits the layers alone"))
         if self.system:
-            out.append(("system", f"{self.system!r} names the machine of an imported run: runs of this package "
-                                  "leave it empty"))
+            out.append(
+                ("system", f"{self.system!r} names the machine of an imported run: runs of this package leave it empty")
+            )
         return out
 
     @functools.cached_property  # a frozen spec: computed once (the workflow asks for it thousands of times)
@@ -370,25 +497,53 @@ def _field_type(f: dataclasses.Field) -> type:
 def _validate(s: RunSpec) -> list[tuple[str, str]]:
     p: list[tuple[str, str]] = []
     choices = {
-        "device": DEVICES, "backend": BACKENDS, "precision": PRECISIONS,
-        "pp_schedule": PP_SCHEDULES, "activation_checkpointing": AC_MODES, "optimizer": OPTIMIZERS,
+        "device": DEVICES,
+        "backend": BACKENDS,
+        "precision": PRECISIONS,
+        "pp_schedule": PP_SCHEDULES,
+        "activation_checkpointing": AC_MODES,
+        "optimizer": OPTIMIZERS,
         "comm": COMM_MODES,
     }
     for name, allowed in choices.items():
         if getattr(s, name) not in allowed:
             p.append((name, f"{getattr(s, name)!r} is not one of {', '.join(allowed)}"))
     if s.model not in catalog.models():
-        p.append(("model", f"unknown model {s.model!r}; known: {', '.join(sorted(catalog.models()))} "
-                           f"(add yours with a catalog file: {catalog.ENV_VAR})"))
+        p.append(
+            (
+                "model",
+                f"unknown model {s.model!r}; known: {', '.join(sorted(catalog.models()))} "
+                f"(add yours with a catalog file: {catalog.ENV_VAR})",
+            )
+        )
     p += maxima_problems(s, MAXIMA)
     if p:
         return p
-    for name in ("seq_len", "micro_batch", "nodes", "procs_per_node", "dp_replicate", "tp", "cp", "pp",
-                 "pp_stages_per_rank", "measured_iters"):
+    for name in (
+        "seq_len",
+        "micro_batch",
+        "nodes",
+        "procs_per_node",
+        "dp_replicate",
+        "tp",
+        "cp",
+        "pp",
+        "pp_stages_per_rank",
+        "measured_iters",
+    ):
         if getattr(s, name) < 1:
             p.append((name, f"must be at least 1, got {getattr(s, name)}"))
-    for name in ("n_layers", "global_batch", "pp_microbatches", "warmup_iters", "profile_iters", "profile_start",
-                 "fsdp_forward_prefetch", "fsdp_backward_prefetch", "seed"):
+    for name in (
+        "n_layers",
+        "global_batch",
+        "pp_microbatches",
+        "warmup_iters",
+        "profile_iters",
+        "profile_start",
+        "fsdp_forward_prefetch",
+        "fsdp_backward_prefetch",
+        "seed",
+    ):
         if getattr(s, name) < 0:
             p.append((name, f"must not be negative, got {getattr(s, name)}"))
     if s.system and not SYSTEM_NAME.fullmatch(s.system):
@@ -398,8 +553,13 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
     if not isinstance(s.lr, (int, float)) or not math.isfinite(s.lr) or s.lr <= 0:
         p.append(("lr", f"must be a finite positive number, got {s.lr}"))
     elif s.optimizer in LR_MAX and s.lr > LR_MAX[s.optimizer]:
-        p.append(("lr", f"{s.lr:g} is above {LR_MAX[s.optimizer]:g}, the largest learning rate the harness trains "
-                        f"with under {s.optimizer} (measured: a larger one leaves the sane loss band, the run diverges)"))
+        p.append(
+            (
+                "lr",
+                f"{s.lr:g} is above {LR_MAX[s.optimizer]:g}, the largest learning rate the harness trains "
+                f"with under {s.optimizer} (measured: a larger one leaves the sane loss band, the run diverges)",
+            )
+        )
     if not math.isfinite(s.device_memory_cap_gib):
         p.append(("device_memory_cap_gib", f"must be finite, got {s.device_memory_cap_gib}"))
     elif s.device_memory_cap_gib < 0:
@@ -425,8 +585,13 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
     cp = "*cp" if s.cp > 1 else ""
     if s.dp_shard == -1:
         if world % fixed:
-            p.append(("dp_shard", f"world size {world} (nodes {s.nodes} x procs_per_node {s.procs_per_node}) "
-                                  f"is not divisible by dp_replicate*tp*pp{cp} = {fixed}"))
+            p.append(
+                (
+                    "dp_shard",
+                    f"world size {world} (nodes {s.nodes} x procs_per_node {s.procs_per_node}) "
+                    f"is not divisible by dp_replicate*tp*pp{cp} = {fixed}",
+                )
+            )
     elif fixed != world:
         p.append(("world_size", f"nodes*procs_per_node = {world} but dp_replicate*dp_shard*tp*pp{cp} = {fixed}"))
     if s.cp > 1 and s.seq_len % s.cp:
@@ -465,16 +630,25 @@ def _validate(s: RunSpec) -> list[tuple[str, str]]:
     if s.precision == "bf16" and s.device == "cpu":
         pass  # allowed (slow); the smoke study uses fp32 on CPU
     if s.profile_iters and s.profile_start + s.profile_iters > s.measured_iters:
-        p.append(("profile_iters", f"profile window {s.profile_start}+{s.profile_iters} exceeds "
-                                   f"measured_iters={s.measured_iters}"))
+        p.append(
+            (
+                "profile_iters",
+                f"profile window {s.profile_start}+{s.profile_iters} exceeds measured_iters={s.measured_iters}",
+            )
+        )
     return p
 
 
 def _validate_resolved(s: RunSpec) -> list[tuple[str, str]]:
     per_step = s.micro_batch * s.dp * s.pp_microbatches
     if s.global_batch % per_step:
-        return [("global_batch", f"{s.global_batch} is not divisible by micro_batch*dp*pp_microbatches = "
-                                 f"{s.micro_batch}*{s.dp}*{s.pp_microbatches} = {per_step}")]
+        return [
+            (
+                "global_batch",
+                f"{s.global_batch} is not divisible by micro_batch*dp*pp_microbatches = "
+                f"{s.micro_batch}*{s.dp}*{s.pp_microbatches} = {per_step}",
+            )
+        ]
     return []
 
 
@@ -483,7 +657,11 @@ def load_mapping(path: str, what: str) -> dict:
     with open(path) as f:
         text = f.read()
     try:
-        data = strict_yaml.load_text(text, path) if path.endswith((".yaml", ".yml")) else strict_yaml.json_loads(text, path)
+        data = (
+            strict_yaml.load_text(text, path)
+            if path.endswith((".yaml", ".yml"))
+            else strict_yaml.json_loads(text, path)
+        )
     except (yaml.YAMLError, ValueError) as e:  # a duplicate key, or not YAML/JSON: one sentence naming the file
         raise SpecError([("spec", " ".join(str(e).split()))]) from None
     if not isinstance(data, dict):

@@ -91,8 +91,10 @@ def load_site(path: os.PathLike | str | None = None, root: os.PathLike | str = "
         else:
             value = str(value)
             if key == "lock_dir" and not Path(os.path.expanduser(value)).is_absolute():
-                raise SiteError(f"{p}: lock_dir must be an absolute path (one place a host, whatever the "
-                                f"working directory), not {value!r}")
+                raise SiteError(
+                    f"{p}: lock_dir must be an absolute path (one place a host, whatever the "
+                    f"working directory), not {value!r}"
+                )
         kwargs[key] = value
     site = Site(**kwargs)
     object.__setattr__(site, "_source", str(p))

@@ -26,8 +26,11 @@ class StrictLoader(yaml.SafeLoader):
                     continue
                 if first != key_node.start_mark.line:
                     raise yaml.constructor.ConstructorError(
-                        "while constructing a mapping", node.start_mark,
-                        f"found the key {key!r} twice (first on line {first + 1})", key_node.start_mark)
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"found the key {key!r} twice (first on line {first + 1})",
+                        key_node.start_mark,
+                    )
         return super().construct_mapping(node, deep)
 
 
@@ -48,6 +51,7 @@ def load_file(path: Path | str):
 
 def json_loads(text: str, name: str = "<text>"):
     """JSON with every key once: a key given twice in an object is a ValueError naming it."""
+
     def pairs(items):
         out = {}
         for k, v in items:

@@ -56,8 +56,16 @@ from scalestudy.spec.rank_share import (
 from scalestudy.spec.run import RunSpec, SpecError
 from scalestudy.spec.site import SiteError, load_site
 
-FIGURES = ("collectives_bandwidth", "weak_scaling", "kernel_breakdown", "strong_scaling", "tp_pp_grid",
-           "model_sizes", "hardware_generations", "power")
+FIGURES = (
+    "collectives_bandwidth",
+    "weak_scaling",
+    "kernel_breakdown",
+    "strong_scaling",
+    "tp_pp_grid",
+    "model_sizes",
+    "hardware_generations",
+    "power",
+)
 FIGURE_GROUPS = FIGURES[1:]  # the experiment names that feed a figure of the same name
 # Figures of rank shares (spec comm: fake; scalestudy.spec.rank_share), drawn from the rank_shares table
 RANK_FIGURES = ("rank_grid", "rank_memory")
@@ -76,8 +84,9 @@ class StudyError(SpecError):
     """A study file that cannot be planned. `problems` lists (field, reason) pairs; the message
     names the study and, where there is one, the experiment and the grid point."""
 
-    def __init__(self, study: str, problems: list[tuple[str, str]], experiment: str | None = None,
-                 point: dict | None = None):
+    def __init__(
+        self, study: str, problems: list[tuple[str, str]], experiment: str | None = None, point: dict | None = None
+    ):
         self.study, self.experiment, self.point, self.problems = study, experiment, point, problems
         where = f"study {study!r}"
         if experiment:
@@ -333,8 +342,14 @@ def _path_words(data: Any, path: Iterable) -> str:
     for p in path:
         if isinstance(p, int):
             out += f"[{p}]"
-            if isinstance(node, list) and p < len(node) and isinstance(node[p], dict) and "name" in node[p] \
-                    and out.startswith("experiments") and out.count("[") == 1:
+            if (
+                isinstance(node, list)
+                and p < len(node)
+                and isinstance(node[p], dict)
+                and "name" in node[p]
+                and out.startswith("experiments")
+                and out.count("[") == 1
+            ):
                 out += f" ({node[p]['name']})"
         else:
             out += f".{p}" if out else str(p)
@@ -367,8 +382,11 @@ def _measured_input_variants(planned: tuple[PlannedRun, ...], prediction: dict, 
     if not prediction.get("rank_shares"):
         return ()
     measured = measured_work(load_study(prediction["rank_shares"], root))
-    return tuple(PlannedRun(p.spec, p.experiments, p.label + MEASURED_SERIES, variant=MEASURED_INPUTS)
-                 for p in planned if not p.variant and work_key(p.spec) in measured)
+    return tuple(
+        PlannedRun(p.spec, p.experiments, p.label + MEASURED_SERIES, variant=MEASURED_INPUTS)
+        for p in planned
+        if not p.variant and work_key(p.spec) in measured
+    )
 
 
 def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Path | None = None) -> Study:
@@ -392,9 +410,17 @@ def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Pat
                 except SpecError as e:
                     raise StudyError(name, e.problems, experiment=exp_name) from None
                 if len(s.run_id) > MAX_RUN_ID:  # a run directory's name; with a variant's suffix under NAME_MAX
-                    raise StudyError(name, [(f"experiments/{exp_name}", f"run id {s.run_id!r} has {len(s.run_id)} "
-                                             f"characters, more than {MAX_RUN_ID} (a run directory is named by it; "
-                                             f"the model name {s.model!r} is {len(s.model)})")])
+                    raise StudyError(
+                        name,
+                        [
+                            (
+                                f"experiments/{exp_name}",
+                                f"run id {s.run_id!r} has {len(s.run_id)} "
+                                f"characters, more than {MAX_RUN_ID} (a run directory is named by it; "
+                                f"the model name {s.model!r} is {len(s.model)})",
+                            )
+                        ],
+                    )
                 have = runs.setdefault(s.run_id, (s, []))[1]
                 have.extend(n for n in names if n not in have)
     planned = tuple(PlannedRun(spec=s, experiments=tuple(e), label=strategy_label(s)) for s, e in runs.values())
@@ -412,19 +438,43 @@ def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Pat
     artefacts = dict(data.get("known_artefacts") or {})
     unknown = sorted(set(artefacts) - {p.run_id for p in planned} - {c.run_id for c in collectives})
     if unknown:
-        raise StudyError(name, [("known_artefacts", f"{source or 'the study file'}: {', '.join(map(repr, unknown))} "
-                                 f"{'is not a run' if len(unknown) == 1 else 'are not runs'} of this study")])
-    figures = tuple(data["figures"]) if "figures" in data else _default_figures(planned, collectives) + (
-        ("claim_sensitivity",) if data.get("prediction") else ())  # a prediction study's inputs against its claims
+        raise StudyError(
+            name,
+            [
+                (
+                    "known_artefacts",
+                    f"{source or 'the study file'}: {', '.join(map(repr, unknown))} "
+                    f"{'is not a run' if len(unknown) == 1 else 'are not runs'} of this study",
+                )
+            ],
+        )
+    figures = (
+        tuple(data["figures"])
+        if "figures" in data
+        else _default_figures(planned, collectives) + (("claim_sensitivity",) if data.get("prediction") else ())
+    )  # a prediction study's inputs against its claims
     return Study(
-        name=name, description=data["description"].strip(), hardware=data["hardware"],
-        assumptions=tuple(data.get("assumptions", ())), runs=planned, collectives=collectives,
-        figures=figures, root=Path(root), launch=data.get("launch", True), partial=data.get("partial", False), time_limit_s=data.get("time_limit_s"),
-        dropped=tuple(dropped), source=source, prediction=dict(prediction) if prediction else None,
+        name=name,
+        description=data["description"].strip(),
+        hardware=data["hardware"],
+        assumptions=tuple(data.get("assumptions", ())),
+        runs=planned,
+        collectives=collectives,
+        figures=figures,
+        root=Path(root),
+        launch=data.get("launch", True),
+        partial=data.get("partial", False),
+        time_limit_s=data.get("time_limit_s"),
+        dropped=tuple(dropped),
+        source=source,
+        prediction=dict(prediction) if prediction else None,
         model_beside=dict(data["model_beside"]) if data.get("model_beside") else None,
         imported=tuple(dict(s) for s in data.get("imported") or ()),
-        gpu_hours_budget=data.get("gpu_hours_budget"), expected_cost_cluster=data.get("expected_cost_cluster"),
-        catalog=tuple(data.get("catalog", ())), peak_tflops=data.get("peak_tflops"), known_artefacts=artefacts,
+        gpu_hours_budget=data.get("gpu_hours_budget"),
+        expected_cost_cluster=data.get("expected_cost_cluster"),
+        catalog=tuple(data.get("catalog", ())),
+        peak_tflops=data.get("peak_tflops"),
+        known_artefacts=artefacts,
         metrics_sink=dict(data["metrics_sink"]) if data.get("metrics_sink") else None,
         outlier_slowdown=None if data.get("outlier_slowdown") is None else float(data["outlier_slowdown"]),
         stands_in_for=dict(data["stands_in_for"]) if data.get("stands_in_for") else None,
@@ -447,8 +497,9 @@ def _merge(*layers: dict) -> dict:
     return out
 
 
-def _expand(study: str, exp: dict, defaults: dict, memory_gib: float | None,
-            dropped: list[DroppedPoint]) -> Iterable[RunSpec]:
+def _expand(
+    study: str, exp: dict, defaults: dict, memory_gib: float | None, dropped: list[DroppedPoint]
+) -> Iterable[RunSpec]:
     name = exp["name"]
     grid = exp.get("grid", {})
     layouts = exp.get("layouts", [{}])
@@ -475,8 +526,13 @@ def _expand(study: str, exp: dict, defaults: dict, memory_gib: float | None,
             if skip and memory_gib:
                 need = estimate_memory(spec).total_bytes
                 if need > memory_gib * GIB:
-                    dropped.append(DroppedPoint(name, where, f"memory estimate {need / GIB:.0f} GiB exceeds "
-                                                             f"device_memory_gib {memory_gib:g}"))
+                    dropped.append(
+                        DroppedPoint(
+                            name,
+                            where,
+                            f"memory estimate {need / GIB:.0f} GiB exceeds device_memory_gib {memory_gib:g}",
+                        )
+                    )
                     continue
             if stages and spec.comm == "fake":
                 for kind in distinct_stages(spec):
@@ -503,7 +559,9 @@ def resolve_spec(fields: dict) -> RunSpec:
             raise SpecError([("dp_replicate", "'rest' needs dp_shard set to a number of processes")])
         fixed = shard * get("tp") * get("pp") * get("cp")
         if world % fixed:
-            raise SpecError([("dp_replicate", f"'rest': world size {world} is not divisible by dp_shard*tp*pp*cp = {fixed}")])
+            raise SpecError(
+                [("dp_replicate", f"'rest': world size {world} is not divisible by dp_shard*tp*pp*cp = {fixed}")]
+            )
         f["dp_replicate"] = world // fixed
     if f.get("pp_microbatches") == "fill":
         if get("pp") == 1:
@@ -516,9 +574,16 @@ def resolve_spec(fields: dict) -> RunSpec:
             if gb < 1:
                 raise SpecError([("pp_microbatches", "'fill' needs global_batch or global_batch_per_gpu")])
             if gb % (dp * mb) or gb // (dp * mb) < get("pp"):
-                raise SpecError([("pp_microbatches", f"'fill': global batch {gb} over {dp} data-parallel ranks in "
-                                                     f"micro batches of {mb} does not give a whole number of at "
-                                                     f"least pp={get('pp')} microbatches")])
+                raise SpecError(
+                    [
+                        (
+                            "pp_microbatches",
+                            f"'fill': global batch {gb} over {dp} data-parallel ranks in "
+                            f"micro batches of {mb} does not give a whole number of at "
+                            f"least pp={get('pp')} microbatches",
+                        )
+                    ]
+                )
             f["pp_microbatches"] = gb // (dp * mb)
     return RunSpec.from_dict(f)
 

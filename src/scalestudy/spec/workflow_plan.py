@@ -16,6 +16,8 @@ SENSITIVITY_TABLES = ("claim_sensitivity.csv", "c3_terms.csv", "claim_basis.json
 
 class NoRawLogs(ValueError):
     """A study that is never launched and has none of its raw logs committed."""
+
+
 # the study fields that put a study under a rule: launched (its raw logs made by the run jobs; a
 # study without the field is launched), predicted by the model, with the model beside its measurements
 ROLES = {"launch": True, "prediction": False, "model_beside": False}
@@ -59,8 +61,10 @@ def raw_dirs(study, root: Path | str = ".") -> list[str]:
     if study.partial:  # the committed raw logs hold some of the planned runs; the rest stay planned
         dirs = [d for d in dirs if (Path(root) / d).is_dir()]
     if not study.launch and not any((Path(root) / d).is_dir() for d in dirs):
-        raise NoRawLogs(f"study {study.name!r} is not launched by the workflow (launch: false) and "
-                        f"data/{study.name}/raw holds none of its runs: commit its raw logs first")
+        raise NoRawLogs(
+            f"study {study.name!r} is not launched by the workflow (launch: false) and "
+            f"data/{study.name}/raw holds none of its runs: commit its raw logs first"
+        )
     return dirs
 
 
@@ -76,23 +80,29 @@ def table_files(study) -> list[str]:
 def runs_in_words(study, figure: str, root: Path | str = ".") -> str:
     """The runs a figure of the study draws on, in words (its report caption says them)."""
     if figure == "model_validation":
-        return ("the published runs of the external validation ledger (workflow/validation/external.yaml), "
-                f"predicted with the calibration of study {study.name}; none of them is fitted to")
+        return (
+            "the published runs of the external validation ledger (workflow/validation/external.yaml), "
+            f"predicted with the calibration of study {study.name}; none of them is fitted to"
+        )
     if figure == "collectives_bandwidth":
         worlds = ", ".join(str(c.world_size) for c in study.collectives)
         return f"{len(study.collectives)} collectives benchmarks of study {study.name} (world sizes {worlds})"
     if figure in RANK_FIGURES:
         shares = [r for r in study.runs if r.spec.comm == "fake"]
         measured = sum((Path(root) / f"data/{study.name}/raw" / r.run_id).is_dir() for r in shares)
-        return (f"{len(shares)} rank shares planned in study {study.name}, {measured} measured "
-                "(one rank's share, communication not executed)")
+        return (
+            f"{len(shares)} rank shares planned in study {study.name}, {measured} measured "
+            "(one rank's share, communication not executed)"
+        )
     planned = study.runs_of(figure)
     seeds: dict[str, int] = {}
     for r in planned:
         seeds[r.spec.config_id] = seeds.get(r.spec.config_id, 0) + 1
     if study.prediction:  # a prediction has the model's band, never seeds
-        return (f"{len(planned)} predicted runs of study {study.name}, experiment {figure}: {len(seeds)} "
-                "configurations, PREDICTED by the performance model (one prediction a run, with the model's band)")
+        return (
+            f"{len(planned)} predicted runs of study {study.name}, experiment {figure}: {len(seeds)} "
+            "configurations, PREDICTED by the performance model (one prediction a run, with the model's band)"
+        )
     counts = sorted(set(seeds.values())) or [0]
     each = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
     return f"{len(planned)} runs of study {study.name}, experiment {figure}: {len(seeds)} configurations x {each} seeds"

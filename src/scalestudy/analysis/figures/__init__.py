@@ -66,9 +66,23 @@ from scalestudy.analysis.figures import (
 from scalestudy.analysis.figures.description import Description, Quantity  # noqa: F401 (for figure modules)
 from scalestudy.spec.evidence import PREDICTED, study_evidence
 
-FIGURES = {m.NAME: m for m in (collectives_bandwidth, weak_scaling, kernel_breakdown, strong_scaling, tp_pp_grid,
-                               model_sizes, hardware_generations, power, rank_grid, rank_memory,
-                               step_time_microbatches, claim_sensitivity)}
+FIGURES = {
+    m.NAME: m
+    for m in (
+        collectives_bandwidth,
+        weak_scaling,
+        kernel_breakdown,
+        strong_scaling,
+        tp_pp_grid,
+        model_sizes,
+        hardware_generations,
+        power,
+        rank_grid,
+        rank_memory,
+        step_time_microbatches,
+        claim_sensitivity,
+    )
+}
 # Figures of something other than a study's experiments: model_validation draws the performance
 # model's external ledger (figures/STUDY/model_validation_ledger.csv, written by `scalestudy model
 # validate --external`) for a predicted study, by its own workflow rule (rule model_validation).
@@ -90,9 +104,10 @@ def module(name: str):
 
 def listing() -> list[tuple[str, str, str]]:
     """Every figure as (name, category, what it draws): the study's experiments, then the ledger's."""
-    return ([(n, m.DESCRIPTION.category, "the study's tables") for n, m in FIGURES.items()]
-            + [(n, m.DESCRIPTION.category, f"the external validation ledger ({m.LEDGER_FILE})")
-               for n, m in LEDGER_FIGURES.items()])
+    return [(n, m.DESCRIPTION.category, "the study's tables") for n, m in FIGURES.items()] + [
+        (n, m.DESCRIPTION.category, f"the external validation ledger ({m.LEDGER_FILE})")
+        for n, m in LEDGER_FIGURES.items()
+    ]
 
 
 def description(name: str) -> Description:
@@ -106,8 +121,13 @@ def rebuild_command(name: str, study_name: str) -> str:
 
 def caption(name: str, study, runs: str = "") -> str:
     """The report's caption of figure `name` of `study` (reStructuredText)."""
-    return description(name).caption(predicted=study_evidence(study), study=study.name,
-                                     hardware=study.hardware, runs=runs, command=rebuild_command(name, study.name))
+    return description(name).caption(
+        predicted=study_evidence(study),
+        study=study.name,
+        hardware=study.hardware,
+        runs=runs,
+        command=rebuild_command(name, study.name),
+    )
 
 
 def render_ledger_figure(name: str, study, out_dir: Path | str | None = None) -> list[Path]:
@@ -118,15 +138,18 @@ def render_ledger_figure(name: str, study, out_dir: Path | str | None = None) ->
     out = Path(out_dir) if out_dir is not None else Path(study.figures_dir)
     ledger = out / mod.LEDGER_FILE
     if not ledger.exists():
-        raise FileNotFoundError(f"{ledger}: missing; `scalestudy model validate --external --out {ledger}` writes it "
-                                "(the workflow does for a predicted study)")
+        raise FileNotFoundError(
+            f"{ledger}: missing; `scalestudy model validate --external --out {ledger}` writes it "
+            "(the workflow does for a predicted study)"
+        )
     return mod.render(ledger, out / name)
 
 
 def figure_data(name: str, tables, study) -> prepare.FigureData:
     if name in LEDGER_FIGURES:
-        raise UnknownFigureError(f"figure {name!r} draws the external ledger, not a study's tables: "
-                                 "use render_ledger_figure")
+        raise UnknownFigureError(
+            f"figure {name!r} draws the external ledger, not a study's tables: use render_ledger_figure"
+        )
     fd = module(name).data(tables, study)
     prepare.mark_predicted(fd, tables)
     caveat = prepare.mark_caveats(fd, tables)
@@ -143,16 +166,19 @@ def figure_data(name: str, tables, study) -> prepare.FigureData:
     if failed is None:  # nothing drawn as an 'x': no note explaining it
         notes = [n for n in notes if n != drawing.FAILED_NOTE]
     if any(r.get("status") == prepare.INVALID for r in fd.rows):
-        notes.append("invalid: a value that cannot be (see the CSV's note for why) is not drawn; "
-                     "its point is an 'x' (a hatched cell in a grid).")
+        notes.append(
+            "invalid: a value that cannot be (see the CSV's note for why) is not drawn; "
+            "its point is an 'x' (a hatched cell in a grid)."
+        )
     fd.notes = list(dict.fromkeys(n for n in notes if n))
     if fd.empty_reason and not fd.cpu and study.runs:
         fd.cpu = all(p.spec.device == "cpu" for p in study.runs)  # an empty panel of a CPU study says so too
     return fd
 
 
-def render(name: str, study, tables=None, out_dir: Path | str | None = None,
-           formats: Iterable[str] = FORMATS) -> list[Path]:
+def render(
+    name: str, study, tables=None, out_dir: Path | str | None = None, formats: Iterable[str] = FORMATS
+) -> list[Path]:
     """Write figure `name` of `study` (tables: LoadedTables, default read from study.tables_dir)
     to out_dir (default study.figures_dir); returns the paths written."""
     import matplotlib  # heavy: imported only when drawing
@@ -176,8 +202,9 @@ def render(name: str, study, tables=None, out_dir: Path | str | None = None,
 def draw(name: str, fd: prepare.FigureData, study):
     """The figure of fd, header and footer included (not saved)."""
     if fd.empty_reason:
-        fig, axes = drawing.new_figure(1, title=fd.title, subtitle=getattr(fd, "subtitle", ""), cpu=fd.cpu,
-                                       notes=fd.notes)  # one panel: the message, no empty axes under it
+        fig, axes = drawing.new_figure(
+            1, title=fd.title, subtitle=getattr(fd, "subtitle", ""), cpu=fd.cpu, notes=fd.notes
+        )  # one panel: the message, no empty axes under it
         drawing.message_panel(axes[0], fd.empty_reason)
     else:
         fig = module(name).draw(fd, study)
@@ -186,8 +213,13 @@ def draw(name: str, fd: prepare.FigureData, study):
     return fig
 
 
-def render_all(study, tables=None, out_dir: Path | str | None = None, formats: Iterable[str] = FORMATS,
-               names: Iterable[str] | None = None) -> list[Path]:
+def render_all(
+    study,
+    tables=None,
+    out_dir: Path | str | None = None,
+    formats: Iterable[str] = FORMATS,
+    names: Iterable[str] | None = None,
+) -> list[Path]:
     tables = tables if tables is not None else load_tables(study.tables_dir)
     paths = []
     for name in names or FIGURES:

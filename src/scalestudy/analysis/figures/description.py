@@ -9,17 +9,25 @@ from dataclasses import dataclass, field
 
 from scalestudy.spec import evidence as ev
 
-MEASURED_BASIS = ("Measured: each point is the mean over the study's seeds with a Student-t 95% confidence "
-                  "interval (none with one seed); an interval reaching past what the quantity can be (below "
-                  "zero, above 100%) is drawn truncated there and the CSV's note says so.")
-PREDICTED_BASIS = ("PREDICTED by the performance model (scalestudy.perfmodel), not measured: one prediction a "
-                   "configuration; an error bar is the model's band (its value at every corner of a box of its "
-                   "uncertain inputs).")
+MEASURED_BASIS = (
+    "Measured: each point is the mean over the study's seeds with a Student-t 95% confidence "
+    "interval (none with one seed); an interval reaching past what the quantity can be (below "
+    "zero, above 100%) is drawn truncated there and the CSV's note says so."
+)
+PREDICTED_BASIS = (
+    "PREDICTED by the performance model (scalestudy.perfmodel), not measured: one prediction a "
+    "configuration; an error bar is the model's band (its value at every corner of a box of its "
+    "uncertain inputs)."
+)
 
-IMPORTED_BASIS = ("Imported: public raw logs, not runs of this package; each point is the mean over the published "
-                  "repeated runs of the configuration with a Student-t 95% confidence interval.")
-RANK_SHARE_BASIS = ("One rank's share: one rank of the configuration measured alone on one GPU with its communication "
-                    "faked (one run a configuration); not the whole configuration's step time.")
+IMPORTED_BASIS = (
+    "Imported: public raw logs, not runs of this package; each point is the mean over the published "
+    "repeated runs of the configuration with a Student-t 95% confidence interval."
+)
+RANK_SHARE_BASIS = (
+    "One rank's share: one rank of the configuration measured alone on one GPU with its communication "
+    "faked (one run a configuration); not the whole configuration's step time."
+)
 
 
 def _kind(evidence) -> str:
@@ -35,6 +43,7 @@ class Quantity:
     in the caption; `metric` is its column stem in the summary table (times `scale`); values
     outside [low, high] cannot be, and are marked invalid rather than drawn; `log`: drawn on a
     log axis."""
+
     name: str
     unit: str = ""
     metric: str | None = None
@@ -57,6 +66,7 @@ class Description:
     """One figure in words. `shows` says what is drawn against what, `series` what a line, bar
     group or cell is; `notes` are footnotes that hold for every study; `paper` cites the paper's
     figure or section and `paper_result` the paper's number it is compared with."""
+
     name: str
     title: str
     paper: str
@@ -75,15 +85,17 @@ class Description:
         for q in self.quantities:
             if q.name == name or q.label == name:
                 return q
-        raise KeyError(f"figure {self.name!r} describes no quantity {name!r}; it has "
-                       f"{', '.join(q.label for q in self.quantities)}")
+        raise KeyError(
+            f"figure {self.name!r} describes no quantity {name!r}; it has {', '.join(q.label for q in self.quantities)}"
+        )
 
     @staticmethod
     def basis(evidence) -> str:
         """What a number of the figure is (evidence: True/False for predicted or not, or a kind of
         scalestudy.spec.evidence), said in its first footnote."""
-        return {ev.PREDICTED: PREDICTED_BASIS, ev.IMPORTED: IMPORTED_BASIS,
-                ev.RANK_SHARE: RANK_SHARE_BASIS}.get(_kind(evidence), MEASURED_BASIS)
+        return {ev.PREDICTED: PREDICTED_BASIS, ev.IMPORTED: IMPORTED_BASIS, ev.RANK_SHARE: RANK_SHARE_BASIS}.get(
+            _kind(evidence), MEASURED_BASIS
+        )
 
     def heading(self, evidence) -> str:
         """The figure's title as drawn."""
@@ -92,11 +104,14 @@ class Description:
     def footnotes(self, predicted: bool) -> list[str]:
         return [self.basis(predicted), *self.notes]
 
-    def caption(self, *, predicted: bool, study: str = "", hardware: str = "", runs: str = "",
-                command: str = "") -> str:
+    def caption(
+        self, *, predicted: bool, study: str = "", hardware: str = "", runs: str = "", command: str = ""
+    ) -> str:
         """The report's caption (reStructuredText): the same title, basis and notes as the figure."""
-        parts = [f"**{self.heading(predicted)}** ({self.paper}). {self.shows}; {self.series}.",
-                 " ".join(self.footnotes(predicted))]
+        parts = [
+            f"**{self.heading(predicted)}** ({self.paper}). {self.shows}; {self.series}.",
+            " ".join(self.footnotes(predicted)),
+        ]
         if self.paper_result:
             parts.append(f"The paper: {self.paper_result}")
         facts = []

@@ -44,8 +44,10 @@ from scalestudy.analysis.figures.prepare import FigureData
 from scalestudy.spec.rank_share import MEASURED_BUSY_SERIES, MEASURED_SERIES, MEASURED_SERIES_SUFFIXES
 
 CPU_WARNING = "CPU smoke data — not comparable to the paper"
-FAILED_NOTE = ("x at the foot of a panel: a configuration that failed or has no value (which, and why: the note "
-               "'Without a value' and the CSV's status and note).")
+FAILED_NOTE = (
+    "x at the foot of a panel: a configuration that failed or has no value (which, and why: the note "
+    "'Without a value' and the CSV's status and note)."
+)
 FAILED_LABEL = "x: failed / no value (see the notes)"
 NOTE_FONTSIZE = 7.0  # points: the smallest text of a figure, readable when printed at the PDF's size
 
@@ -61,10 +63,23 @@ def style() -> dict:
     rc: dict = {}
     rc.update(sns.axes_style("whitegrid"))
     rc.update(sns.plotting_context("paper", font_scale=1.1))
-    rc.update({"svg.hashsalt": "scalestudy", "pdf.fonttype": 42, "ps.fonttype": 42, "font.family": "DejaVu Sans",
-               "axes.titlesize": 8.5, "axes.titleweight": "bold", "axes.labelsize": 8, "xtick.labelsize": 7.5,
-               "ytick.labelsize": 7.5, "legend.fontsize": 7.5, "legend.title_fontsize": 7.5, "savefig.dpi": 120,
-               "path.simplify": True})
+    rc.update(
+        {
+            "svg.hashsalt": "scalestudy",
+            "pdf.fonttype": 42,
+            "ps.fonttype": 42,
+            "font.family": "DejaVu Sans",
+            "axes.titlesize": 8.5,
+            "axes.titleweight": "bold",
+            "axes.labelsize": 8,
+            "xtick.labelsize": 7.5,
+            "ytick.labelsize": 7.5,
+            "legend.fontsize": 7.5,
+            "legend.title_fontsize": 7.5,
+            "savefig.dpi": 120,
+            "path.simplify": True,
+        }
+    )
     return rc
 
 
@@ -82,7 +97,7 @@ def palette(n: int) -> list:
     spaced hues (husl, as seaborn's own default past a palette's size), so no two series share a colour."""
     import seaborn as sns  # heavy: imported only when drawing
 
-    return _colorblind()[:max(n, 1)] if n <= 9 else list(sns.color_palette("husl", n))
+    return _colorblind()[: max(n, 1)] if n <= 9 else list(sns.color_palette("husl", n))
 
 
 # One colour a strategy family in every study (family_colors: figures compared across studies), in
@@ -98,14 +113,15 @@ def family_colors(families: Iterable[str]) -> dict[str, object]:
     import seaborn as sns  # heavy: imported only when drawing
 
     cb, hues = _colorblind(), list(sns.color_palette("husl", 24))
-    return {f: cb[FAMILY_ORDER.index(f)] if f in FAMILY_ORDER else hues[zlib.crc32(f.encode()) % len(hues)]
-            for f in families}
+    return {
+        f: cb[FAMILY_ORDER.index(f)] if f in FAMILY_ORDER else hues[zlib.crc32(f.encode()) % len(hues)]
+        for f in families
+    }
 
 
 # (marker, dashes) of a micro batch (by its power of two: 1, 2, 4, 8, ...) in every study, where one
 # strategy family's lines differ in micro batch (family_colors gives them one colour)
-MICRO_BATCH_STYLES = (("s", (4, 2)), ("o", ""), ("^", (1, 1.5)), ("D", (4, 1.5, 1, 1.5)), ("v", (2, 1)),
-                      ("P", (6, 2)))
+MICRO_BATCH_STYLES = (("s", (4, 2)), ("o", ""), ("^", (1, 1.5)), ("D", (4, 1.5, 1, 1.5)), ("v", (2, 1)), ("P", (6, 2)))
 
 
 def micro_batch_style(micro_batch) -> tuple[str, object]:
@@ -129,12 +145,22 @@ def _height(lines: int, fontsize: float) -> float:
     return lines * fontsize * LINE_SPACING / 72
 
 
-def figure_for(fd: FigureData, *, ncols: int | None = None, panel_w: float = 4.2, panel_h: float = 3.2,
-               legend_rows: int = 0):
+def figure_for(
+    fd: FigureData, *, ncols: int | None = None, panel_w: float = 4.2, panel_h: float = 3.2, legend_rows: int = 0
+):
     """A figure sized for fd's panels, its header, its notes (wrapped) and `legend_rows` rows of
     a legend below the panels; returns (figure, panel axes)."""
-    return new_figure(len(fd.panels), ncols=ncols, panel_w=panel_w, panel_h=panel_h, title=fd.title,
-                      subtitle=getattr(fd, "subtitle", ""), cpu=fd.cpu, notes=fd.notes, legend_rows=legend_rows)
+    return new_figure(
+        len(fd.panels),
+        ncols=ncols,
+        panel_w=panel_w,
+        panel_h=panel_h,
+        title=fd.title,
+        subtitle=getattr(fd, "subtitle", ""),
+        cpu=fd.cpu,
+        notes=fd.notes,
+        legend_rows=legend_rows,
+    )
 
 
 def series_colors(series: list[str], after: int = 0) -> dict[str, object]:
@@ -200,8 +226,9 @@ def coinciding(pts: list[dict], drawn: list[list[dict]], tol: float = 0.03) -> i
     return sum(1 for b in drawn if _on(pts, b, tol))
 
 
-def figure_styles(fd: FigureData, series: list[str], given: dict[str, tuple[str, object]] | None = None,
-                  tol: float = 0.03) -> dict[str, tuple]:
+def figure_styles(
+    fd: FigureData, series: list[str], given: dict[str, tuple[str, object]] | None = None, tol: float = 0.03
+) -> dict[str, tuple]:
     """(marker, dashes) of each series for the whole figure: `given` or line_style; a plain series
     that lies on an earlier one in some panel takes the first COINCIDE_MARKERS marker no other
     series has (a variant keeps its kind's marker: dodge_slots draws it beside its plain series).
@@ -230,6 +257,7 @@ def figure_styles(fd: FigureData, series: list[str], given: dict[str, tuple[str,
 def _hidden_by(a: list[dict], b: list[dict]) -> bool:
     """At some x of both, a's point with its interval and b's overlap: drawn at one x, one hides in
     the other's error bar."""
+
     def span(r):
         ends = [r["y"], *(r[k] for k in ("ci95_low", "ci95_high") if r.get(k) is not None)]
         return min(ends), max(ends)
@@ -255,8 +283,11 @@ def dodge_slots(points: dict[str, list[dict]], tol: float = 0.03) -> dict[str, i
         else:
             xs = {r["x"] for r in points[s]}
             low = 1 if any(r["x"] in xs for t in plain for r in points[t]) else 0
-        taken = {slots[t] for t in slots if _on(points[s], points[t], tol)
-                 or base is not None and t in plain and _hidden_by(points[s], points[t])}
+        taken = {
+            slots[t]
+            for t in slots
+            if _on(points[s], points[t], tol) or base is not None and t in plain and _hidden_by(points[s], points[t])
+        }
         k = low
         while k in taken:
             k += 1
@@ -264,17 +295,26 @@ def dodge_slots(points: dict[str, list[dict]], tol: float = 0.03) -> dict[str, i
     return slots
 
 
-DODGE_NOTE = ("Dodged: a prediction with a measured rank share (or the model beside a measurement) is drawn a "
-              "little right of the other points at its GPU count, so that neither hides in the other's error bar; "
-              "its GPU count is the tick to its left.")
+DODGE_NOTE = (
+    "Dodged: a prediction with a measured rank share (or the model beside a measurement) is drawn a "
+    "little right of the other points at its GPU count, so that neither hides in the other's error bar; "
+    "its GPU count is the tick to its left."
+)
 
 
 def dodge_note(rows: list[dict]) -> str | None:
     """DODGE_NOTE where some variant's point shares a panel and an x with a plain series' point
     (dodge_slots draws it beside), else None."""
     plain = {(r["panel"], r["x"]) for r in rows if r.get("y") is not None and variant_base(r["series"]) is None}
-    return DODGE_NOTE if any((r["panel"], r["x"]) in plain for r in rows
-                             if r.get("y") is not None and variant_base(r["series"]) is not None) else None
+    return (
+        DODGE_NOTE
+        if any(
+            (r["panel"], r["x"]) in plain
+            for r in rows
+            if r.get("y") is not None and variant_base(r["series"]) is not None
+        )
+        else None
+    )
 
 
 def dodge_step(xs: list[float], slots: Iterable[int], log_x: bool) -> float:
@@ -298,9 +338,18 @@ def draw_line_figure(fd: FigureData, study=None, **kw):
     return fig
 
 
-def new_figure(n_panels: int, *, ncols: int | None = None, panel_w: float = 4.2, panel_h: float = 3.2,
-               title: str = "", subtitle: str = "", cpu: bool = False, notes: Iterable[str] = (),
-               legend_rows: int = 0):
+def new_figure(
+    n_panels: int,
+    *,
+    ncols: int | None = None,
+    panel_w: float = 4.2,
+    panel_h: float = 3.2,
+    title: str = "",
+    subtitle: str = "",
+    cpu: bool = False,
+    notes: Iterable[str] = (),
+    legend_rows: int = 0,
+):
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # heavy: imported only when drawing
     from matplotlib.figure import Figure  # heavy: imported only when drawing
 
@@ -309,8 +358,9 @@ def new_figure(n_panels: int, *, ncols: int | None = None, panel_w: float = 4.2,
     width = figure_width(n_panels, ncols, panel_w)
     text_w = width - 2 * MARGIN_IN - 0.15
     head = [(line, TITLE_FONTSIZE, "bold", "black") for line in wrap(title, text_w, TITLE_FONTSIZE)]
-    head += [(line, SUBTITLE_FONTSIZE, "normal", "black") for line in wrap(subtitle, text_w, SUBTITLE_FONTSIZE)
-             if subtitle]
+    head += [
+        (line, SUBTITLE_FONTSIZE, "normal", "black") for line in wrap(subtitle, text_w, SUBTITLE_FONTSIZE) if subtitle
+    ]
     if cpu:
         head.append((CPU_WARNING, WARNING_FONTSIZE, "bold", "#b00020"))
     foot = [line for n in notes if n for line in wrap(n, text_w, NOTE_FONTSIZE)]
@@ -349,8 +399,9 @@ def header(fig, fd: FigureData, study) -> None:
 
 
 def footer(fig, notes: list[str] | None = None) -> None:
-    _text_lines(fig.scalestudy["foot"], [(n, NOTE_FONTSIZE, "normal", "#444444") for n in fig.scalestudy["foot_lines"]],
-                0.04)
+    _text_lines(
+        fig.scalestudy["foot"], [(n, NOTE_FONTSIZE, "normal", "#444444") for n in fig.scalestudy["foot_lines"]], 0.04
+    )
 
 
 def assumptions_note(study, limit: int = 400) -> str | None:
@@ -359,13 +410,22 @@ def assumptions_note(study, limit: int = 400) -> str | None:
     if not items:
         return None
     text = f"Assumptions of study {study.name}: " + "; ".join(items) + "."
-    return text if len(text) <= limit else text[:limit - 30].rsplit(" ", 1)[0] + " ... (see the study file)"
+    return text if len(text) <= limit else text[: limit - 30].rsplit(" ", 1)[0] + " ... (see the study file)"
 
 
 def message_panel(ax, text: str, color: str = "#666666") -> None:
     ax.set_axis_off()
-    ax.text(0.5, 0.5, "\n".join(textwrap.wrap(text, 60)), ha="center", va="center", fontsize=9, color=color,
-            transform=ax.transAxes, bbox={"boxstyle": "round", "facecolor": "#f4f4f4", "edgecolor": "#999999"})
+    ax.text(
+        0.5,
+        0.5,
+        "\n".join(textwrap.wrap(text, 60)),
+        ha="center",
+        va="center",
+        fontsize=9,
+        color=color,
+        transform=ax.transAxes,
+        bbox={"boxstyle": "round", "facecolor": "#f4f4f4", "edgecolor": "#999999"},
+    )
 
 
 def log2_axis(ax, xs: list[float], formatter: Callable[[float], str] | None = None, max_ticks: int = 12) -> None:
@@ -378,23 +438,34 @@ def log2_axis(ax, xs: list[float], formatter: Callable[[float], str] | None = No
     step = max(1, math.ceil(len(xs) / max_ticks))
     ticks = []
     for x in xs[::step]:  # a tick too close to the one before it would print over it
-        if not ticks or x >= ticks[-1] * 2 ** 0.3:
+        if not ticks or x >= ticks[-1] * 2**0.3:
             ticks.append(x)
         elif x == xs[-1] and len(ticks) > 1:  # the largest scale keeps its tick, its close neighbour gives way
             ticks[-1] = x
     ax.set_xticks(ticks)
-    ax.set_xticklabels([formatter(x) if formatter else f"{x:g}" for x in ticks], rotation=45 if len(ticks) > 6 else 0,
-                       ha="right" if len(ticks) > 6 else "center")
+    ax.set_xticklabels(
+        [formatter(x) if formatter else f"{x:g}" for x in ticks],
+        rotation=45 if len(ticks) > 6 else 0,
+        ha="right" if len(ticks) > 6 else "center",
+    )
     ax.minorticks_off()
     lo, hi = xs[0], xs[-1]
-    ax.set_xlim(lo / 2 ** 0.4, hi * 2 ** 0.4) if len(xs) > 1 else ax.set_xlim(lo / 2, lo * 2)
+    ax.set_xlim(lo / 2**0.4, hi * 2**0.4) if len(xs) > 1 else ax.set_xlim(lo / 2, lo * 2)
 
 
 def mark_failed(ax, xs: list, colors: list) -> None:
     """An 'x' at the foot of the axes at each data x, in its colour. Its status is in the figure's
     notes (failed_note), not written in the panel, where it would cover the data."""
-    ax.scatter(xs, [0.04] * len(xs), marker="x", color=colors, s=49, linewidths=2, transform=ax.get_xaxis_transform(),
-               clip_on=False)
+    ax.scatter(
+        xs,
+        [0.04] * len(xs),
+        marker="x",
+        color=colors,
+        s=49,
+        linewidths=2,
+        transform=ax.get_xaxis_transform(),
+        clip_on=False,
+    )
 
 
 def failed_note(rows: list[dict], limit: int = 12) -> str | None:
@@ -416,8 +487,9 @@ def failed_note(rows: list[dict], limit: int = 12) -> str | None:
     unit = str(next(iter(by_config.values())).get("x_quantity") or "").split(" (")[0]
     items = []
     for (series, status), xs in sorted(groups.items(), key=lambda kv: (natural(kv[0][0]), kv[0][1])):
-        xs = sorted(set(xs), key=lambda x: (not isinstance(x, (int, float)), x if isinstance(x, (int, float)) else 0,
-                                            str(x)))
+        xs = sorted(
+            set(xs), key=lambda x: (not isinstance(x, (int, float)), x if isinstance(x, (int, float)) else 0, str(x))
+        )
         shown = ", ".join(f"{x:g}" if isinstance(x, (int, float)) else str(x) for x in xs)
         items.append(f"{series}: {status} at {shown}{' ' + unit if unit else ''}")
     more = len(items) - limit
@@ -447,8 +519,11 @@ def model_size(name: str) -> tuple:
     from scalestudy.spec.catalog.models import parameter_counts
 
     name = str(name)
-    known = [m for m in catalog.models() if name == m or name.startswith(m) and not name[len(m)].isalnum()
-             and name[len(m)] not in ".-_"]
+    known = [
+        m
+        for m in catalog.models()
+        if name == m or name.startswith(m) and not name[len(m)].isalnum() and name[len(m)] not in ".-_"
+    ]
     if not known:
         return (1, 0, natural(name))
     m = max(known, key=len)
@@ -494,8 +569,15 @@ def figure_legend(fig, axes, ncol: int = 6, title: str | None = None, order: Cal
         return
     labels = sorted(entries, key=lambda k: (k.startswith("x: "), order(k) if order else natural(k)))
     ncol = min(ncol, legend_columns(labels, fig.get_figwidth()))
-    body(fig).legend([entries[k] for k in labels], labels, loc="outside lower center", ncol=ncol,
-                     frameon=False, title=title, fontsize=LEGEND_FONTSIZE)
+    body(fig).legend(
+        [entries[k] for k in labels],
+        labels,
+        loc="outside lower center",
+        ncol=ncol,
+        frameon=False,
+        title=title,
+        fontsize=LEGEND_FONTSIZE,
+    )
 
 
 def long_frame(points: list[dict], x_of: Callable[[dict], float]):
@@ -512,16 +594,32 @@ def long_frame(points: list[dict], x_of: Callable[[dict], float]):
     for r in points:  # two points at one x of a series would be merged into one median: refused
         other = seen.setdefault((r["series"], x_of(r)), r)
         if other is not r:
-            raise ValueError(f"series {r['series']!r} has two points at x={x_of(r)} "
-                             f"({other.get('config_id')}, {r.get('config_id')}): draw them as separate series")
-    rows = [{"series": r["series"], "x": x_of(r), "y": y}
-            for r in points for y in (end(r, "ci95_low", min), r["y"], end(r, "ci95_high", max))]
+            raise ValueError(
+                f"series {r['series']!r} has two points at x={x_of(r)} "
+                f"({other.get('config_id')}, {r.get('config_id')}): draw them as separate series"
+            )
+    rows = [
+        {"series": r["series"], "x": x_of(r), "y": y}
+        for r in points
+        for y in (end(r, "ci95_low", min), r["y"], end(r, "ci95_high", max))
+    ]
     return pd.DataFrame(rows, columns=["series", "x", "y"])
 
 
-def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, muted_series: set[str] = frozenset(),
-               colors: dict[str, object] | None = None, styles: dict[str, tuple[str, object]] | None = None,
-               order: Callable[[str], object] | None = None, legend_ncol: int = 6, legend: bool = True) -> None:
+def draw_lines(
+    fig,
+    axes,
+    fd: FigureData,
+    *,
+    log_x: bool = True,
+    x_format=None,
+    muted_series: set[str] = frozenset(),
+    colors: dict[str, object] | None = None,
+    styles: dict[str, tuple[str, object]] | None = None,
+    order: Callable[[str], object] | None = None,
+    legend_ncol: int = 6,
+    legend: bool = True,
+) -> None:
     """Line panels through seaborn's semantic mappings: per panel one sns.lineplot, hue and style
     the series (colour from series_colors or `colors`, marker and dashes from figure_styles or
     `styles`, the same in every panel; error bars its interval), variants and coinciding series
@@ -532,8 +630,10 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
 
     order = order or (lambda s: (s in muted_series, natural(s)))
     all_series = sorted({r["series"] for r in fd.rows}, key=order)
-    colors = colors or {**series_colors([s for s in all_series if s not in muted_series]),
-                        **{s: MUTED for s in muted_series}}
+    colors = colors or {
+        **series_colors([s for s in all_series if s not in muted_series]),
+        **{s: MUTED for s in muted_series},
+    }
     drawn_series = [s for s in all_series if s not in muted_series]
     styles = figure_styles(fd, drawn_series, styles)  # one marker and dashes a series: its legend's
     failed_seen = False
@@ -549,19 +649,42 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
             return r["x"] * 2 ** (step * k) if log_x else r["x"] + step * k
 
         if lines:
-            sns.lineplot(long_frame([r for r in valued if r["series"] in slot], x_of), x="x", y="y", hue="series",
-                         style="series", hue_order=lines, style_order=lines, palette=colors,
-                         markers={s: styles[s][0] for s in lines}, dashes={s: styles[s][1] for s in lines},
-                         estimator="median", errorbar=("pi", 100), err_style="bars",
-                         err_kws={"capsize": 2.5, "elinewidth": 0.9}, linewidth=1.3, markersize=5.5,
-                         markeredgewidth=0.6, ax=ax)
+            sns.lineplot(
+                long_frame([r for r in valued if r["series"] in slot], x_of),
+                x="x",
+                y="y",
+                hue="series",
+                style="series",
+                hue_order=lines,
+                style_order=lines,
+                palette=colors,
+                markers={s: styles[s][0] for s in lines},
+                dashes={s: styles[s][1] for s in lines},
+                estimator="median",
+                errorbar=("pi", 100),
+                err_style="bars",
+                err_kws={"capsize": 2.5, "elinewidth": 0.9},
+                linewidth=1.3,
+                markersize=5.5,
+                markeredgewidth=0.6,
+                ax=ax,
+            )
         muted = [r for r in valued if r["series"] in muted_series]
         if muted:  # the others tried: grey points, no line, no interval; a marker of their kind (line_style)
             kinds = sorted({r["series"] for r in muted}, key=order)
-            sns.scatterplot(x=[r["x"] for r in muted], y=[r["y"] for r in muted], hue=[r["series"] for r in muted],
-                            style=[r["series"] for r in muted], hue_order=kinds, style_order=kinds,
-                            palette={s: colors.get(s, MUTED) for s in kinds},
-                            markers={s: line_style(s)[0] for s in kinds}, s=14, linewidth=0, ax=ax)
+            sns.scatterplot(
+                x=[r["x"] for r in muted],
+                y=[r["y"] for r in muted],
+                hue=[r["series"] for r in muted],
+                style=[r["series"] for r in muted],
+                hue_order=kinds,
+                style_order=kinds,
+                palette={s: colors.get(s, MUTED) for s in kinds},
+                markers={s: line_style(s)[0] for s in kinds},
+                s=14,
+                linewidth=0,
+                ax=ax,
+            )
         for s in all_series:  # a series only failed in this panel: its legend entry says so
             if s not in muted_series and s not in lines and any(r["series"] == s for r in rows):
                 ax.plot([], [], marker="x", linestyle="none", color=colors[s], mew=2, label=f"{s} (no value)")
@@ -577,8 +700,10 @@ def draw_lines(fig, axes, fd: FigureData, *, log_x: bool = True, x_format=None, 
         if log_x:
             log2_axis(ax, [r["x"] for r in rows if r.get("x") is not None], x_format)
             if any(slot.values()):  # room for the points dodged right of the last x
-                ax.set_xlim(right=max(ax.get_xlim()[1], max(x_of(r) for r in valued) * 2 ** 0.25))
-        ax.set(title=panel, xlabel=rows[0]["x_quantity"] if rows else "", ylabel=rows[0]["y_quantity"] if rows else panel)
+                ax.set_xlim(right=max(ax.get_xlim()[1], max(x_of(r) for r in valued) * 2**0.25))
+        ax.set(
+            title=panel, xlabel=rows[0]["x_quantity"] if rows else "", ylabel=rows[0]["y_quantity"] if rows else panel
+        )
         if not valued:
             ax.set_ylim(0, 1)
         elif fd.description is not None:
@@ -630,9 +755,12 @@ NOISE = 0.01  # relative: a panel's spread below this share of its values is noi
 def leave_out_flat_panels(fd: FigureData, floor: float = 0.05) -> None:
     """Leave out (from the drawing, not the CSV) each panel of fd whose values are all zero or below
     `floor` in its unit, with a one-line note; a figure keeps at least one panel."""
-    flat = [p for p in fd.panels
-            if all(abs(r["y"]) <= floor for r in fd.rows if r["panel"] == p and r.get("y") is not None)
-            and any(r.get("y") is not None for r in fd.rows if r["panel"] == p)]
+    flat = [
+        p
+        for p in fd.panels
+        if all(abs(r["y"]) <= floor for r in fd.rows if r["panel"] == p and r.get("y") is not None)
+        and any(r.get("y") is not None for r in fd.rows if r["panel"] == p)
+    ]
     if flat and len(flat) < len(fd.panels):
         fd.panels = [p for p in fd.panels if p not in flat]
         fd.notes.append("Left out: " + "; ".join(flat) + f" (every value is zero or below {floor:g}).")
@@ -683,4 +811,3 @@ def bound_axis(ax, quantity_label: str, desc: Description, ys: Iterable[float] =
         ax.set_ylim(bottom=q.low)
     if q.high is not None and hi > q.high:
         ax.set_ylim(top=q.high)
-

@@ -13,14 +13,19 @@ NAME = "hardware_generations"
 EXPERIMENTS = ("hardware_generations",)
 GPUS = Quantity("GPUs", "world size, log 2")
 DESCRIPTION = Description(
-    name=NAME, title="Hardware generations: MFU and throughput per device against GPUs",
+    name=NAME,
+    title="Hardware generations: MFU and throughput per device against GPUs",
     paper="the paper's Sec. 4.4",
     shows="MFU and tokens per second per device against the number of GPUs (log-2 axis)",
-    series=("one line per device kind the runs recorded, with the strategy family, model or backend added where "
-            "they differ between lines"),
+    series=(
+        "one line per device kind the runs recorded, with the strategy family, model or backend added where "
+        "they differ between lines"
+    ),
     x=GPUS,
-    quantities=(Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0),
-                Quantity("tokens/s per device", "tokens/s", "tokens_per_s_per_device")),
+    quantities=(
+        Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0),
+        Quantity("tokens/s per device", "tokens/s", "tokens_per_s_per_device"),
+    ),
     category="Hardware",
     notes=(drawing.FAILED_NOTE,),
     paper_result="MFU 59.67% on A100 against 40.77% on H100 (Sec. 4.4).",
@@ -40,14 +45,18 @@ def data(tables, study) -> prepare.FigureData:
     specs = prepare.specs_by_config(tables)
     families = {prepare.family(prepare.config_spec(c, specs)) for c in cfgs}
     if prepare.is_cpu(cfgs):  # a host arch (x86_64) is no hardware generation: name CPU lines by what differs
+
         def lead(s):
             return prepare.family(s)
     elif len(families) > 1:
+
         def lead(s):
             return f"{s.get('hardware')}, {prepare.family(s)}"
     else:
+
         def lead(s):
             return str(s.get("hardware"))
+
     series = prepare.series_names(cfgs, specs, "world_size", lead=lead, lead_fields=("hardware",))
     fd.rows = prepare.metric_rows(cfgs, DESCRIPTION.quantities, series, "world_size", GPUS)
     fd.cpu = prepare.is_cpu(cfgs)

@@ -23,6 +23,7 @@ class Cell:
     """One cell of a heatmap panel: its row and column values (TP and PP degrees), its value (None:
     not drawn), what is written under the value or alone (a status), and its hatch: FAILED_HATCH
     (red, a failure), BLANK_HATCH (grey, no value for another reason) or None."""
+
     row: int
     col: int
     value: float | None
@@ -36,8 +37,18 @@ FAILED_HATCH, BLANK_HATCH = "failed", "blank"
 CMAPS = {"high": "viridis", "low": "rocket_r"}
 
 
-def heatmap_panel(ax, cells: list[Cell], *, title: str, value_label: str, fmt: Callable[[float], str],
-                  compact_colorbar: bool = False, better: str = "high", row_label: str = "TP degree", col_label: str = "PP degree") -> None:
+def heatmap_panel(
+    ax,
+    cells: list[Cell],
+    *,
+    title: str,
+    value_label: str,
+    fmt: Callable[[float], str],
+    compact_colorbar: bool = False,
+    better: str = "high",
+    row_label: str = "TP degree",
+    col_label: str = "PP degree",
+) -> None:
     """A heatmap of cells over row x column values (tp_pp_grid, rank_grid), drawn by sns.heatmap:
     the cells with a value coloured (CMAPS[better]) with their value (and status) as its annotation,
     in black or white by the cell's luminance; cells without a value but with a status get a flat
@@ -65,22 +76,51 @@ def heatmap_panel(ax, cells: list[Cell], *, title: str, value_label: str, fmt: C
         vmin, vmax = vmin - 0.5 * abs(vmin or 1), vmax + 0.5 * abs(vmax or 1)
     ax.set_facecolor("#f0f0f0")
     ax.grid(False)  # the style's axis grid would cross the cells' text; cells have their own white lines
-    common = {"ax": ax, "annot": text, "fmt": "", "linewidths": 0.5, "linecolor": "white",
-              "xticklabels": [str(c) for c in cols], "yticklabels": [str(r) for r in rows]}
-    sns.heatmap(grid, mask=~np.isfinite(grid), cmap=CMAPS[better], vmin=vmin, vmax=vmax,
-                cbar_kws={"label": value_label, "format": EngFormatter(sep="") if compact_colorbar else None},
-                annot_kws={"fontsize": NOTE_FONTSIZE}, **common)
+    common = {
+        "ax": ax,
+        "annot": text,
+        "fmt": "",
+        "linewidths": 0.5,
+        "linecolor": "white",
+        "xticklabels": [str(c) for c in cols],
+        "yticklabels": [str(r) for r in rows],
+    }
+    sns.heatmap(
+        grid,
+        mask=~np.isfinite(grid),
+        cmap=CMAPS[better],
+        vmin=vmin,
+        vmax=vmax,
+        cbar_kws={"label": value_label, "format": EngFormatter(sep="") if compact_colorbar else None},
+        annot_kws={"fontsize": NOTE_FONTSIZE},
+        **common,
+    )
     for kind, color in ((FAILED_HATCH, "#b00020"), (BLANK_HATCH, "#555555"), ("", "#555555")):
         status_only = ~np.isfinite(grid) & (text != "") & (hatch == kind)
         if status_only.any():
             box = {"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 1} if kind else None
-            sns.heatmap(np.zeros(grid.shape), mask=~status_only, cmap=ListedColormap(["#f0f0f0"]), cbar=False,
-                        annot_kws={"fontsize": NOTE_FONTSIZE, "color": color, "bbox": box}, **common)
+            sns.heatmap(
+                np.zeros(grid.shape),
+                mask=~status_only,
+                cmap=ListedColormap(["#f0f0f0"]),
+                cbar=False,
+                annot_kws={"fontsize": NOTE_FONTSIZE, "color": color, "bbox": box},
+                **common,
+            )
     for (i, j), kind in np.ndenumerate(hatch):
         if kind:
             failed = kind == FAILED_HATCH
-            ax.add_patch(Rectangle((j, i), 1, 1, fill=False, hatch="///" if failed else "..",
-                                   edgecolor="#b00020" if failed else "#888888", linewidth=0))
+            ax.add_patch(
+                Rectangle(
+                    (j, i),
+                    1,
+                    1,
+                    fill=False,
+                    hatch="///" if failed else "..",
+                    edgecolor="#b00020" if failed else "#888888",
+                    linewidth=0,
+                )
+            )
     ax.set_title(title, fontsize=7.5)
     ax.set_xlabel(col_label)
     ax.set_ylabel(row_label)

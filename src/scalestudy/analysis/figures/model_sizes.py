@@ -11,14 +11,18 @@ NAME = "model_sizes"
 EXPERIMENTS = ("model_sizes",)
 GPUS = Quantity("GPUs", "world size, log 2")
 DESCRIPTION = Description(
-    name=NAME, title="Model sizes: throughput per device and MFU against GPUs",
+    name=NAME,
+    title="Model sizes: throughput per device and MFU against GPUs",
     paper="the paper's model-size sweeps",
     shows="Tokens per second per device and MFU against the number of GPUs (log-2 axis)",
-    series=("one line per model, with the strategy family, backend or compile setting added where they differ "
-            "between lines"),
+    series=(
+        "one line per model, with the strategy family, backend or compile setting added where they differ between lines"
+    ),
     x=GPUS,
-    quantities=(Quantity("tokens/s per device", "tokens/s", "tokens_per_s_per_device", log=True),
-                Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0)),
+    quantities=(
+        Quantity("tokens/s per device", "tokens/s", "tokens_per_s_per_device", log=True),
+        Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0),
+    ),
     category="Scaling",
     notes=(drawing.FAILED_NOTE,),
 )

@@ -25,15 +25,21 @@ PUBLISHED = Quantity("published tokens/s per GPU", "tokens/s", low=0.0)
 PREDICTED = Quantity("predicted tokens/s per GPU", "tokens/s", low=0.0)
 ERROR = Quantity("prediction error", "%", low=None)
 DESCRIPTION = Description(
-    name=NAME, title="Performance model against published training runs (external validation ledger)",
+    name=NAME,
+    title="Performance model against published training runs (external validation ledger)",
     paper="not in the paper: workflow/validation/external.yaml",
     shows="predicted against published tokens/s per GPU, and the relative error of each row",
     series="a source of published numbers (torchtitan H100, torchtitan A100, Narayanan et al. 2021 Table 1)",
-    x=PUBLISHED, quantities=(PREDICTED, ERROR), category="Performance model",
-    notes=("Validation, not calibration: no parameter of the model is fitted to these rows; the model is "
-           "calibrated on one H200 (data/h200-reference) and the H200 duty-cycle power measurement only.",
-           "Error bars: the model's band (the corners of its uncertainty box). Narayanan et al. report "
-           "teraFLOP/s per GPU; converted to tokens/s by their own FLOP formula."))
+    x=PUBLISHED,
+    quantities=(PREDICTED, ERROR),
+    category="Performance model",
+    notes=(
+        "Validation, not calibration: no parameter of the model is fitted to these rows; the model is "
+        "calibrated on one H200 (data/h200-reference) and the H200 duty-cycle power measurement only.",
+        "Error bars: the model's band (the corners of its uncertainty box). Narayanan et al. report "
+        "teraFLOP/s per GPU; converted to tokens/s by their own FLOP formula.",
+    ),
+)
 PANELS = ("predicted vs published", "error by row")
 
 
@@ -64,18 +70,37 @@ def data(ledger_csv: Path | str) -> prepare.FigureData:
             continue
         pub, pred = _f(r["published_tokens_per_s_per_device"]), _f(r["predicted_tokens_per_s_per_device"])
         lo, hi = _f(r["band_low"]), _f(r["band_high"])
-        base = {"series": r["group"], "x_quantity": PUBLISHED.label, "x": pub, "n_seeds": 1, "status": "ok",
-                "note": r["source"], "label": r["id"], "config_ids": r["configuration"], "run_ids": r["id"]}
-        fd.rows.append({**base, "panel": PANELS[0], "y_quantity": PREDICTED.label, "y": pred, "ci95_low": lo,
-                        "ci95_high": hi})
+        base = {
+            "series": r["group"],
+            "x_quantity": PUBLISHED.label,
+            "x": pub,
+            "n_seeds": 1,
+            "status": "ok",
+            "note": r["source"],
+            "label": r["id"],
+            "config_ids": r["configuration"],
+            "run_ids": r["id"],
+        }
+        fd.rows.append(
+            {**base, "panel": PANELS[0], "y_quantity": PREDICTED.label, "y": pred, "ci95_low": lo, "ci95_high": hi}
+        )
         err = _f(r["error_pct"])
-        fd.rows.append({**base, "panel": PANELS[1], "y_quantity": ERROR.label, "y": err,
-                        "ci95_low": None if lo is None else 100 * (lo / pub - 1),
-                        "ci95_high": None if hi is None else 100 * (hi / pub - 1)})
+        fd.rows.append(
+            {
+                **base,
+                "panel": PANELS[1],
+                "y_quantity": ERROR.label,
+                "y": err,
+                "ci95_low": None if lo is None else 100 * (lo / pub - 1),
+                "ci95_high": None if hi is None else 100 * (hi / pub - 1),
+            }
+        )
     if skipped:
-        fd.notes.append("Not expressible, listed in the ledger and its CSV but not drawn: "
-                        + ", ".join(f"{n} rows of {g}" for g, n in sorted(skipped.items()))
-                        + " (float8, torch.compile, context parallelism or async TP).")
+        fd.notes.append(
+            "Not expressible, listed in the ledger and its CSV but not drawn: "
+            + ", ".join(f"{n} rows of {g}" for g, n in sorted(skipped.items()))
+            + " (float8, torch.compile, context parallelism or async TP)."
+        )
     fd.notes += desc.footnotes(True)
     if not fd.rows:
         fd.empty_reason = "no expressible row in the ledger"
@@ -99,8 +124,13 @@ def draw(fd: prepare.FigureData):
         drawing.footer(fig)
         return fig
     pts = pd.DataFrame([r for r in fd.rows if r["panel"] == PANELS[0]])
-    scatter.vlines(pts["x"], pts["ci95_low"].fillna(pts["y"]), pts["ci95_high"].fillna(pts["y"]),
-                   colors=[colors[s] for s in pts["series"]], lw=0.8)
+    scatter.vlines(
+        pts["x"],
+        pts["ci95_low"].fillna(pts["y"]),
+        pts["ci95_high"].fillna(pts["y"]),
+        colors=[colors[s] for s in pts["series"]],
+        lw=0.8,
+    )
     sns.scatterplot(pts, x="x", y="y", hue="series", hue_order=series, palette=colors, s=20, ax=scatter)
     scatter.get_legend().remove()  # one legend for the figure
     lo = min(pts["x"].min(), pts["y"].min()) * 0.7
@@ -108,13 +138,25 @@ def draw(fd: prepare.FigureData):
     scatter.plot([lo, hi], [lo, hi], color="black", lw=0.8)
     for k in (0.9, 1.1):
         scatter.plot([lo, hi], [lo * k, hi * k], color="#999999", lw=0.6, ls="--")
-    scatter.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel=PUBLISHED.label,
-                ylabel=PREDICTED.label)
+    scatter.set(
+        xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi), xlabel=PUBLISHED.label, ylabel=PREDICTED.label
+    )
     scatter.set_title("predicted vs published (dashed: +-10%)", fontsize=9)
     errs = pd.DataFrame([r for r in fd.rows if r["panel"] == PANELS[1]]).sort_values(["series", "x"])
     errs["row"] = [str(k) for k in range(len(errs))]  # a bar a row: row ids repeat across sources
-    sns.barplot(errs, x="y", y="row", hue="series", hue_order=series, palette=colors, order=list(errs["row"]),
-                dodge=False, legend=False, orient="h", ax=bars)
+    sns.barplot(
+        errs,
+        x="y",
+        y="row",
+        hue="series",
+        hue_order=series,
+        palette=colors,
+        order=list(errs["row"]),
+        dodge=False,
+        legend=False,
+        orient="h",
+        ax=bars,
+    )
     bars.set_yticks(range(len(errs)), errs["label"], fontsize=7)
     bars.axvline(0, color="black", lw=0.8)
     for v in (-10, 10):

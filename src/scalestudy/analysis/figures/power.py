@@ -18,20 +18,28 @@ EXPERIMENTS = ("power",)
 SCOPE = "GPU board power only"
 GPUS = Quantity("GPUs", "world size, log 2")
 DESCRIPTION = Description(
-    name=NAME, title=f"Power and energy efficiency against GPUs — {SCOPE}",
+    name=NAME,
+    title=f"Power and energy efficiency against GPUs — {SCOPE}",
     paper="the paper's Fig. 10",
     shows="Power per GPU and tokens per joule (tokens/s per watt) against the number of GPUs (log-2 axis)",
-    series=("one line per strategy family (FSDP, HSDP) and one joining the best tensor/pipeline configuration at "
-            "each GPU count (by tokens per joule among every TP/PP configuration tried; its legend names the winning "
-            "layouts, with sequence parallelism and micro batch where they differ, and the GPU counts where each "
-            "won; the others tried are grey points), each also named by what else differs (backend, model, "
-            "compile); where values reach the GPUs' power limit it is drawn as a dashed red line"),
+    series=(
+        "one line per strategy family (FSDP, HSDP) and one joining the best tensor/pipeline configuration at "
+        "each GPU count (by tokens per joule among every TP/PP configuration tried; its legend names the winning "
+        "layouts, with sequence parallelism and micro batch where they differ, and the GPU counts where each "
+        "won; the others tried are grey points), each also named by what else differs (backend, model, "
+        "compile); where values reach the GPUs' power limit it is drawn as a dashed red line"
+    ),
     x=GPUS,
-    quantities=(Quantity("power per GPU", "W", "power_w_per_gpu"),
-                Quantity("tokens per joule", "tokens/J", "tokens_per_joule")),
+    quantities=(
+        Quantity("power per GPU", "W", "power_w_per_gpu"),
+        Quantity("tokens per joule", "tokens/J", "tokens_per_joule"),
+    ),
     category="Power",
-    notes=(f"Power scope: {SCOPE} (a measured run reads it through NVML; a prediction gives the board's); CPU, "
-           "memory and network power are not included.", drawing.FAILED_NOTE),
+    notes=(
+        f"Power scope: {SCOPE} (a measured run reads it through NVML; a prediction gives the board's); CPU, "
+        "memory and network power are not included.",
+        drawing.FAILED_NOTE,
+    ),
 )
 NO_CPU_POWER = "no GPU power data (CPU run)"
 BEST, OTHER = "best TP/PP", "other TP/PP"
@@ -61,8 +69,9 @@ def data(tables, study) -> prepare.FigureData:
     specs = prepare.specs_by_config(tables)
     full = {c["config_id"]: prepare.config_spec(c, specs) for c in cfgs}
     base = prepare.shown_names(full, _lead, LAYOUT_FIELDS, suffix={cid: "" for cid in full})
-    names = prepare.shown_names(full, _lead, LAYOUT_FIELDS,
-                                suffix=prepare.measured_suffixes(cfgs, lambda c: base[c["config_id"]]))
+    names = prepare.shown_names(
+        full, _lead, LAYOUT_FIELDS, suffix=prepare.measured_suffixes(cfgs, lambda c: base[c["config_id"]])
+    )
     tpp = [c for c in cfgs if names[c["config_id"]].startswith(TPP)]
     fields = [n for n in LAYOUT_FIELDS if len({str(full[c["config_id"]].get(n)) for c in tpp}) > 1]
     layout = {c["config_id"]: _layout(full[c["config_id"]], fields) for c in tpp}
@@ -80,17 +89,18 @@ def data(tables, study) -> prepare.FigureData:
         won = (measured_base(cid) or cid) in best_ids
         names[cid] = names[cid].replace(TPP, BEST if won else OTHER, 1)
     plain = [c for c in cfgs if not names[c["config_id"]].startswith(OTHER)]
-    names.update(prepare.distinguish(plain, full, {c["config_id"]: names[c["config_id"]] for c in plain},
-                                     "world_size"))
+    names.update(prepare.distinguish(plain, full, {c["config_id"]: names[c["config_id"]] for c in plain}, "world_size"))
     fd.rows = prepare.metric_rows(cfgs, DESCRIPTION.quantities, names, "world_size", GPUS)
     for r in fd.rows:
         cid = (r.get("config_ids") or [""])[0]
         if cid in layout:
             r["layout"] = layout[cid]
         if r["series"].startswith(BEST):
-            r["note"] = (f"best layout {r['layout']}: best of the TP/PP configurations at {r['x']} GPUs by tokens "
-                         "per joule" + (" of the model alone; this point takes its measured rank share"
-                                        if measured_base(cid) else ""))
+            r["note"] = (
+                f"best layout {r['layout']}: best of the TP/PP configurations at {r['x']} GPUs by tokens "
+                "per joule"
+                + (" of the model alone; this point takes its measured rank share" if measured_base(cid) else "")
+            )
     _name_layouts(fd.rows)
     if all(c.get("device") == "cpu" for c in cfgs):
         fd.empty_reason = NO_CPU_POWER
@@ -124,10 +134,16 @@ def _power_limit(fd: prepare.FigureData, cfgs: list[dict]) -> None:
         what = f"power limit {cap:g} W ({', '.join(products)})"
         fd.references.append((POWER.label, cap, what))
         at = sorted({r["series"] for r in power if abs(r["y"] - cap) <= AT_LIMIT * cap}, key=drawing.natural)
-        fd.notes.append(f"Power limit: {cap:g} W per GPU, the board's maximum ({', '.join(products)}, the GPU "
-                        "catalog's power_cap_w; dashed red line)."
-                        + (f" At the limit: {'; '.join(at)}. Their power per GPU is the limit, not a difference "
-                           "between them; tokens per joule tells them apart." if at else ""))
+        fd.notes.append(
+            f"Power limit: {cap:g} W per GPU, the board's maximum ({', '.join(products)}, the GPU "
+            "catalog's power_cap_w; dashed red line)."
+            + (
+                f" At the limit: {'; '.join(at)}. Their power per GPU is the limit, not a difference "
+                "between them; tokens per joule tells them apart."
+                if at
+                else ""
+            )
+        )
 
 
 def _name_layouts(rows: list[dict]) -> None:
@@ -142,7 +158,11 @@ def _name_layouts(rows: list[dict]) -> None:
             else:
                 seq.append([r["layout"], r["x"], r["x"]])
     for name, seq in runs.items():
-        said = seq[0][0] if len(seq) == 1 else ", ".join(f"{l} ({a:g}" + (f"-{b:g})" if b != a else ")") for l, a, b in seq)
+        said = (
+            seq[0][0]
+            if len(seq) == 1
+            else ", ".join(f"{l} ({a:g}" + (f"-{b:g})" if b != a else ")") for l, a, b in seq)
+        )
         new = name.replace(BEST, f"{BEST} {said}", 1)
         for r in rows:
             if r["series"] == name:

@@ -72,7 +72,7 @@ def experiment_configs(tables, experiment: str | Iterable[str]) -> list[dict]:
 
 
 def empty_reason(study, experiments: Iterable[str]) -> str:
-    return (f"no runs of experiment {' / '.join(repr(e) for e in experiments)} in study {study.name!r}")
+    return f"no runs of experiment {' / '.join(repr(e) for e in experiments)} in study {study.name!r}"
 
 
 def is_predicted(tables, study) -> bool:
@@ -81,18 +81,33 @@ def is_predicted(tables, study) -> bool:
     if getattr(study, "prediction", None):
         return True
     summary = getattr(tables, "summary", None)
-    return summary is not None and "kind" in getattr(summary, "columns", []) and bool(
-        (summary["kind"] == "predicted").any())
+    return (
+        summary is not None
+        and "kind" in getattr(summary, "columns", [])
+        and bool((summary["kind"] == "predicted").any())
+    )
 
 
-def begin(desc: Description, tables, study, experiments, *, panels: Iterable[str] | None = None,
-          empty_panels: Iterable[str] | None = None) -> tuple[FigureData, list[dict]]:
+def begin(
+    desc: Description,
+    tables,
+    study,
+    experiments,
+    *,
+    panels: Iterable[str] | None = None,
+    empty_panels: Iterable[str] | None = None,
+) -> tuple[FigureData, list[dict]]:
     """A figure's data (titled by its description) and the configurations of its experiments;
     without any, the data say why (drawn as an explicit empty panel). Panels default to the
     description's quantities."""
     predicted = is_predicted(tables, study)
-    fd = FigureData(desc.name, desc.heading(predicted), description=desc, predicted=predicted,
-                    panels=list(panels if panels is not None else [q.label for q in desc.quantities]))
+    fd = FigureData(
+        desc.name,
+        desc.heading(predicted),
+        description=desc,
+        predicted=predicted,
+        panels=list(panels if panels is not None else [q.label for q in desc.quantities]),
+    )
     cfgs = experiment_configs(tables, experiments)
     if not cfgs:
         if empty_panels is not None:
@@ -103,11 +118,32 @@ def begin(desc: Description, tables, study, experiments, *, panels: Iterable[str
 
 # ---- series: strategy family and what else differs ----------------------------------------
 # Spec fields that follow from the number of GPUs (or the seed): the x axis, never a series name.
-SCALE_FIELDS = ("world_size", "nodes", "procs_per_node", "dp_replicate", "dp_shard", "global_batch", "pp_microbatches", "seed")
+SCALE_FIELDS = (
+    "world_size",
+    "nodes",
+    "procs_per_node",
+    "dp_replicate",
+    "dp_shard",
+    "global_batch",
+    "pp_microbatches",
+    "seed",
+)
 # The fields a series name shows when they differ, in this order, and how. `system` (the machine of
 # an imported run) keeps runs of two machines out of one series.
-SHOWN_FIELDS = ("model", "system", "backend", "compile", "activation_checkpointing", "sequence_parallel",
-                "pp_schedule", "pp_stages_per_rank", "precision", "micro_batch", "seq_len", "hardware")
+SHOWN_FIELDS = (
+    "model",
+    "system",
+    "backend",
+    "compile",
+    "activation_checkpointing",
+    "sequence_parallel",
+    "pp_schedule",
+    "pp_stages_per_rank",
+    "precision",
+    "micro_batch",
+    "seq_len",
+    "hardware",
+)
 
 
 def _truthy(v) -> bool:
@@ -129,7 +165,7 @@ def specs_by_config(tables) -> dict[str, dict]:
         return out
     cols = [c for c in runs.columns if c.startswith("spec.")]
     for rec in records(runs[["config_id", *cols]]):
-        out.setdefault(rec["config_id"], {c[len("spec."):]: rec[c] for c in cols})
+        out.setdefault(rec["config_id"], {c[len("spec.") :]: rec[c] for c in cols})
     return out
 
 
@@ -138,8 +174,18 @@ def config_spec(cfg: dict, specs: dict[str, dict]) -> dict:
     `model` as the summary names it (a slice of a model is not the model) and `hardware` as the
     devices the runs recorded."""
     spec = dict(specs.get(cfg["config_id"], {}))
-    for k in ("tp", "pp", "dp_replicate", "dp_shard", "layout", "global_batch", "nodes", "precision", "seq_len",
-              "sequence_parallel"):
+    for k in (
+        "tp",
+        "pp",
+        "dp_replicate",
+        "dp_shard",
+        "layout",
+        "global_batch",
+        "nodes",
+        "precision",
+        "seq_len",
+        "sequence_parallel",
+    ):
         if spec.get(k) is None and cfg.get(k) is not None:
             spec[k] = cfg[k]
     spec["model"] = cfg.get("model") or spec.get("model")
@@ -198,8 +244,13 @@ def _varying(specs: list[dict], names: Iterable[str]) -> list[str]:
     return [n for n in names if len({str(s.get(n)) for s in specs}) > 1]
 
 
-def series_names(cfgs: list[dict], specs: dict[str, dict], x_col: str,
-                 lead: Callable[[dict], str] = family, lead_fields: Iterable[str] = ()) -> dict[str, str]:
+def series_names(
+    cfgs: list[dict],
+    specs: dict[str, dict],
+    x_col: str,
+    lead: Callable[[dict], str] = family,
+    lead_fields: Iterable[str] = (),
+) -> dict[str, str]:
     """A series name per configuration: `lead` (the strategy family), then every shown field
     that differs between configurations of one figure (model, backend, compile, ...). Should two
     configurations still share a name at one x, the fields in which they differ are added, so a
@@ -218,15 +269,22 @@ def measured_suffixes(cfgs: list[dict], group: Callable[[dict], Hashable]) -> di
     no_compute = [c for c in cfgs if suffix[c["config_id"]] and "compute" not in (c.get("measured_inputs") or "")]
     skip = {c["config_id"] for c in no_compute}
     for c in no_compute:
-        kinds = {suffix[o["config_id"]] for o in cfgs if o["config_id"] not in skip
-                 and suffix[o["config_id"]] and group(o) == group(c)}
+        kinds = {
+            suffix[o["config_id"]]
+            for o in cfgs
+            if o["config_id"] not in skip and suffix[o["config_id"]] and group(o) == group(c)
+        }
         if len(kinds) == 1:
             suffix[c["config_id"]] = kinds.pop()
     return suffix
 
 
-def shown_names(full: dict[str, dict], lead: Callable[[dict], str] = family,
-                lead_fields: Iterable[str] = (), suffix: dict[str, str] | None = None) -> dict[str, str]:
+def shown_names(
+    full: dict[str, dict],
+    lead: Callable[[dict], str] = family,
+    lead_fields: Iterable[str] = (),
+    suffix: dict[str, str] | None = None,
+) -> dict[str, str]:
     """`lead` of each configuration's spec, then every shown field (not in lead_fields) that
     differs between the configurations, e.g. "FSDP, compiled"; then its measured-inputs suffix
     (`suffix` by config id, else rank_share.measured_series without the inputs)."""
@@ -234,8 +292,11 @@ def shown_names(full: dict[str, dict], lead: Callable[[dict], str] = family,
     shown = [n for n in _varying(list(full.values()), SHOWN_FIELDS) if n not in lead_fields]
     if "system" in shown and "hardware" in shown:  # the machine (an imported run's system) names its GPUs
         shown.remove("hardware")
-    return {cid: ", ".join([lead(s), *(p for p in (shown_field(n, s) for n in shown) if p)])
-            + suffix.get(cid, measured_series(cid, None)) for cid, s in full.items()}
+    return {
+        cid: ", ".join([lead(s), *(p for p in (shown_field(n, s) for n in shown) if p)])
+        + suffix.get(cid, measured_series(cid, None))
+        for cid, s in full.items()
+    }
 
 
 def distinguish(cfgs: list[dict], full: dict[str, dict], names: dict[str, str], x_col: str) -> dict[str, str]:
@@ -245,8 +306,11 @@ def distinguish(cfgs: list[dict], full: dict[str, dict], names: dict[str, str], 
     by_key: dict[tuple, list[str]] = {}
     for c in cfgs:
         by_key.setdefault((names[c["config_id"]], str(c.get(x_col))), []).append(c["config_id"])
-    others = [k for k in sorted({k for s in full.values() for k in s}) if k not in SHOWN_FIELDS
-              and k not in SCALE_FIELDS and k not in ("run_id", "config_id", "layout")]
+    others = [
+        k
+        for k in sorted({k for s in full.values() for k in s})
+        if k not in SHOWN_FIELDS and k not in SCALE_FIELDS and k not in ("run_id", "config_id", "layout")
+    ]
     for ids in by_key.values():
         if len(ids) < 2:
             continue
@@ -269,26 +333,36 @@ def stat(cfg: dict, metric: str, scale: float = 1.0, quantity: Quantity | None =
     """y, ci95_low, ci95_high and n_seeds of `metric` in a summary row, times scale. With a
     quantity: a value outside its possible range is marked invalid (not drawn, the reason in
     note), and an interval reaching beyond the range is truncated there and says so."""
+
     def sc(v):
         return None if v is None else v * scale
 
     n = cfg.get(f"{metric}_n")
-    out = {"y": sc(cfg.get(f"{metric}_mean")), "ci95_low": sc(cfg.get(f"{metric}_ci95_low")),
-           "ci95_high": sc(cfg.get(f"{metric}_ci95_high")), "n_seeds": int(n) if n is not None else 0}
+    out = {
+        "y": sc(cfg.get(f"{metric}_mean")),
+        "ci95_low": sc(cfg.get(f"{metric}_ci95_low")),
+        "ci95_high": sc(cfg.get(f"{metric}_ci95_high")),
+        "n_seeds": int(n) if n is not None else 0,
+    }
     kept = len(split_list(cfg.get("run_ids")))
     if out["y"] is not None and 0 < out["n_seeds"] < kept:
         family = next((f for f, cols in _REASON_FAMILIES.items() if metric in cols), None)
         why = [x.split(": ", 1)[1] for x in split_list(cfg.get("notes")) if family and x.startswith(f"{family}: ")]
-        out["fewer_seeds"] = (f"{out['n_seeds']} of the {kept} seeds in run_ids give a value"
-                              + (f" (the others: {'; '.join(why)})" if why else ""))
+        out["fewer_seeds"] = f"{out['n_seeds']} of the {kept} seeds in run_ids give a value" + (
+            f" (the others: {'; '.join(why)})" if why else ""
+        )
     if quantity is not None:
         check_range(out, quantity)
     return out
 
 
 # a metric's family: the reason column (run_table.REASON_COLUMNS) whose note says why a seed has no value
-_REASON_FAMILIES = {"exposed_comm": run_table.EXPOSED_COLUMNS, "energy": run_table.ENERGY_COLUMNS,
-                    "mfu": run_table.MFU_COLUMNS, "throughput": run_table.THROUGHPUT_COLUMNS}
+_REASON_FAMILIES = {
+    "exposed_comm": run_table.EXPOSED_COLUMNS,
+    "energy": run_table.ENERGY_COLUMNS,
+    "mfu": run_table.MFU_COLUMNS,
+    "throughput": run_table.THROUGHPUT_COLUMNS,
+}
 
 
 def check_range(row: dict, q: Quantity) -> dict:
@@ -312,8 +386,13 @@ def check_range(row: dict, q: Quantity) -> dict:
 
 
 def config_row(cfg: dict, **kw) -> dict:
-    row = {"status": cfg.get("status"), "label": cfg.get("label"), "measured_inputs": cfg.get("measured_inputs"),
-           "config_ids": [cfg["config_id"]], "run_ids": split_list(cfg.get("run_ids"))}
+    row = {
+        "status": cfg.get("status"),
+        "label": cfg.get("label"),
+        "measured_inputs": cfg.get("measured_inputs"),
+        "config_ids": [cfg["config_id"]],
+        "run_ids": split_list(cfg.get("run_ids")),
+    }
     if cfg.get("status") not in ("ok", "partial") and cfg.get("error"):
         row["note"] = str(cfg["error"])[:200]
     elif cfg.get("status") == "partial":
@@ -325,8 +404,13 @@ def config_row(cfg: dict, **kw) -> dict:
     fewer = kw.pop("fewer_seeds", None)
     row.update(kw)
     if invalid:
-        row.update(status=INVALID, note=invalid + (f"; measured {row['y']:.4g}" if row.get("y") is not None else ""),
-                   y=None, ci95_low=None, ci95_high=None)
+        row.update(
+            status=INVALID,
+            note=invalid + (f"; measured {row['y']:.4g}" if row.get("y") is not None else ""),
+            y=None,
+            ci95_low=None,
+            ci95_high=None,
+        )
     elif truncated:
         row["note"] = f"{row['note']}; {truncated}" if row.get("note") else truncated
     if fewer and not invalid:
@@ -339,18 +423,30 @@ def mfu_note(cfgs: list[dict]) -> str | None:
     formulas = sorted({str(c["flops_formula"]) for c in cfgs if c.get("flops_formula")})
     if not sources and not formulas:
         return None
-    return (f"MFU = tokens/s per device x FLOPs per token / peak; FLOPs per token: {', '.join(formulas) or '?'}; "
-            f"peak from: {', '.join(sources) or '?'} (the runs' device_peak records).")
+    return (
+        f"MFU = tokens/s per device x FLOPs per token / peak; FLOPs per token: {', '.join(formulas) or '?'}; "
+        f"peak from: {', '.join(sources) or '?'} (the runs' device_peak records)."
+    )
 
 
-def metric_rows(cfgs: list[dict], quantities: Iterable[Quantity], series: dict[str, str], x_col: str,
-                x: Quantity) -> list[dict]:
+def metric_rows(
+    cfgs: list[dict], quantities: Iterable[Quantity], series: dict[str, str], x_col: str, x: Quantity
+) -> list[dict]:
     """One row per (quantity, config); each quantity is a panel of its own."""
     rows = []
     for q in quantities:
         for c in cfgs:
-            rows.append(config_row(c, panel=q.label, series=series[c["config_id"]], x_quantity=x.label,
-                                   x=c.get(x_col), y_quantity=q.label, **stat(c, q.metric, q.scale, q)))
+            rows.append(
+                config_row(
+                    c,
+                    panel=q.label,
+                    series=series[c["config_id"]],
+                    x_quantity=x.label,
+                    x=c.get(x_col),
+                    y_quantity=q.label,
+                    **stat(c, q.metric, q.scale, q),
+                )
+            )
     return rows
 
 
@@ -359,8 +455,15 @@ def sort_rows(rows: list[dict], panels: list[str]) -> list[dict]:
 
     def key(r):
         x = r.get("x")
-        return (order.get(r.get("panel"), len(order)), str(r.get("series")), 0 if isinstance(x, (int, float)) else 1,
-                x if isinstance(x, (int, float)) else 0, str(x), ";".join(r.get("config_ids") or []))
+        return (
+            order.get(r.get("panel"), len(order)),
+            str(r.get("series")),
+            0 if isinstance(x, (int, float)) else 1,
+            x if isinstance(x, (int, float)) else 0,
+            str(x),
+            ";".join(r.get("config_ids") or []),
+        )
+
     return sorted(rows, key=key)
 
 
@@ -386,8 +489,10 @@ def note_left_out(fd: FigureData, summary) -> None:
     items = {x for r in records(summary) if r["config_id"] in drawn for x in split_list(r.get("left_out"))}
     if items:
         n = len(items)
-        fd.notes.append(f"left out: {n} seed{'s' if n > 1 else ''} (contaminated, or slower than the fastest clean "
-                        "seed by more than the study's outlier_slowdown); the CSV's note names each and why.")
+        fd.notes.append(
+            f"left out: {n} seed{'s' if n > 1 else ''} (contaminated, or slower than the fastest clean "
+            "seed by more than the study's outlier_slowdown); the CSV's note names each and why."
+        )
 
 
 CAVEAT_ROW_NOTE = "caveat: takes a measured input with a known artefact (see claims.md)"
@@ -400,8 +505,9 @@ def mark_caveats(fd: FigureData, tables) -> str | None:
     summary = getattr(tables, "summary", None)
     if summary is None or "notes" not in getattr(summary, "columns", []):
         return None
-    cav = {r["config_id"] for r in records(summary)
-           if any(n.startswith(CAVEAT_PREFIX) for n in split_list(r.get("notes")))}
+    cav = {
+        r["config_id"] for r in records(summary) if any(n.startswith(CAVEAT_PREFIX) for n in split_list(r.get("notes")))
+    }
     drawn = set()
     for row in fd.rows:
         hit = cav & set(row.get("config_ids") or [])
@@ -411,8 +517,10 @@ def mark_caveats(fd: FigureData, tables) -> str | None:
     if not drawn:
         return None
     n = len(drawn)
-    return (f"caveat: {n} configuration{'s' if n > 1 else ''} drawn take{'' if n > 1 else 's'} a measured input with a "
-            "known artefact (the CSV's note marks which; claims.md says why).")
+    return (
+        f"caveat: {n} configuration{'s' if n > 1 else ''} drawn take{'' if n > 1 else 's'} a measured input with a "
+        "known artefact (the CSV's note marks which; claims.md says why)."
+    )
 
 
 def mark_weakened(fd: FigureData, tables) -> str | None:
@@ -421,8 +529,9 @@ def mark_weakened(fd: FigureData, tables) -> str | None:
     summary = getattr(tables, "summary", None)
     if summary is None or "notes" not in getattr(summary, "columns", []):
         return None
-    weakened = {r["config_id"]: [n for n in split_list(r.get("notes")) if n.startswith(WEAKENED_NOTE)]
-                for r in records(summary)}
+    weakened = {
+        r["config_id"]: [n for n in split_list(r.get("notes")) if n.startswith(WEAKENED_NOTE)] for r in records(summary)
+    }
     drawn: set[str] = set()
     kinds: set[str] = set()
     for row in fd.rows:
@@ -437,8 +546,10 @@ def mark_weakened(fd: FigureData, tables) -> str | None:
     if not drawn:
         return None
     n = len(drawn)
-    return (f"{WEAKENED_NOTE}: {n} configuration{'s' if n > 1 else ''} drawn ({'; '.join(sorted(kinds))}); the CSV's "
-            "note says which seed; scalestudy audit --strict refuses them.")
+    return (
+        f"{WEAKENED_NOTE}: {n} configuration{'s' if n > 1 else ''} drawn ({'; '.join(sorted(kinds))}); the CSV's "
+        "note says which seed; scalestudy audit --strict refuses them."
+    )
 
 
 # ---- the performance model beside measurements (a study's model_beside) ----------------------
@@ -447,8 +558,15 @@ FIT_SERIES = " · linear fit"
 NOT_EXPRESSIBLE = "not expressible"
 
 
-def model_beside(fd: FigureData, tables, cfgs: list[dict], series: dict[str, str], quantities: Iterable[Quantity],
-                 x_col: str, x: Quantity) -> None:
+def model_beside(
+    fd: FigureData,
+    tables,
+    cfgs: list[dict],
+    series: dict[str, str],
+    quantities: Iterable[Quantity],
+    x_col: str,
+    x: Quantity,
+) -> None:
     """The model's prediction beside each configuration (tables.model_beside, scalestudy model
     beside): drawn as the series "<series> · model" with the model's band where it can express the
     configuration; where it cannot, a CSV row with status `not expressible` and the reason, and a
@@ -466,9 +584,17 @@ def model_beside(fd: FigureData, tables, cfgs: list[dict], series: dict[str, str
             b = by_config.get(c["config_id"])
             if b is None:
                 continue
-            base = {"panel": q.label, "series": series[c["config_id"]] + MODEL_SERIES, "x_quantity": x.label,
-                    "x": c.get(x_col), "y_quantity": q.label, "n_seeds": 0, "label": c.get("label"),
-                    "config_ids": [c["config_id"]], "run_ids": []}
+            base = {
+                "panel": q.label,
+                "series": series[c["config_id"]] + MODEL_SERIES,
+                "x_quantity": x.label,
+                "x": c.get(x_col),
+                "y_quantity": q.label,
+                "n_seeds": 0,
+                "label": c.get("label"),
+                "config_ids": [c["config_id"]],
+                "run_ids": [],
+            }
             if not _truthy(b.get("expressible")):
                 why = str(b.get("reason") or NOT_EXPRESSIBLE)
                 status = NOT_EXPRESSIBLE if why.startswith(NOT_EXPRESSIBLE) else "not predicted"
@@ -480,21 +606,36 @@ def model_beside(fd: FigureData, tables, cfgs: list[dict], series: dict[str, str
             y = b.get("tokens_per_s_per_device")
             lo, hi = b.get("tokens_per_s_per_device_low"), b.get("tokens_per_s_per_device_high")
             measured = c.get(f"{q.metric}_mean")
-            error = y * scale / float(measured) - 1.0 if y is not None and measured not in (None, "") \
-                and float(measured) > 0 else None
-            fd.rows.append({**base, "y": None if y is None else y * scale, "ci95_low": None if lo is None else lo * scale,
-                            "ci95_high": None if hi is None else hi * scale, "status": "ok", "model_error": error,
-                            "note": f"predicted by the model on cluster {b.get('cluster')} (band, not a CI); "
-                                    "nothing fitted to the measurements"
-                                    + (f"; {100 * error:+.1f}% against the measured mean" if error is not None else "")})
+            error = (
+                y * scale / float(measured) - 1.0
+                if y is not None and measured not in (None, "") and float(measured) > 0
+                else None
+            )
+            fd.rows.append(
+                {
+                    **base,
+                    "y": None if y is None else y * scale,
+                    "ci95_low": None if lo is None else lo * scale,
+                    "ci95_high": None if hi is None else hi * scale,
+                    "status": "ok",
+                    "model_error": error,
+                    "note": f"predicted by the model on cluster {b.get('cluster')} (band, not a CI); "
+                    "nothing fitted to the measurements"
+                    + (f"; {100 * error:+.1f}% against the measured mean" if error is not None else ""),
+                }
+            )
             drawn = True
     if per_series:
         by_reason: dict[str, list[str]] = {}
         for name, whys in sorted(per_series.items()):
             by_reason.setdefault("; ".join(sorted(whys)), []).append(name)
-        fd.notes.append("Performance model beside the measurements: NOT EXPRESSIBLE (or not predicted) for "
-                        + "; ".join(f"{', '.join(names)} ({why})" for why, names in sorted(by_reason.items()))
-                        + " - no prediction drawn for it (the CSV has a 'not expressible' row for each point).")
+        fd.notes.append(
+            "Performance model beside the measurements: NOT EXPRESSIBLE (or not predicted) for "
+            + "; ".join(f"{', '.join(names)} ({why})" for why, names in sorted(by_reason.items()))
+            + " - no prediction drawn for it (the CSV has a 'not expressible' row for each point)."
+        )
     if drawn:
-        fd.notes.append(f"'{MODEL_SERIES.strip(' ·')}' series: the performance model's prediction (its band as the "
-                        "error bar), calibrated elsewhere and never fitted to these runs.")
+        fd.notes.append(
+            f"'{MODEL_SERIES.strip(' ·')}' series: the performance model's prediction (its band as the "
+            "error bar), calibrated elsewhere and never fitted to these runs."
+        )

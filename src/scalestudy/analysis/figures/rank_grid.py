@@ -23,19 +23,26 @@ BUSY = Quantity("one rank's GPU busy time per step", "s", "rank_device_busy_step
 MEMORY = Quantity("one rank's peak memory (largest stage)", "GiB", "peak_allocated_bytes", 1 / 2**30)
 PP = Quantity("PP degree", "", low=1.0)
 DESCRIPTION = Description(
-    name=NAME, title=f"Tensor x pipeline grid, {LABEL}",
+    name=NAME,
+    title=f"Tensor x pipeline grid, {LABEL}",
     paper="the configurations of the paper's Figs 6-8",
-    shows=("Heatmaps over tensor (rows) x pipeline (columns) parallel degrees of one rank's wall time per step and "
-           "its GPU's busy time per step (its pipeline stages put together) and its peak allocated memory, each rank "
-           "run alone on one GPU under the study's memory cap with communication faked"),
+    shows=(
+        "Heatmaps over tensor (rows) x pipeline (columns) parallel degrees of one rank's wall time per step and "
+        "its GPU's busy time per step (its pipeline stages put together) and its peak allocated memory, each rank "
+        "run alone on one GPU under the study's memory cap with communication faked"
+    ),
     series="one row of panels per model, GPU count and global batch; a cell is one configuration",
-    x=PP, quantities=(STEP, BUSY, MEMORY), category="Rank shares",
-    notes=(f"{LABEL.capitalize()}: no communication time, not a throughput of the configuration.",
-           f"Pipelined cells: {PIPELINE_RULE}.",
-           "GPU busy: the union of the GPU's kernel, copy and memset intervals in traced steps after the measured "
-           "ones; a host-bound share's wall step is larger. 'not measured': a share measured before the meter.",
-           "Hatched: oom (a stage did not fit the cap) or another failure; 'planned': not measured; 'partial': "
-           "some of its pipeline stages measured (a step needs the slowest)."),
+    x=PP,
+    quantities=(STEP, BUSY, MEMORY),
+    category="Rank shares",
+    notes=(
+        f"{LABEL.capitalize()}: no communication time, not a throughput of the configuration.",
+        f"Pipelined cells: {PIPELINE_RULE}.",
+        "GPU busy: the union of the GPU's kernel, copy and memset intervals in traced steps after the measured "
+        "ones; a host-bound share's wall step is larger. 'not measured': a share measured before the meter.",
+        "Hatched: oom (a stage did not fit the cap) or another failure; 'planned': not measured; 'partial': "
+        "some of its pipeline stages measured (a step needs the slowest).",
+    ),
 )
 METRICS = [(STEP, "{:.3g}"), (BUSY, "{:.3g}"), (MEMORY, "{:.3g}")]
 
@@ -65,13 +72,23 @@ def data(tables, study) -> prepare.FigureData:
                 if q in (STEP, BUSY) and c["status"] != "ok":
                     v = None
                 unmeasured = q is BUSY and c["status"] == "ok" and v is None
-                fd.rows.append({"panel": panel, "series": f"TP={c['tp']}", "x_quantity": PP.label, "x": c["pp"],
-                                "y_quantity": q.label, "y": v * q.scale if v is not None else None,
-                                "n_seeds": 1 if v is not None else 0, "status": c["status"],
-                                "note": f"{c['stages_measured']} of {c['stages_planned']} stages measured"
-                                        + ("; GPU busy time not measured (a stage ran before the meter)"
-                                           if unmeasured else ""),
-                                "label": LABEL, "config_ids": c["group_id"], "run_ids": c.get("run_ids")})
+                fd.rows.append(
+                    {
+                        "panel": panel,
+                        "series": f"TP={c['tp']}",
+                        "x_quantity": PP.label,
+                        "x": c["pp"],
+                        "y_quantity": q.label,
+                        "y": v * q.scale if v is not None else None,
+                        "n_seeds": 1 if v is not None else 0,
+                        "status": c["status"],
+                        "note": f"{c['stages_measured']} of {c['stages_planned']} stages measured"
+                        + ("; GPU busy time not measured (a stage ran before the meter)" if unmeasured else ""),
+                        "label": LABEL,
+                        "config_ids": c["group_id"],
+                        "run_ids": c.get("run_ids"),
+                    }
+                )
     return fd
 
 
@@ -88,7 +105,13 @@ def cells(rows: list[dict]) -> list[heatmap.Cell]:
             if status == "partial":
                 empty = f"partial:\n{r['note'].split(' stages')[0]} stages"
             else:
-                empty = status if status == "planned" else "not\nmeasured" if r["panel"].endswith(BUSY.label) else "no value"
+                empty = (
+                    status
+                    if status == "planned"
+                    else "not\nmeasured"
+                    if r["panel"].endswith(BUSY.label)
+                    else "no value"
+                )
             out.append(heatmap.Cell(tp, pp, v, "" if v is not None else empty))
     return out
 
@@ -98,6 +121,11 @@ def draw(fd: prepare.FigureData, study):
     fmts = {q.label: fmt for q, fmt in METRICS}
     for ax, panel in zip(axes, fd.panels):
         label = panel.rsplit("\n", 1)[-1]
-        heatmap.heatmap_panel(ax, cells([r for r in fd.rows if r["panel"] == panel]), title=panel, value_label=label,
-                              fmt=fmts.get(label, "{:.3g}").format)
+        heatmap.heatmap_panel(
+            ax,
+            cells([r for r in fd.rows if r["panel"] == panel]),
+            title=panel,
+            value_label=label,
+            fmt=fmts.get(label, "{:.3g}").format,
+        )
     return fig

@@ -20,8 +20,25 @@ from scalestudy.measure.code_version import code_version
 from scalestudy.measure.csv_format import write_csv
 from scalestudy.measure.rawlog import atomic_output
 
-FIGURE_COLUMNS = ["panel", "series", "x_quantity", "x", "y_quantity", "y", "ci95_low", "ci95_high", "n_seeds",
-                  "status", "note", "label", "measured_inputs", "model_error", "config_ids", "run_ids", "code_version"]
+FIGURE_COLUMNS = [
+    "panel",
+    "series",
+    "x_quantity",
+    "x",
+    "y_quantity",
+    "y",
+    "ci95_low",
+    "ci95_high",
+    "n_seeds",
+    "status",
+    "note",
+    "label",
+    "measured_inputs",
+    "model_error",
+    "config_ids",
+    "run_ids",
+    "code_version",
+]
 FORMATS = ("pdf", "png", "csv")
 PDF_METADATA = {"CreationDate": None, "ModDate": None, "Producer": "scalestudy", "Creator": "scalestudy"}
 PNG_METADATA = {"Software": "scalestudy"}
@@ -50,4 +67,3 @@ def save(fig, out_base: Path, formats: Iterable[str], version: str | None = None
                 fig.savefig(tmp, format="png", metadata={**PNG_METADATA, "Software": version})
         paths.append(p)
     return paths
-

@@ -19,11 +19,14 @@ MICROBATCHES = Quantity("micro-batches per step", "per pipeline")
 STEP = Quantity("step time", "s", "step_time_mean_s")
 FIT_SERIES = prepare.FIT_SERIES
 DESCRIPTION = Description(
-    name=NAME, title="Step time against micro-batches per step, with the per-step fixed cost",
+    name=NAME,
+    title="Step time against micro-batches per step, with the per-step fixed cost",
     paper="not in the paper: what the per-GPU decline of Sec. 4.1 comes from in pipelined runs",
-    shows=("The mean time of a measured optimizer step against the micro-batches each pipeline runs in it "
-           "(global batch / (data-parallel degree x micro batch)), and a least-squares line over every run: its "
-           "intercept is the per-step fixed cost, its slope the time of one micro-batch"),
+    shows=(
+        "The mean time of a measured optimizer step against the micro-batches each pipeline runs in it "
+        "(global batch / (data-parallel degree x micro batch)), and a least-squares line over every run: its "
+        "intercept is the per-step fixed cost, its slope the time of one micro-batch"
+    ),
     series="one line per model and layout family; its fit drawn dashed",
     x=MICROBATCHES,
     quantities=(STEP,),
@@ -34,8 +37,10 @@ DESCRIPTION = Description(
 
 def microbatches(spec: dict) -> int:
     """Micro-batches a pipeline runs per optimizer step (all pipeline passes of the step)."""
-    mb, dp = prepare.as_int(spec.get("micro_batch")), prepare.as_int(spec.get("dp_replicate")) * \
-        prepare.as_int(spec.get("dp_shard"))
+    mb, dp = (
+        prepare.as_int(spec.get("micro_batch")),
+        prepare.as_int(spec.get("dp_replicate")) * prepare.as_int(spec.get("dp_shard")),
+    )
     return prepare.as_int(spec.get("global_batch")) // max(mb * dp, 1)
 
 
@@ -51,8 +56,11 @@ def fits(tables) -> dict[str, tuple[LineFit, list[dict]]]:
     for name in sorted(set(series.values())):
         mine = [c for c in cfgs if series[c["config_id"]] == name]
         ids = {c["config_id"] for c in mine}
-        pts = [(microbatches(specs[r["config_id"]]), r["step_time_mean_s"]) for r in runs
-               if r["config_id"] in ids and r.get("status") == "ok" and r.get("step_time_mean_s") is not None]
+        pts = [
+            (microbatches(specs[r["config_id"]]), r["step_time_mean_s"])
+            for r in runs
+            if r["config_id"] in ids and r.get("status") == "ok" and r.get("step_time_mean_s") is not None
+        ]
         if len({x for x, _ in pts}) >= 2:
             out[name] = (fit_line([x for x, _ in pts], [y for _, y in pts]), mine)
     return out
@@ -62,9 +70,11 @@ def fit_text(name: str, f: LineFit) -> str:
     def ci(pair, fmt):
         return f" [{fmt.format(pair[0])}, {fmt.format(pair[1])}]" if pair else " (no CI)"
 
-    return (f"{name}: fixed cost {f.intercept:.3f} s{ci(f.intercept_ci95, '{:.3f}')} + "
-            f"{1000 * f.slope:.1f} ms{ci(f.slope_ci95 and tuple(1000 * v for v in f.slope_ci95), '{:.1f}')} "
-            f"per micro-batch (95% CI; {f.n} runs" + (f", R² {f.r2:.5f})" if f.r2 is not None else ")"))
+    return (
+        f"{name}: fixed cost {f.intercept:.3f} s{ci(f.intercept_ci95, '{:.3f}')} + "
+        f"{1000 * f.slope:.1f} ms{ci(f.slope_ci95 and tuple(1000 * v for v in f.slope_ci95), '{:.1f}')} "
+        f"per micro-batch (95% CI; {f.n} runs" + (f", R² {f.r2:.5f})" if f.r2 is not None else ")")
+    )
 
 
 def _series(cfgs: list[dict], specs: dict[str, dict]) -> dict[str, str]:
@@ -93,34 +103,68 @@ def data(tables, study) -> prepare.FigureData:
     for (name, x), mine in sorted(groups.items()):
         mine.sort(key=lambda c: prepare.as_int(c.get("world_size")))
         ids = {c["config_id"] for c in mine}
-        times = [r["step_time_mean_s"] for r in runs if r["config_id"] in ids and r.get("status") == "ok"
-                 and r.get("step_time_mean_s") is not None]
+        times = [
+            r["step_time_mean_s"]
+            for r in runs
+            if r["config_id"] in ids and r.get("status") == "ok" and r.get("step_time_mean_s") is not None
+        ]
         s = summarize(times)
-        parts = [f"{prepare.as_int(c.get('world_size'))} GPUs: {c['step_time_mean_s_mean']:.4g} s"
-                 for c in mine if c.get("step_time_mean_s_mean") is not None]
-        row = prepare.config_row(mine[0], panel=STEP.label, series=name, x_quantity=MICROBATCHES.label, x=x,
-                                 y_quantity=STEP.label, y=s.mean, ci95_low=s.ci95_low, ci95_high=s.ci95_high,
-                                 n_seeds=s.n)
-        row.update(config_ids=[c["config_id"] for c in mine],
-                   run_ids=[r for c in mine for r in split_list(c.get("run_ids"))],
-                   note=("pooled over " if len(mine) > 1 else "") + "; ".join(parts))
+        parts = [
+            f"{prepare.as_int(c.get('world_size'))} GPUs: {c['step_time_mean_s_mean']:.4g} s"
+            for c in mine
+            if c.get("step_time_mean_s_mean") is not None
+        ]
+        row = prepare.config_row(
+            mine[0],
+            panel=STEP.label,
+            series=name,
+            x_quantity=MICROBATCHES.label,
+            x=x,
+            y_quantity=STEP.label,
+            y=s.mean,
+            ci95_low=s.ci95_low,
+            ci95_high=s.ci95_high,
+            n_seeds=s.n,
+        )
+        row.update(
+            config_ids=[c["config_id"] for c in mine],
+            run_ids=[r for c in mine for r in split_list(c.get("run_ids"))],
+            note=("pooled over " if len(mine) > 1 else "") + "; ".join(parts),
+        )
         fd.rows.append(row)
     texts = []
     for name, (f, mine) in fits(tables).items():
         top = max(c["_microbatches"] for c in mine)
         for x in sorted({0, *[c["_microbatches"] for c in mine], top}):
-            fd.rows.append({"panel": STEP.label, "series": name + FIT_SERIES, "x_quantity": MICROBATCHES.label, "x": x,
-                            "y_quantity": STEP.label, "y": f.at(x), "n_seeds": f.n, "status": "fit",
-                            "note": fit_text(name, f), "config_ids": [c["config_id"] for c in mine], "run_ids": []})
+            fd.rows.append(
+                {
+                    "panel": STEP.label,
+                    "series": name + FIT_SERIES,
+                    "x_quantity": MICROBATCHES.label,
+                    "x": x,
+                    "y_quantity": STEP.label,
+                    "y": f.at(x),
+                    "n_seeds": f.n,
+                    "status": "fit",
+                    "note": fit_text(name, f),
+                    "config_ids": [c["config_id"] for c in mine],
+                    "run_ids": [],
+                }
+            )
         texts.append(fit_text(name, f))
     fd.cpu = prepare.is_cpu(cfgs)
     if any(len(g) > 1 for g in groups.values()):
-        fd.notes.append("A point pools a family's scales with the same micro-batches per step (they differ in "
-                        "data-parallel degree only): mean and 95% CI over all their runs; each scale's mean is in the "
-                        "CSV's note.")
+        fd.notes.append(
+            "A point pools a family's scales with the same micro-batches per step (they differ in "
+            "data-parallel degree only): mean and 95% CI over all their runs; each scale's mean is in the "
+            "CSV's note."
+        )
     if texts:
-        fd.notes.append("Least-squares line over every run (step time = fixed cost + micro-batches x per micro-batch): "
-                        + "; ".join(texts) + ".")
+        fd.notes.append(
+            "Least-squares line over every run (step time = fixed cost + micro-batches x per micro-batch): "
+            + "; ".join(texts)
+            + "."
+        )
     return fd
 
 
@@ -143,11 +187,20 @@ def draw(fd: prepare.FigureData, study=None):
         for series, g in frame.groupby("series", sort=True):
             lo = (g["y"] - g["ci95_low"]).where(g["ci95_low"].notna(), 0.0).clip(lower=0)
             hi = (g["ci95_high"] - g["y"]).where(g["ci95_high"].notna(), 0.0).clip(lower=0)
-            ax.errorbar(g["x"], g["y"], yerr=[lo, hi], fmt="none", ecolor=colors[series], capsize=2.5,
-                        elinewidth=0.9)
+            ax.errorbar(g["x"], g["y"], yerr=[lo, hi], fmt="none", ecolor=colors[series], capsize=2.5, elinewidth=0.9)
     if fitted:
-        sns.lineplot(pd.DataFrame(fitted), x="x", y="y", hue="series", palette=colors, linestyle="--", linewidth=1.2,
-                     estimator=None, errorbar=None, ax=ax)
+        sns.lineplot(
+            pd.DataFrame(fitted),
+            x="x",
+            y="y",
+            hue="series",
+            palette=colors,
+            linestyle="--",
+            linewidth=1.2,
+            estimator=None,
+            errorbar=None,
+            ax=ax,
+        )
     if ax.get_legend() is not None:
         ax.get_legend().remove()  # one legend for the figure
     ax.set(title=STEP.label, xlabel=MICROBATCHES.label, ylabel=STEP.label)

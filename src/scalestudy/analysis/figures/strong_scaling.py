@@ -18,15 +18,22 @@ EXPERIMENTS = ("strong_scaling",)
 GPUS = Quantity("GPUs", "world size, log 2")
 TOKENS = Quantity("global tokens/s", "tokens/s", "tokens_per_s")
 DESCRIPTION = Description(
-    name=NAME, title="Strong scaling at a fixed global batch: the best strategy at each GPU count",
+    name=NAME,
+    title="Strong scaling at a fixed global batch: the best strategy at each GPU count",
     paper="the paper's Fig. 5",
-    shows=("Global tokens per second against the number of GPUs (log-2 axis) at a fixed global batch, one panel "
-           "per global batch"),
-    series=("the black line joins the best strategy at each GPU count (highest mean global tokens/s), the marker's "
-            "shape naming its strategy family; grey dots are the other strategies tried; predictions that take a "
-            "measured rank share are coloured series of their own, drawn beside the black line's points, never the "
-            "best line's"),
-    x=GPUS, quantities=(TOKENS,), category="Scaling",
+    shows=(
+        "Global tokens per second against the number of GPUs (log-2 axis) at a fixed global batch, one panel "
+        "per global batch"
+    ),
+    series=(
+        "the black line joins the best strategy at each GPU count (highest mean global tokens/s), the marker's "
+        "shape naming its strategy family; grey dots are the other strategies tried; predictions that take a "
+        "measured rank share are coloured series of their own, drawn beside the black line's points, never the "
+        "best line's"
+    ),
+    x=GPUS,
+    quantities=(TOKENS,),
+    category="Scaling",
     notes=(drawing.FAILED_NOTE,),
 )
 BEST, OTHER, FAILED = "best strategy", "other strategies", "failed"
@@ -46,15 +53,27 @@ def data(tables, study) -> prepare.FigureData:
         micro = {}  # family -> its micro batches: named in the series where a family has several
         for c in measured:
             micro.setdefault(prepare.family(prepare.config_spec(c, specs)) + kind[c["config_id"]], set()).add(
-                prepare.config_spec(c, specs).get("micro_batch"))
+                prepare.config_spec(c, specs).get("micro_batch")
+            )
         for c in measured:  # predicted with a measured input: a series of its own, never the best line's
             fam = prepare.family(prepare.config_spec(c, specs))
             suffix = kind[c["config_id"]]
-            mb = f", micro batch {prepare.config_spec(c, specs).get('micro_batch')}" if len(micro[fam + suffix]) > 1 else ""
-            fd.rows.append(prepare.config_row(
-                c, panel=panel, series=fam + mb + suffix,
-                x_quantity=GPUS.label, x=c["world_size"], y_quantity=TOKENS.label,
-                **prepare.stat(c, TOKENS.metric, 1.0, TOKENS)))
+            mb = (
+                f", micro batch {prepare.config_spec(c, specs).get('micro_batch')}"
+                if len(micro[fam + suffix]) > 1
+                else ""
+            )
+            fd.rows.append(
+                prepare.config_row(
+                    c,
+                    panel=panel,
+                    series=fam + mb + suffix,
+                    x_quantity=GPUS.label,
+                    x=c["world_size"],
+                    y_quantity=TOKENS.label,
+                    **prepare.stat(c, TOKENS.metric, 1.0, TOKENS),
+                )
+            )
         for world in sorted({c["world_size"] for c in at_gb}):
             here = [c for c in at_gb if c["world_size"] == world]
             ok = [c for c in here if c.get("tokens_per_s_mean") is not None]
@@ -67,8 +86,15 @@ def data(tables, study) -> prepare.FigureData:
                     series, note = OTHER, None
                 else:
                     series, note = FAILED, None
-                row = prepare.config_row(c, panel=panel, series=series, x_quantity=GPUS.label, x=world,
-                                         y_quantity=TOKENS.label, **prepare.stat(c, TOKENS.metric, 1.0, TOKENS))
+                row = prepare.config_row(
+                    c,
+                    panel=panel,
+                    series=series,
+                    x_quantity=GPUS.label,
+                    x=world,
+                    y_quantity=TOKENS.label,
+                    **prepare.stat(c, TOKENS.metric, 1.0, TOKENS),
+                )
                 if note:
                     row["note"] = note
                     row["annotation"] = prepare.family(prepare.config_spec(c, specs))
@@ -83,8 +109,11 @@ def _two_values(fd: prepare.FigureData, cfgs: list[dict], specs: dict) -> None:
     """Where a prediction with a measured rank share is drawn beside the best line, a configuration
     can have two values: the best line's (the model alone) and its coloured point (with its
     measured share). The best row's note gives the other, and a footnote says why for each."""
-    twins = {measured_base(c["config_id"]): c for c in cfgs
-             if measured_base(c["config_id"]) and c.get("tokens_per_s_mean") is not None}
+    twins = {
+        measured_base(c["config_id"]): c
+        for c in cfgs
+        if measured_base(c["config_id"]) and c.get("tokens_per_s_mean") is not None
+    }
     if not any(measured_base(c["config_id"]) for c in cfgs):
         return
     pairs = []
@@ -95,12 +124,17 @@ def _two_values(fd: prepare.FigureData, cfgs: list[dict], specs: dict) -> None:
         other = twin["tokens_per_s_mean"]
         said = f"with its measured rank share: {other:.6g} tokens/s"
         r["note"] = f"{r['note']}; {said}" if r.get("note") else said
-        pairs.append(f"{r['x']:g} GPUs, {r['annotation']}: {heatmap.compact(r['y'])} alone, "
-                     f"{heatmap.compact(other)} with its share")
-    fd.notes.append("Two bases: the black line and the grey dots are the model alone (its own compute estimate); a "
-                    "coloured line takes the measured rank share of its strategy as its compute input instead. A "
-                    "configuration that is both the best and measured has two values, drawn side by side"
-                    + (": " + "; ".join(pairs) if pairs else "") + ".")
+        pairs.append(
+            f"{r['x']:g} GPUs, {r['annotation']}: {heatmap.compact(r['y'])} alone, "
+            f"{heatmap.compact(other)} with its share"
+        )
+    fd.notes.append(
+        "Two bases: the black line and the grey dots are the model alone (its own compute estimate); a "
+        "coloured line takes the measured rank share of its strategy as its compute input instead. A "
+        "configuration that is both the best and measured has two values, drawn side by side"
+        + (": " + "; ".join(pairs) if pairs else "")
+        + "."
+    )
 
 
 FAMILY_MARKERS = "sD^vPp*h<>"
@@ -113,11 +147,17 @@ def draw(fd: prepare.FigureData, study):
     import pandas as pd  # heavy: imported only when drawing
     import seaborn as sns  # heavy: imported only when drawing
 
-    best = pd.DataFrame([{"panel": r["panel"], "x": r["x"], "y": r["y"], "family": f"best here: {r['annotation']}"}
-                         for r in fd.rows if r["series"] == BEST and r.get("y") is not None and r.get("annotation")],
-                        columns=["panel", "x", "y", "family"])
+    best = pd.DataFrame(
+        [
+            {"panel": r["panel"], "x": r["x"], "y": r["y"], "family": f"best here: {r['annotation']}"}
+            for r in fd.rows
+            if r["series"] == BEST and r.get("y") is not None and r.get("annotation")
+        ],
+        columns=["panel", "x", "y", "family"],
+    )
     families = sorted(set(best["family"]), key=drawing.natural)
     fig, axes = drawing.figure_for(fd, legend_rows=drawing.legend_rows_for(fd, extra=len(families)))
+
     def order(s):  # the best line first, the other strategies last
         return s != BEST, s == OTHER, s.startswith("x: "), drawing.natural(s)
 
@@ -127,8 +167,20 @@ def draw(fd: prepare.FigureData, study):
     markers = {f: FAMILY_MARKERS[k % len(FAMILY_MARKERS)] for k, f in enumerate(families)}
     for ax, panel in zip(axes, fd.panels):
         if (best["panel"] == panel).any():
-            sns.scatterplot(best[best["panel"] == panel], x="x", y="y", style="family", style_order=families,
-                            markers=markers, s=49, color="white", edgecolor="black", linewidth=1.1, zorder=4, ax=ax)
+            sns.scatterplot(
+                best[best["panel"] == panel],
+                x="x",
+                y="y",
+                style="family",
+                style_order=families,
+                markers=markers,
+                s=49,
+                color="white",
+                edgecolor="black",
+                linewidth=1.1,
+                zorder=4,
+                ax=ax,
+            )
             ax.get_legend().remove()  # one legend for the figure
     drawing.figure_legend(fig, axes, order=order)
     return fig

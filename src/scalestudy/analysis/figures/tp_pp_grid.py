@@ -17,16 +17,25 @@ MFU = Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0)
 SHARE = Quantity("exposed comm. share of step", "%", "exposed_comm_share", 100.0, 0.0, 100.0, better="low")
 PP = Quantity("PP degree", "", low=1.0)
 DESCRIPTION = Description(
-    name=NAME, title="Tensor x pipeline parallel degrees (FSDP over the rest)",
+    name=NAME,
+    title="Tensor x pipeline parallel degrees (FSDP over the rest)",
     paper="the paper's Figs 6-8",
-    shows=("Heatmaps over tensor (rows) x pipeline (columns) parallel degrees of the global throughput in tokens "
-           "per second (WPS, all GPUs together), MFU and the exposed-communication share of the step time"),
-    series=("one row of panels per model, GPU count and global batch; a cell is one configuration; predictions "
-            "that take a measured rank share get a row of panels of their own"),
-    x=PP, quantities=(WPS, MFU, SHARE), category="Parallelism",
-    notes=("Cell: the configuration's value (the mean of its runs where it ran more than once; the CSV holds the interval), in "
-           "compact units (12.3k = 12 300, 2.6M = 2 600 000). "
-           "Hatched: failed (status in the cell) or invalid; blank: not run.",),
+    shows=(
+        "Heatmaps over tensor (rows) x pipeline (columns) parallel degrees of the global throughput in tokens "
+        "per second (WPS, all GPUs together), MFU and the exposed-communication share of the step time"
+    ),
+    series=(
+        "one row of panels per model, GPU count and global batch; a cell is one configuration; predictions "
+        "that take a measured rank share get a row of panels of their own"
+    ),
+    x=PP,
+    quantities=(WPS, MFU, SHARE),
+    category="Parallelism",
+    notes=(
+        "Cell: the configuration's value (the mean of its runs where it ran more than once; the CSV holds the interval), in "
+        "compact units (12.3k = 12 300, 2.6M = 2 600 000). "
+        "Hatched: failed (status in the cell) or invalid; blank: not run.",
+    ),
 )
 METRICS = [(WPS, "{}"), (MFU, "{:.3g}"), (SHARE, "{:.3g}")]
 
@@ -39,7 +48,9 @@ def _scale(c: dict) -> tuple:
 
 
 def _group_title(c: dict, suffix: str) -> str:
-    return f"{c['model']}, {c['world_size']} GPUs, global batch {c['global_batch']}" + (f"\n{suffix.strip()}" if suffix else "")
+    return f"{c['model']}, {c['world_size']} GPUs, global batch {c['global_batch']}" + (
+        f"\n{suffix.strip()}" if suffix else ""
+    )
 
 
 def data(tables, study) -> prepare.FigureData:
@@ -62,8 +73,15 @@ def data(tables, study) -> prepare.FigureData:
             for (tp, pp), cs in sorted(cells.items()):
                 for c in cs:
                     extra = {"series": f"TP={tp}" if len(cs) == 1 else f"TP={tp} [{c['config_id']}]"}
-                    row = prepare.config_row(c, panel=panel, x_quantity=PP.label, x=pp, y_quantity=q.label,
-                                             **extra, **prepare.stat(c, q.metric, q.scale, q))
+                    row = prepare.config_row(
+                        c,
+                        panel=panel,
+                        x_quantity=PP.label,
+                        x=pp,
+                        y_quantity=q.label,
+                        **extra,
+                        **prepare.stat(c, q.metric, q.scale, q),
+                    )
                     if row["y"] is None and row.get("status") in ("ok", "partial"):
                         row["note"] = "no trace data" if q is SHARE else "no value"
                     fd.rows.append(row)
@@ -84,7 +102,9 @@ def cells(rows: list[dict]) -> list[heatmap.Cell]:
             out.append(heatmap.Cell(tp, pp, r["y"]))
         else:
             failed = r.get("status") not in ("ok", "partial", None)
-            out.append(heatmap.Cell(tp, pp, None, _cell_status(r), heatmap.FAILED_HATCH if failed else heatmap.BLANK_HATCH))
+            out.append(
+                heatmap.Cell(tp, pp, None, _cell_status(r), heatmap.FAILED_HATCH if failed else heatmap.BLANK_HATCH)
+            )
     return out
 
 
@@ -95,14 +115,25 @@ def draw(fd: prepare.FigureData, study):
     for ax, panel in zip(axes, fd.panels):
         label = panel.rsplit("\n", 1)[-1]
         fmt = fmts.get(label, "{:.3g}")
-        heatmap.heatmap_panel(ax, cells([r for r in fd.rows if r["panel"] == panel]), title=panel,
-                              value_label=label, fmt=heatmap.compact if fmt == "{}" else fmt.format,
-                              compact_colorbar=fmt == "{}", better=better.get(label, "high"))
+        heatmap.heatmap_panel(
+            ax,
+            cells([r for r in fd.rows if r["panel"] == panel]),
+            title=panel,
+            value_label=label,
+            fmt=heatmap.compact if fmt == "{}" else fmt.format,
+            compact_colorbar=fmt == "{}",
+            better=better.get(label, "high"),
+        )
     return fig
 
 
 def _cell_status(r: dict) -> str:
     s = drawing.short_status(r)
-    short = {"no trace data": "no trace", "no value": "n/a", prepare.INVALID: "invalid", "invalid_config": "invalid\nconfig",
-             "comm_error": "comm\nerror"}
+    short = {
+        "no trace data": "no trace",
+        "no value": "n/a",
+        prepare.INVALID: "invalid",
+        "invalid_config": "invalid\nconfig",
+        "comm_error": "comm\nerror",
+    }
     return short.get(s, s[:9])

@@ -11,17 +11,24 @@ NAME = "weak_scaling"
 EXPERIMENTS = ("weak_scaling",)
 GPUS = Quantity("GPUs", "world size, log 2")
 DESCRIPTION = Description(
-    name=NAME, title="Weak scaling: throughput per device, MFU and global throughput against GPUs",
+    name=NAME,
+    title="Weak scaling: throughput per device, MFU and global throughput against GPUs",
     paper="the paper's Sec. 4.1",
-    shows=("Tokens per second per device, model FLOPs utilisation (MFU) and global tokens per second against the "
-           "number of GPUs (log-2 axis), at a fixed number of sequences per GPU"),
-    series=("one line per strategy family (FSDP flat over every GPU, HSDP, TP=k or PP=k with FSDP over the rest), "
-            "with whatever else differs between lines (model, backend, compile) in its name; the data-parallel "
-            "degree follows from the GPU count and is the x axis"),
+    shows=(
+        "Tokens per second per device, model FLOPs utilisation (MFU) and global tokens per second against the "
+        "number of GPUs (log-2 axis), at a fixed number of sequences per GPU"
+    ),
+    series=(
+        "one line per strategy family (FSDP flat over every GPU, HSDP, TP=k or PP=k with FSDP over the rest), "
+        "with whatever else differs between lines (model, backend, compile) in its name; the data-parallel "
+        "degree follows from the GPU count and is the x axis"
+    ),
     x=GPUS,
-    quantities=(Quantity("tokens/s per device", "tokens/s", "tokens_per_s_per_device"),
-                Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0),
-                Quantity("global tokens/s", "tokens/s", "tokens_per_s", log=True)),
+    quantities=(
+        Quantity("tokens/s per device", "tokens/s", "tokens_per_s_per_device"),
+        Quantity("MFU", "%", "mfu", 100.0, 0.0, 100.0),
+        Quantity("global tokens/s", "tokens/s", "tokens_per_s", log=True),
+    ),
     category="Scaling",
     notes=(drawing.FAILED_NOTE,),
     paper_result="per-device throughput of Llama-2 7B FSDP falls by 37.22% from 128 to 2048 GPUs (claim C1).",

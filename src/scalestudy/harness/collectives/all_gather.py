@@ -16,8 +16,10 @@ _all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_t
 
 def allocate(msg: Message, device: torch.device) -> Buffers:
     dtype = TORCH_DTYPES[msg.dtype]
-    return Buffers(send=torch.empty(msg.count, dtype=dtype, device=device),
-                   recv=torch.empty(msg.count * msg.nranks, dtype=dtype, device=device))
+    return Buffers(
+        send=torch.empty(msg.count, dtype=dtype, device=device),
+        recv=torch.empty(msg.count * msg.nranks, dtype=dtype, device=device),
+    )
 
 
 def fill(b: Buffers, rank: int, nranks: int) -> None:

@@ -39,9 +39,14 @@ def plan(spec: CollectivesSpec, nranks: int) -> tuple[list[Message], list[dict]]
             if bandwidth.is_valid_size(op, size, nranks, spec.dtype):
                 messages.append(bandwidth.message(op, size, nranks, spec.dtype))
             else:
-                skipped.append({"op": op, "requested_bytes": size,
-                                "reason": f"rounds to no element; the smallest valid size is "
-                                          f"{bandwidth.min_valid_bytes(op, nranks, spec.dtype)} B"})
+                skipped.append(
+                    {
+                        "op": op,
+                        "requested_bytes": size,
+                        "reason": f"rounds to no element; the smallest valid size is "
+                        f"{bandwidth.min_valid_bytes(op, nranks, spec.dtype)} B",
+                    }
+                )
     return messages, skipped
 
 
@@ -74,22 +79,40 @@ def measure(coll: ModuleType, msg: Message, spec: CollectivesSpec, rank: int, de
     every = torch.empty(2 * n, dtype=torch.float64, device=device)
     (getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor)(every, mine)
     times, wrongs = every.view(n, 2).cpu().unbind(1)
-    return {"time_s": times.mean().item(), "time_s_min_rank": times.min().item(),
-            "time_s_max_rank": times.max().item(), "wrong_elements": int(wrongs.sum().item())}
+    return {
+        "time_s": times.mean().item(),
+        "time_s_min_rank": times.min().item(),
+        "time_s_max_rank": times.max().item(),
+        "wrong_elements": int(wrongs.sum().item()),
+    }
 
 
-def collective_record(msg: Message, spec: CollectivesSpec, coll: ModuleType, timing: dict,
-                      nccl_algo: str | None) -> dict:
+def collective_record(
+    msg: Message, spec: CollectivesSpec, coll: ModuleType, timing: dict, nccl_algo: str | None
+) -> dict:
     factor = bandwidth.busbw_factor(msg.op, msg.nranks, nccl_algo)
     algbw = bandwidth.algbw_GBps(msg.size_bytes, timing["time_s"])
     return {
-        "op": msg.op, "size_bytes": msg.size_bytes, "requested_bytes": msg.requested_bytes, "count": msg.count,
-        "dtype": msg.dtype, "world_size": msg.nranks, "nodes": spec.nodes, "procs_per_node": spec.procs_per_node,
-        "iters": spec.iters, "warmup": spec.warmup_iters, "in_place": coll.IN_PLACE,
-        "time_s": timing["time_s"], "time_over_ranks": TIME_OVER_RANKS,
-        "time_s_min_rank": timing["time_s_min_rank"], "time_s_max_rank": timing["time_s_max_rank"],
-        "algbw_GBps": algbw, "busbw_GBps": algbw * factor, "busbw_factor": factor,
-        "wrong_elements": timing["wrong_elements"], "correct": timing["wrong_elements"] == 0,
+        "op": msg.op,
+        "size_bytes": msg.size_bytes,
+        "requested_bytes": msg.requested_bytes,
+        "count": msg.count,
+        "dtype": msg.dtype,
+        "world_size": msg.nranks,
+        "nodes": spec.nodes,
+        "procs_per_node": spec.procs_per_node,
+        "iters": spec.iters,
+        "warmup": spec.warmup_iters,
+        "in_place": coll.IN_PLACE,
+        "time_s": timing["time_s"],
+        "time_over_ranks": TIME_OVER_RANKS,
+        "time_s_min_rank": timing["time_s_min_rank"],
+        "time_s_max_rank": timing["time_s_max_rank"],
+        "algbw_GBps": algbw,
+        "busbw_GBps": algbw * factor,
+        "busbw_factor": factor,
+        "wrong_elements": timing["wrong_elements"],
+        "correct": timing["wrong_elements"] == 0,
     }
 
 
@@ -106,20 +129,26 @@ class ProgressTable:
         self.end_op()
         self.op = op
         s = self.spec
-        print(f"# scalestudy collectives: {op}  world {self.world} ({s.nodes} x {s.procs_per_node} processes)  "
-              f"backend {self.backend}  warmup iters {s.warmup_iters}  iters {s.iters}  "
-              f"time: {TIME_OVER_RANKS} over ranks  {'in place' if OPS[op].IN_PLACE else 'out of place'}\n"
-              f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'time':>8}  {'algbw':>7}  {'busbw':>7}"
-              f"  {'#wrong':>6}\n"
-              f"# {'(B)':>10}  {'(elements)':>12}  {'':>8}  {'':>6}  {'(us)':>8}  {'(GB/s)':>7}  {'(GB/s)':>7}"
-              f"  {'':>6}", flush=True)
+        print(
+            f"# scalestudy collectives: {op}  world {self.world} ({s.nodes} x {s.procs_per_node} processes)  "
+            f"backend {self.backend}  warmup iters {s.warmup_iters}  iters {s.iters}  "
+            f"time: {TIME_OVER_RANKS} over ranks  {'in place' if OPS[op].IN_PLACE else 'out of place'}\n"
+            f"# {'size':>10}  {'count':>12}  {'type':>8}  {'redop':>6}  {'time':>8}  {'algbw':>7}  {'busbw':>7}"
+            f"  {'#wrong':>6}\n"
+            f"# {'(B)':>10}  {'(elements)':>12}  {'':>8}  {'':>6}  {'(us)':>8}  {'(GB/s)':>7}  {'(GB/s)':>7}"
+            f"  {'':>6}",
+            flush=True,
+        )
 
     def row(self, rec: dict) -> None:
         us = rec["time_s"] * 1e6
         t = f"{us:8.0f}" if us >= 10000 else f"{us:8.1f}" if us >= 100 else f"{us:8.2f}"
-        print(f"{rec['size_bytes']:>12}  {rec['count']:>12}  {NCCL_TYPE_NAMES[rec['dtype']]:>8}  "
-              f"{OPS[rec['op']].REDOP:>6}  {t}  {rec['algbw_GBps']:7.2f}  {rec['busbw_GBps']:7.2f}  "
-              f"{rec['wrong_elements']:>6}", flush=True)
+        print(
+            f"{rec['size_bytes']:>12}  {rec['count']:>12}  {NCCL_TYPE_NAMES[rec['dtype']]:>8}  "
+            f"{OPS[rec['op']].REDOP:>6}  {t}  {rec['algbw_GBps']:7.2f}  {rec['busbw_GBps']:7.2f}  "
+            f"{rec['wrong_elements']:>6}",
+            flush=True,
+        )
         self.busbw.append(rec["busbw_GBps"])
         self.wrong += rec["wrong_elements"]
 
@@ -130,8 +159,11 @@ class ProgressTable:
         if self.op is None:
             return
         avg = sum(self.busbw) / len(self.busbw) if self.busbw else float("nan")
-        print(f"# Out of bounds values : {self.wrong} {'OK' if self.wrong == 0 else 'FAILED'}\n"
-              f"# Avg bus bandwidth    : {avg:.4g}\n#", flush=True)
+        print(
+            f"# Out of bounds values : {self.wrong} {'OK' if self.wrong == 0 else 'FAILED'}\n"
+            f"# Avg bus bandwidth    : {avg:.4g}\n#",
+            flush=True,
+        )
         self.op, self.busbw, self.wrong = None, [], 0
 
 
@@ -143,18 +175,30 @@ def run_collectives(spec: CollectivesSpec, run_dir: Path, *, quiet: bool = False
     messages, skipped = plan(spec, world)
     nccl_algo = os.environ.get("NCCL_ALGO") if spec.comm_backend == "nccl" else None
     if rank == 0:
-        rawlog.atomic_write_json(run_dir / rawlog.RUN_FILE, {
-            "schema": rawlog.SCHEMA, "kind": "collectives", "run_id": spec.run_id, "config_id": spec.config_id,
-            **rawlog.identity_from_env(), "overrides": rawlog.overrides_from_env(), "spec": spec.to_dict(),
-            "launch": {"world_size": world, "comm_backend": spec.comm_backend},
-            "measurement": {
-                "size_convention": "nccl-tests", "time_over_ranks": TIME_OVER_RANKS,
-                "timer": "host perf_counter around iters back-to-back calls, device synchronised after the last",
-                "warmup": "warmup_iters calls at every size", "nccl_algo": nccl_algo,
-                "in_place": {op: OPS[op].IN_PLACE for op in spec.ops}, "skipped": skipped,
+        rawlog.atomic_write_json(
+            run_dir / rawlog.RUN_FILE,
+            {
+                "schema": rawlog.SCHEMA,
+                "kind": "collectives",
+                "run_id": spec.run_id,
+                "config_id": spec.config_id,
+                **rawlog.identity_from_env(),
+                "overrides": rawlog.overrides_from_env(),
+                "spec": spec.to_dict(),
+                "launch": {"world_size": world, "comm_backend": spec.comm_backend},
+                "measurement": {
+                    "size_convention": "nccl-tests",
+                    "time_over_ranks": TIME_OVER_RANKS,
+                    "timer": "host perf_counter around iters back-to-back calls, device synchronised after the last",
+                    "warmup": "warmup_iters calls at every size",
+                    "nccl_algo": nccl_algo,
+                    "in_place": {op: OPS[op].IN_PLACE for op in spec.ops},
+                    "skipped": skipped,
+                },
+                "provenance": provenance.collect(run.facts),
+                "start_time_unix": round(time.time(), 3),
             },
-            "provenance": provenance.collect(run.facts), "start_time_unix": round(time.time(), 3),
-        })
+        )
     table = ProgressTable(spec, world, spec.comm_backend) if rank == 0 and not quiet else None
     if table:
         for item in skipped:

@@ -41,9 +41,9 @@ def count_mismatches(actual: torch.Tensor, expected: torch.Tensor) -> int:
     wrong = 0
     for r0 in range(0, rows, step_r):
         for c0 in range(0, cols, step_c):
-            exp = expected[r0:r0 + step_r] if expected.shape[0] > 1 else expected
-            exp = exp[:, c0:c0 + step_c] if expected.shape[1] > 1 else exp
-            wrong += int(torch.count_nonzero(actual[r0:r0 + step_r, c0:c0 + step_c] != exp))
+            exp = expected[r0 : r0 + step_r] if expected.shape[0] > 1 else expected
+            exp = exp[:, c0 : c0 + step_c] if expected.shape[1] > 1 else exp
+            wrong += int(torch.count_nonzero(actual[r0 : r0 + step_r, c0 : c0 + step_c] != exp))
     return wrong
 
 
@@ -53,5 +53,5 @@ def periodic_mismatches(actual: torch.Tensor, pattern: torch.Tensor) -> int:
     full = actual.numel() // period * period
     wrong = count_mismatches(actual[:full].view(-1, period), pattern.view(1, -1)) if full else 0
     if full < actual.numel():
-        wrong += count_mismatches(actual[full:].view(1, -1), pattern[:actual.numel() - full].view(1, -1))
+        wrong += count_mismatches(actual[full:].view(1, -1), pattern[: actual.numel() - full].view(1, -1))
     return wrong

@@ -18,8 +18,10 @@ _reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_sc
 
 def allocate(msg: Message, device: torch.device) -> Buffers:
     dtype = TORCH_DTYPES[msg.dtype]
-    return Buffers(send=torch.empty(msg.count * msg.nranks, dtype=dtype, device=device),
-                   recv=torch.empty(msg.count, dtype=dtype, device=device))
+    return Buffers(
+        send=torch.empty(msg.count * msg.nranks, dtype=dtype, device=device),
+        recv=torch.empty(msg.count, dtype=dtype, device=device),
+    )
 
 
 def fill(b: Buffers, rank: int, nranks: int) -> None:

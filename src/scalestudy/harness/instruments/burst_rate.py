@@ -49,16 +49,29 @@ class TorchBurstKernels:
 
 def method(spec: BurstRateSpec) -> dict:
     n = spec.matmul_n
-    return {"matmul": f"bf16 {n}x{n}x{n} torch.mm, random data", "gap_ms": spec.gap_ms, "phase_s": spec.phase_s,
-            "rest_s": spec.rest_s, "sample_s": spec.sample_s, "timer": "CUDA events around each burst's launches",
-            "energy": "NVML total-energy counter at each phase's start and end"}
+    return {
+        "matmul": f"bf16 {n}x{n}x{n} torch.mm, random data",
+        "gap_ms": spec.gap_ms,
+        "phase_s": spec.phase_s,
+        "rest_s": spec.rest_s,
+        "sample_s": spec.sample_s,
+        "timer": "CUDA events around each burst's launches",
+        "energy": "NVML total-energy counter at each phase's start and end",
+    }
 
 
-def burst_phases(spec: BurstRateSpec, kernels: BurstKernels, board: Board, log: RankLog, *, quiet: bool = False,
-                 fire: Callable[[int], None] = lambda i: None) -> None:
+def burst_phases(
+    spec: BurstRateSpec,
+    kernels: BurstKernels,
+    board: Board,
+    log: RankLog,
+    *,
+    quiet: bool = False,
+    fire: Callable[[int], None] = lambda i: None,
+) -> None:
     """The back-to-back phases and one phase a burst length, each `phase` record and the board's
     samples into `log`."""
-    flops = 2.0 * spec.matmul_n ** 3
+    flops = 2.0 * spec.matmul_n**3
     sampler = Sampler(board, spec.sample_s)
     sampler.start()
     count = 0
@@ -83,10 +96,20 @@ def burst_phases(spec: BurstRateSpec, kernels: BurstKernels, board: Board, log: 
                 time.sleep(spec.gap_ms / 1000.0)
         wall = time.perf_counter() - t0
         energy = (board.energy_mj() - e_start) / 1000.0
-        rec = {"phase": name, "burst_products": k, "burst_ms_target": burst_ms, "bursts": bursts, "products": n,
-               "gpu_s": gpu_s, "wall_s": wall, "burst_ms_measured": 1000.0 * gpu_s / bursts if k is not None else None,
-               "compute_share": gpu_s / wall, "tflops": n * flops / gpu_s / 1e12, "mean_power_w": energy / wall,
-               "energy_j": energy}
+        rec = {
+            "phase": name,
+            "burst_products": k,
+            "burst_ms_target": burst_ms,
+            "bursts": bursts,
+            "products": n,
+            "gpu_s": gpu_s,
+            "wall_s": wall,
+            "burst_ms_measured": 1000.0 * gpu_s / bursts if k is not None else None,
+            "compute_share": gpu_s / wall,
+            "tflops": n * flops / gpu_s / 1e12,
+            "mean_power_w": energy / wall,
+            "energy_j": energy,
+        }
         log_phase(log, rec, sampler, quiet=quiet)
 
     try:
@@ -108,7 +131,8 @@ def run_burst_rate(spec: BurstRateSpec, run_dir: Path, *, quiet: bool = False) -
     board = gpu_board(spec.KIND)
 
     def measure(run, board: Board) -> None:
-        burst_phases(spec, TorchBurstKernels(spec, run.device), board, run.log, quiet=quiet,
-                     fire=run.injector.maybe_fire)
+        burst_phases(
+            spec, TorchBurstKernels(spec, run.device), board, run.log, quiet=quiet, fire=run.injector.maybe_fire
+        )
 
     return run_instrument(spec, run_dir, method(spec), measure, board=board, quiet=quiet)

@@ -98,8 +98,10 @@ def require_cupy() -> Any:
     try:
         return importlib.import_module("cupy")
     except ImportError as e:
-        raise InvalidConfig(f"comm-power compiles its CUDA kernels with cupy, which does not import here ({e}); "
-                            "install the cupy wheel of this CUDA (e.g. pip install cupy-cuda12x)") from None
+        raise InvalidConfig(
+            f"comm-power compiles its CUDA kernels with cupy, which does not import here ({e}); "
+            "install the cupy wheel of this CUDA (e.g. pip install cupy-cuda12x)"
+        ) from None
 
 
 class CupyCommKernels:
@@ -124,9 +126,20 @@ class CupyCommKernels:
 
     def trickle(self, blocks: int, period_ns: int, ns: int) -> None:
         cp, s = self.cp, self.spec
-        self._trickle((blocks,), (s.threads,), (self.src, self.dst, cp.int64(s.ring_bytes // 4),
-                                                cp.int64(s.chunk_bytes // 4), cp.uint64(period_ns), cp.uint64(ns),
-                                                self.flag, self.done))
+        self._trickle(
+            (blocks,),
+            (s.threads,),
+            (
+                self.src,
+                self.dst,
+                cp.int64(s.ring_bytes // 4),
+                cp.int64(s.chunk_bytes // 4),
+                cp.uint64(period_ns),
+                cp.uint64(ns),
+                self.flag,
+                self.done,
+            ),
+        )
 
     def reset_chunks(self) -> None:
         self.done.fill(0)
@@ -147,14 +160,29 @@ class CupyCommKernels:
 
 
 def method(spec: CommPowerSpec, cupy_version: str | None) -> dict:
-    return {"cupy": cupy_version, "threads_per_block": spec.threads, "phase_s": spec.phase_s, "gap_s": spec.gap_s,
-            "ring_bytes": spec.ring_bytes, "chunk_network_bytes": spec.chunk_bytes, "bytes_note": BYTES_NOTE,
-            "sample_s": spec.sample_s, "matmul": f"bf16 {spec.matmul_n}x{spec.matmul_n}x{spec.matmul_n} torch.mm",
-            "energy": "NVML total-energy counter at each phase's start and end"}
+    return {
+        "cupy": cupy_version,
+        "threads_per_block": spec.threads,
+        "phase_s": spec.phase_s,
+        "gap_s": spec.gap_s,
+        "ring_bytes": spec.ring_bytes,
+        "chunk_network_bytes": spec.chunk_bytes,
+        "bytes_note": BYTES_NOTE,
+        "sample_s": spec.sample_s,
+        "matmul": f"bf16 {spec.matmul_n}x{spec.matmul_n}x{spec.matmul_n} torch.mm",
+        "energy": "NVML total-energy counter at each phase's start and end",
+    }
 
 
-def comm_phases(spec: CommPowerSpec, kernels: CommKernels, board: Board, log: RankLog, *, quiet: bool = False,
-                fire: Callable[[int], None] = lambda i: None) -> None:
+def comm_phases(
+    spec: CommPowerSpec,
+    kernels: CommKernels,
+    board: Board,
+    log: RankLog,
+    *,
+    quiet: bool = False,
+    fire: Callable[[int], None] = lambda i: None,
+) -> None:
     """Every phase of `spec` on `kernels`, its `phase` record and the board's samples into `log`."""
     sampler = Sampler(board, spec.sample_s)
     sampler.start()
@@ -172,8 +200,15 @@ def comm_phases(spec: CommPowerSpec, kernels: CommKernels, board: Board, log: Ra
         body()
         kernels.sync()
         e1, t1 = board.energy_mj(), time.time()
-        rec = {"phase": name, "t0": t0, "t1": t1, "wall_s": t1 - t0, "energy_j": (e1 - e0) / 1000.0,
-               "mean_power_w": (e1 - e0) / 1000.0 / (t1 - t0), **meta}
+        rec = {
+            "phase": name,
+            "t0": t0,
+            "t1": t1,
+            "wall_s": t1 - t0,
+            "energy_j": (e1 - e0) / 1000.0,
+            "mean_power_w": (e1 - e0) / 1000.0 / (t1 - t0),
+            **meta,
+        }
         if after is not None:
             rec.update(after())
         sampler.phase = "between"
@@ -182,8 +217,12 @@ def comm_phases(spec: CommPowerSpec, kernels: CommKernels, board: Board, log: Ra
     def counted(blocks: int) -> Callable[[], dict]:
         def done() -> dict:
             n = kernels.chunks_done(blocks)
-            return {"chunks_min": min(n), "chunks_max": max(n),
-                    "achieved_network_gb_per_s": min(n) * spec.chunk_bytes / spec.phase_s / 1e9}
+            return {
+                "chunks_min": min(n),
+                "chunks_max": max(n),
+                "achieved_network_gb_per_s": min(n) * spec.chunk_bytes / spec.phase_s / 1e9,
+            }
+
         return done
 
     try:
@@ -195,8 +234,14 @@ def comm_phases(spec: CommPowerSpec, kernels: CommKernels, board: Board, log: Ra
             for rate in spec.rates_gb_per_s:
                 period_ns = spec.period_ns(rate)
                 kernels.reset_chunks()
-                phase(f"trickle_{k}_{rate:g}", functools.partial(kernels.trickle, k, period_ns, ns),
-                      after=counted(k), blocks=k, network_gb_per_s=rate, period_ns=period_ns)
+                phase(
+                    f"trickle_{k}_{rate:g}",
+                    functools.partial(kernels.trickle, k, period_ns, ns),
+                    after=counted(k),
+                    blocks=k,
+                    network_gb_per_s=rate,
+                    period_ns=period_ns,
+                )
         phase("matmul", lambda: kernels.matmuls(spec.phase_s))
         phase("idle_end", lambda: time.sleep(spec.phase_s))
     finally:
@@ -212,7 +257,8 @@ def run_comm_power(spec: CommPowerSpec, run_dir: Path, *, quiet: bool = False) -
     cp = require_cupy()
 
     def measure(run, board: Board) -> None:
-        comm_phases(spec, CupyCommKernels(spec, cp, run.device), board, run.log, quiet=quiet,
-                    fire=run.injector.maybe_fire)
+        comm_phases(
+            spec, CupyCommKernels(spec, cp, run.device), board, run.log, quiet=quiet, fire=run.injector.maybe_fire
+        )
 
     return run_instrument(spec, run_dir, method(spec, cp.__version__), measure, board=board, quiet=quiet)

@@ -39,9 +39,11 @@ class Board:
         return self.nvml.nvmlDeviceGetClockInfo(self.handle, self.nvml.NVML_CLOCK_SM)
 
     def machine(self) -> dict:
-        return {"driver": self.nvml.nvmlSystemGetDriverVersion(),
-                "power_limit_w": self.nvml.nvmlDeviceGetEnforcedPowerLimit(self.handle) / 1000.0,
-                "nvml_device": self.found_by}
+        return {
+            "driver": self.nvml.nvmlSystemGetDriverVersion(),
+            "power_limit_w": self.nvml.nvmlDeviceGetEnforcedPowerLimit(self.handle) / 1000.0,
+            "nvml_device": self.found_by,
+        }
 
     def sample(self, phase: str) -> dict:
         """Board power, SM clock, temperature and, where the driver has it, the instantaneous power;
@@ -68,8 +70,9 @@ def open_board(what: str, device_index: int = 0, nvml: Any = None) -> Board:
         nvml.nvmlInit()
         handle, found_by = nvml_handle(nvml, device_index)
     except Exception as e:  # noqa: BLE001 - no driver, no library: the measurement cannot run
-        raise InvalidConfig(f"{what} reads the GPU's board power through NVML, which does not answer here "
-                            f"({type(e).__name__}: {e})") from None
+        raise InvalidConfig(
+            f"{what} reads the GPU's board power through NVML, which does not answer here ({type(e).__name__}: {e})"
+        ) from None
     return Board(nvml, handle, found_by)
 
 
@@ -129,30 +132,55 @@ def log_phase(log: rawlog.RankLog, rec: dict, sampler: Sampler, *, quiet: bool, 
     for s in sampler.drain():
         log.log("sample", s)
     if not quiet:
-        print(json.dumps({k: (round(v, digits) if isinstance(v, float) else v) for k, v in rec.items()
-                          if k not in ("t0", "t1")}), flush=True)
+        print(
+            json.dumps(
+                {k: (round(v, digits) if isinstance(v, float) else v) for k, v in rec.items() if k not in ("t0", "t1")}
+            ),
+            flush=True,
+        )
 
 
 def machine(device: torch.device, facts: list[dict], board: Board | None) -> dict:
     """The device, the library versions and, where NVML answers, the driver and the board's power limit."""
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else facts[0].get("device_name")
-    return {"device_name": name, "torch": torch.__version__, "cuda": torch.version.cuda,
-            "python": platform.python_version(), **(board.machine() if board else {})}
+    return {
+        "device_name": name,
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "python": platform.python_version(),
+        **(board.machine() if board else {}),
+    }
 
 
 def write_run_json(run_dir: Path, spec, measurement: dict, facts: list[dict]) -> None:
     """run.json of an instrument's run: its kind, ids, spec, `measurement` (the machine and the method)
     and provenance, as gemm's."""
-    rawlog.atomic_write_json(Path(run_dir) / rawlog.RUN_FILE, {
-        "schema": rawlog.SCHEMA, "kind": spec.KIND, "run_id": spec.run_id, "config_id": spec.config_id,
-        **rawlog.identity_from_env(), "overrides": rawlog.overrides_from_env(), "spec": spec.to_dict(),
-        "measurement": measurement,
-        "provenance": provenance.collect(facts), "start_time_unix": round(time.time(), 3),
-    })
+    rawlog.atomic_write_json(
+        Path(run_dir) / rawlog.RUN_FILE,
+        {
+            "schema": rawlog.SCHEMA,
+            "kind": spec.KIND,
+            "run_id": spec.run_id,
+            "config_id": spec.config_id,
+            **rawlog.identity_from_env(),
+            "overrides": rawlog.overrides_from_env(),
+            "spec": spec.to_dict(),
+            "measurement": measurement,
+            "provenance": provenance.collect(facts),
+            "start_time_unix": round(time.time(), 3),
+        },
+    )
 
 
-def run_instrument(spec, run_dir, method: dict, measure: Callable[[RunContext, Board | None], None], *,
-                   board: Board | None = None, quiet: bool = False) -> str:
+def run_instrument(
+    spec,
+    run_dir,
+    method: dict,
+    measure: Callable[[RunContext, Board | None], None],
+    *,
+    board: Board | None = None,
+    quiet: bool = False,
+) -> str:
     """Begin the run of `spec`, write its run.json (kind, spec, the machine and `method`, provenance),
     `measure(run, board)`, and finish the raw log sealed with its metrics gzipped; returns its status
     (a failure is recorded as the harness classifies it, an unclassified one re-raised)."""

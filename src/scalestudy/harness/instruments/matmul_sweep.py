@@ -63,17 +63,24 @@ def sweep(spec: MatmulSweepSpec, run: RunContext, board: Board | None, *, quiet:
             rec.update(power_w=board.power_w(), sm_clock_mhz=board.sm_clock_mhz())
         run.log.log("gemm", rec, index=i)
         if not quiet and i % 50 == 0:
-            print(f"[{i}/{len(shapes)}] {where} {m}x{n}x{k}: {tflops:.1f} TFLOP/s (best {best:.1f}), "
-                  f"{time.monotonic() - t0:.0f} s", flush=True)
-    run.log.log("best", {"tflops": round(best, 2), "shapes": len(shapes),
-                         "elapsed_s": round(time.monotonic() - t0, 1)})
+            print(
+                f"[{i}/{len(shapes)}] {where} {m}x{n}x{k}: {tflops:.1f} TFLOP/s (best {best:.1f}), "
+                f"{time.monotonic() - t0:.0f} s",
+                flush=True,
+            )
+    run.log.log("best", {"tflops": round(best, 2), "shapes": len(shapes), "elapsed_s": round(time.monotonic() - t0, 1)})
     if not quiet:
         print(f"best {best:.1f} TFLOP/s over {len(shapes)} shapes", flush=True)
 
 
 def run_matmul_sweep(spec: MatmulSweepSpec, run_dir: Path, *, quiet: bool = False) -> str:
     """Time every shape of `spec` and write the run's raw log; returns its status."""
-    method = {"dtype": "bfloat16", "warmup": spec.warmup_iters, "iters": spec.iters, "timer": TIMER,
-              "rate": "2 M N K / mean time", "operands": "random normal"}
-    return run_instrument(spec, run_dir, method, lambda run, board: sweep(spec, run, board, quiet=quiet),
-                          quiet=quiet)
+    method = {
+        "dtype": "bfloat16",
+        "warmup": spec.warmup_iters,
+        "iters": spec.iters,
+        "timer": TIMER,
+        "rate": "2 M N K / mean time",
+        "operands": "random normal",
+    }
+    return run_instrument(spec, run_dir, method, lambda run, board: sweep(spec, run, board, quiet=quiet), quiet=quiet)

@@ -66,14 +66,24 @@ class TorchDutyKernels:
 
 def method(spec: PowerDutySpec) -> dict:
     n = spec.matmul_n
-    return {"matmul": f"bf16 {n}x{n}x{n} torch.mm, random data",
-            "copy": f"{spec.copy_mib / 1024:g} GiB fp32 device-to-device copy_", "sample_s": spec.sample_s,
-            "energy": "NVML total-energy counter at each phase's start and end",
-            "kernel_time": "wall time of launch groups, each followed by a synchronize"}
+    return {
+        "matmul": f"bf16 {n}x{n}x{n} torch.mm, random data",
+        "copy": f"{spec.copy_mib / 1024:g} GiB fp32 device-to-device copy_",
+        "sample_s": spec.sample_s,
+        "energy": "NVML total-energy counter at each phase's start and end",
+        "kernel_time": "wall time of launch groups, each followed by a synchronize",
+    }
 
 
-def duty_cycles(spec: PowerDutySpec, kernels: DutyKernels, board: Board, log: RankLog, *, quiet: bool = False,
-                fire: Callable[[int], None] = lambda i: None) -> None:
+def duty_cycles(
+    spec: PowerDutySpec,
+    kernels: DutyKernels,
+    board: Board,
+    log: RankLog,
+    *,
+    quiet: bool = False,
+    fire: Callable[[int], None] = lambda i: None,
+) -> None:
     """Every phase of `spec` on `kernels`, its `phase` record and the board's samples into `log`."""
 
     def mm() -> None:
@@ -99,9 +109,19 @@ def duty_cycles(spec: PowerDutySpec, kernels: DutyKernels, board: Board, log: Ra
         kernels.sync()
         e1, t1 = board.energy_mj(), time.time()
         wall = t1 - t0
-        rec = {"phase": name, "t0": t0, "t1": t1, "wall_s": wall, "energy_j": (e1 - e0) / 1000.0,
-               "mean_power_w": (e1 - e0) / 1000.0 / wall, "compute_s": compute_s, "copy_s": copy_s,
-               "compute_share": min(compute_s / wall, 1.0), "copy_share": min(copy_s / wall, 1.0), **meta}
+        rec = {
+            "phase": name,
+            "t0": t0,
+            "t1": t1,
+            "wall_s": wall,
+            "energy_j": (e1 - e0) / 1000.0,
+            "mean_power_w": (e1 - e0) / 1000.0 / wall,
+            "compute_s": compute_s,
+            "copy_s": copy_s,
+            "compute_share": min(compute_s / wall, 1.0),
+            "copy_share": min(copy_s / wall, 1.0),
+            **meta,
+        }
         sampler.phase = "between"
         log_phase(log, rec, sampler, quiet=quiet)
 
@@ -142,10 +162,14 @@ def duty_cycles(spec: PowerDutySpec, kernels: DutyKernels, board: Board, log: Ra
         return time.perf_counter() - t0, iters * one_copy  # the copies' time as if alone; products throughout
 
     bodies: dict[str, Callable[..., tuple[float, float]]] = {
-        "idle": idle, "compute": lambda s: (busy(mm, s), 0.0), "copy": lambda s: (0.0, busy(cp, s)),
+        "idle": idle,
+        "compute": lambda s: (busy(mm, s), 0.0),
+        "copy": lambda s: (0.0, busy(cp, s)),
         "compute_duty": lambda period, frac, s: duty(mm, "compute", period, frac, s),
         "copy_duty": lambda period, frac, s: duty(cp, "copy", period, frac, s),
-        "alternate": alternate, "together": together}
+        "alternate": alternate,
+        "together": together,
+    }
     try:
         busy(mm, spec.warmup_compute_s)  # clocks up, kernels chosen
         busy(cp, spec.warmup_copy_s)

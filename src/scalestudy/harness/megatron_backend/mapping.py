@@ -52,6 +52,7 @@ class MegatronPlan:
 
     def record(self) -> dict:
         """A JSON-able description for the raw log."""
+
         def plain(v: Any) -> Any:
             if isinstance(v, dict):
                 return {k: plain(x) for k, x in v.items()}
@@ -59,13 +60,19 @@ class MegatronPlan:
                 return v
             return getattr(v, "__name__", None) or str(v)
 
-        return {"parallel": plain(self.parallel), "transformer": plain(self.transformer), "model": plain(self.model),
-                "ddp": plain(self.ddp), "optimizer": plain(self.optimizer), "schedule": plain(self.schedule),
-                "data_parallel": self.data_parallel, "notes": list(self.notes)}
+        return {
+            "parallel": plain(self.parallel),
+            "transformer": plain(self.transformer),
+            "model": plain(self.model),
+            "ddp": plain(self.ddp),
+            "optimizer": plain(self.optimizer),
+            "schedule": plain(self.schedule),
+            "data_parallel": self.data_parallel,
+            "notes": list(self.notes),
+        }
 
 
-def refusals(spec: RunSpec, features: Iterable[str] | None = None, *, allow_cpu: bool = False
-             ) -> list[tuple[str, str]]:
+def refusals(spec: RunSpec, features: Iterable[str] | None = None, *, allow_cpu: bool = False) -> list[tuple[str, str]]:
     """Why megatron-core cannot run `spec` as the torch backend would: (field, reason) pairs.
     `features`: what the installed megatron-core offers (model.installed_features()); None: all
     of KNOWN_FEATURES. `allow_cpu`: for the CPU tests, which build megatron-core's parts (layers,
@@ -73,38 +80,77 @@ def refusals(spec: RunSpec, features: Iterable[str] | None = None, *, allow_cpu:
     have = KNOWN_FEATURES if features is None else frozenset(features)
     p: list[tuple[str, str]] = []
     if spec.device != "cuda" and not allow_cpu:
-        p.append(("device", "megatron-core's GPTModel runs on CUDA only (its rotary embedding, model-parallel RNG "
-                            "and schedules call torch.cuda); use device cuda or backend torch"))
+        p.append(
+            (
+                "device",
+                "megatron-core's GPTModel runs on CUDA only (its rotary embedding, model-parallel RNG "
+                "and schedules call torch.cuda); use device cuda or backend torch",
+            )
+        )
     if spec.compile:
-        p.append(("compile", "megatron-core does not support torch.compile of its transformer layers; "
-                             "run the megatron backend with compile false"))
+        p.append(
+            (
+                "compile",
+                "megatron-core does not support torch.compile of its transformer layers; "
+                "run the megatron backend with compile false",
+            )
+        )
     if spec.pp > 1:
         if spec.pp_schedule == "gpipe":
-            p.append(("pp_schedule", "megatron-core has no GPipe (all forwards, then all backwards) pipeline "
-                                     "schedule; use 1f1b or interleaved_1f1b"))
+            p.append(
+                (
+                    "pp_schedule",
+                    "megatron-core has no GPipe (all forwards, then all backwards) pipeline "
+                    "schedule; use 1f1b or interleaved_1f1b",
+                )
+            )
         if spec.grad_accum > 1:
-            p.append(("pp_microbatches",
-                      f"megatron-core runs all {spec.grad_accum * spec.pp_microbatches} microbatches of a step in one "
-                      f"pipeline schedule (one fill and drain), the torch backend runs grad_accum={spec.grad_accum} "
-                      f"schedules of pp_microbatches={spec.pp_microbatches}; set pp_microbatches="
-                      f"{spec.grad_accum * spec.pp_microbatches} so that both backends run the same step"))
+            p.append(
+                (
+                    "pp_microbatches",
+                    f"megatron-core runs all {spec.grad_accum * spec.pp_microbatches} microbatches of a step in one "
+                    f"pipeline schedule (one fill and drain), the torch backend runs grad_accum={spec.grad_accum} "
+                    f"schedules of pp_microbatches={spec.pp_microbatches}; set pp_microbatches="
+                    f"{spec.grad_accum * spec.pp_microbatches} so that both backends run the same step",
+                )
+            )
         if spec.pp_schedule == "interleaved_1f1b" and spec.pp_stages_per_rank > 1 and VIRTUAL_PIPELINE not in have:
             p.append(("pp_schedule", "the installed megatron-core has no virtual pipeline stages (GPTModel vp_stage)"))
     if spec.dp_shard > 1 and spec.reshard_after_forward:
-        p.append(("reshard_after_forward", "megatron-core's distributed optimizer keeps whole parameters on every "
-                                           "data-parallel rank between forward and backward (it shards optimizer "
-                                           "state and gradients): there is no parameter resharding to switch on"))
+        p.append(
+            (
+                "reshard_after_forward",
+                "megatron-core's distributed optimizer keeps whole parameters on every "
+                "data-parallel rank between forward and backward (it shards optimizer "
+                "state and gradients): there is no parameter resharding to switch on",
+            )
+        )
     if spec.dp_shard > 1 and (spec.fsdp_forward_prefetch, spec.fsdp_backward_prefetch) != (1, 1):
-        p.append(("fsdp_forward_prefetch", "prefetch depths are torch-FSDP settings; megatron-core overlaps its "
-                                           "parameter all-gather one bucket ahead and has no depth to set: leave "
-                                           "fsdp_forward_prefetch and fsdp_backward_prefetch at 1"))
+        p.append(
+            (
+                "fsdp_forward_prefetch",
+                "prefetch depths are torch-FSDP settings; megatron-core overlaps its "
+                "parameter all-gather one bucket ahead and has no depth to set: leave "
+                "fsdp_forward_prefetch and fsdp_backward_prefetch at 1",
+            )
+        )
     if spec.dp_shard > 1 and spec.optimizer != "adamw":
-        p.append(("optimizer", f"megatron-core's distributed optimizer (the counterpart of dp_shard > 1) runs Adam "
-                               f"only, not {spec.optimizer}; use optimizer adamw, or dp_shard 1"))
+        p.append(
+            (
+                "optimizer",
+                f"megatron-core's distributed optimizer (the counterpart of dp_shard > 1) runs Adam "
+                f"only, not {spec.optimizer}; use optimizer adamw, or dp_shard 1",
+            )
+        )
     if spec.dp_replicate > 1 and spec.dp_shard > 1 and PARTIAL_DISTRIBUTED_OPTIMIZER not in have:
-        p.append(("dp_replicate", "HSDP (dp_replicate > 1 with dp_shard > 1) needs megatron-core's partial distributed "
-                                  "optimizer (num_distributed_optimizer_instances), which the installed megatron-core "
-                                  "lacks"))
+        p.append(
+            (
+                "dp_replicate",
+                "HSDP (dp_replicate > 1 with dp_shard > 1) needs megatron-core's partial distributed "
+                "optimizer (num_distributed_optimizer_instances), which the installed megatron-core "
+                "lacks",
+            )
+        )
     return p
 
 
@@ -224,12 +270,26 @@ def plan(spec: RunSpec, features: Iterable[str] | None = None, *, allow_cpu: boo
         ddp["num_distributed_optimizer_instances"] = instances
 
     if spec.optimizer == "adamw":
-        optimizer = {"optimizer": "adam", "lr": spec.lr, "min_lr": spec.lr, "weight_decay": 0.1,
-                     "adam_beta1": 0.9, "adam_beta2": 0.95, "adam_eps": 1e-8, "decoupled_weight_decay": True}
+        optimizer = {
+            "optimizer": "adam",
+            "lr": spec.lr,
+            "min_lr": spec.lr,
+            "weight_decay": 0.1,
+            "adam_beta1": 0.9,
+            "adam_beta2": 0.95,
+            "adam_eps": 1e-8,
+            "decoupled_weight_decay": True,
+        }
     else:
         optimizer = {"optimizer": "sgd", "lr": spec.lr, "min_lr": spec.lr, "weight_decay": 0.0, "sgd_momentum": 0.0}
-    optimizer.update(clip_grad=0.0, bf16=bf16, fp16=False, params_dtype=dtype, use_distributed_optimizer=distopt,
-                     overlap_param_gather=ddp["overlap_param_gather"])
+    optimizer.update(
+        clip_grad=0.0,
+        bf16=bf16,
+        fp16=False,
+        params_dtype=dtype,
+        use_distributed_optimizer=distopt,
+        overlap_param_gather=ddp["overlap_param_gather"],
+    )
 
     n_micro = spec.global_batch // (spec.micro_batch * spec.dp)
     if spec.pp == 1:
@@ -238,23 +298,36 @@ def plan(spec: RunSpec, features: Iterable[str] | None = None, *, allow_cpu: boo
         sched = "forward_backward_pipelining_with_interleaving"
     else:
         sched = "forward_backward_pipelining_without_interleaving"
-    schedule = {"name": sched, "num_microbatches": n_micro, "micro_batch_size": spec.micro_batch,
-                "seq_length": spec.seq_len}
+    schedule = {
+        "name": sched,
+        "num_microbatches": n_micro,
+        "micro_batch_size": spec.micro_batch,
+        "seq_length": spec.seq_len,
+    }
 
     notes = [
-        f"data parallelism: {dp_kind}" + {
+        f"data parallelism: {dp_kind}"
+        + {
             "distributed_optimizer": " (optimizer state and gradients sharded over the data-parallel group, "
-                                     "whole parameters on every rank; the counterpart of the torch backend's FSDP)",
+            "whole parameters on every rank; the counterpart of the torch backend's FSDP)",
             "partial_distributed_optimizer": f" ({instances} optimizer instances: shard within dp_shard, gradient "
-                                             "all-reduce across dp_replicate; the counterpart of HSDP)",
+            "all-reduce across dp_replicate; the counterpart of HSDP)",
             "ddp": " (bucketed gradient all-reduce, overlapped with backward)",
             "none": " (one data-parallel rank: megatron-core's DDP wrapper and mixed-precision optimizer, "
-                    "no communication)",
+            "no communication)",
         }[dp_kind],
         f"schedule: {sched} with {n_micro} microbatches of {spec.micro_batch} per step",
         "weight decay on every parameter, no gradient clipping, constant learning rate (as the torch backend)",
         "rotary embedding: megatron's rotate-half form; query and key rows are permuted from the torch backend's "
         "interleaved form when weights are loaded, which leaves attention unchanged",
     ]
-    return MegatronPlan(parallel=parallel, transformer=transformer, model=model, ddp=ddp, optimizer=optimizer,
-                        schedule=schedule, data_parallel=dp_kind, notes=tuple(notes))
+    return MegatronPlan(
+        parallel=parallel,
+        transformer=transformer,
+        model=model,
+        ddp=ddp,
+        optimizer=optimizer,
+        schedule=schedule,
+        data_parallel=dp_kind,
+        notes=tuple(notes),
+    )

@@ -55,6 +55,7 @@ def installed_features() -> frozenset[str]:
 
 # ---- modules put into megatron-core's layer spec ----------------------------------------------
 
+
 def _param_device(config):
     """Where megatron-core's own layers put their parameters."""
     return "cpu" if config.use_cpu_initialization else torch.cuda.current_device()
@@ -84,9 +85,17 @@ def _sdpa_attention_class():
         interface of megatron-core's DotProductAttention: query [sq, b, np, hn], key and value
         [sk, b, ng, hn] (ng query groups), output [sq, b, np * hn]."""
 
-        def __init__(self, config, layer_number: int, attn_mask_type, attention_type: str,
-                     attention_dropout: float | None = None, softmax_scale: float | None = None,
-                     cp_comm_type: str | None = None, pg_collection=None):
+        def __init__(
+            self,
+            config,
+            layer_number: int,
+            attn_mask_type,
+            attention_type: str,
+            attention_dropout: float | None = None,
+            softmax_scale: float | None = None,
+            cp_comm_type: str | None = None,
+            pg_collection=None,
+        ):
             super().__init__(config=config)
             from megatron.core.transformer.enums import AttnMaskType
 
@@ -99,8 +108,9 @@ def _sdpa_attention_class():
                 raise ValueError("SDPAttention runs without attention dropout, as the torch backend does")
             self.softmax_scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(config.kv_channels)
 
-        def forward(self, query, key, value, attention_mask, attn_mask_type=None, attention_bias=None,
-                    packed_seq_params=None):
+        def forward(
+            self, query, key, value, attention_mask, attn_mask_type=None, attention_bias=None, packed_seq_params=None
+        ):
             if attention_mask is not None or attention_bias is not None or packed_seq_params is not None:
                 raise ValueError("SDPAttention takes no attention mask, bias or packed sequences (causal only)")
             n_rep = query.shape[2] // key.shape[2]
@@ -134,13 +144,18 @@ def layer_spec():
                 module=SelfAttention,
                 params={"attn_mask_type": AttnMaskType.causal},
                 submodules=SelfAttentionSubmodules(
-                    linear_qkv=ColumnParallelLinear, core_attention=_sdpa_attention_class(),
-                    linear_proj=RowParallelLinear, q_layernorm=IdentityOp, k_layernorm=IdentityOp),
+                    linear_qkv=ColumnParallelLinear,
+                    core_attention=_sdpa_attention_class(),
+                    linear_proj=RowParallelLinear,
+                    q_layernorm=IdentityOp,
+                    k_layernorm=IdentityOp,
+                ),
             ),
             self_attn_bda=get_bias_dropout_add,
             pre_mlp_layernorm=RMSNorm,
-            mlp=ModuleSpec(module=MLP, submodules=MLPSubmodules(linear_fc1=ColumnParallelLinear,
-                                                                linear_fc2=RowParallelLinear)),
+            mlp=ModuleSpec(
+                module=MLP, submodules=MLPSubmodules(linear_fc1=ColumnParallelLinear, linear_fc2=RowParallelLinear)
+            ),
             mlp_bda=get_bias_dropout_add,
         ),
     )
@@ -173,12 +188,21 @@ def build_chunks(plan: MegatronPlan, config) -> list[nn.Module]:
         kwargs = {"vp_stage": vp_stage} if vp else {}
         pre = parallel_state.is_pipeline_first_stage(ignore_virtual=False, **kwargs)
         post = parallel_state.is_pipeline_last_stage(ignore_virtual=False, **kwargs)
-        chunks.append(GPTModel(config=config, transformer_layer_spec=block_spec(config, vp_stage),
-                               pre_process=pre, post_process=post, **kwargs, **plan.model))
+        chunks.append(
+            GPTModel(
+                config=config,
+                transformer_layer_spec=block_spec(config, vp_stage),
+                pre_process=pre,
+                post_process=post,
+                **kwargs,
+                **plan.model,
+            )
+        )
     return chunks
 
 
 # ---- weights by name --------------------------------------------------------------------------
+
 
 def torch_shape(name: str, cfg: ModelConfig) -> tuple[int, ...]:
     """The full shape of a parameter of the torch backend's Transformer, by its name."""
@@ -208,16 +232,17 @@ def rope_rows_to_half(w: torch.Tensor, head_dim: int) -> torch.Tensor:
 
 def _rows(t: torch.Tensor, rank: int, size: int) -> torch.Tensor:
     n = t.shape[0] // size
-    return t[rank * n:(rank + 1) * n]
+    return t[rank * n : (rank + 1) * n]
 
 
 def _cols(t: torch.Tensor, rank: int, size: int) -> torch.Tensor:
     n = t.shape[1] // size
-    return t[:, rank * n:(rank + 1) * n]
+    return t[:, rank * n : (rank + 1) * n]
 
 
-def megatron_value(name: str, layer: int | None, cfg: ModelConfig, fetch: Callable[[str], torch.Tensor],
-                   tp_rank: int = 0, tp: int = 1) -> tuple[torch.Tensor, list[str]]:
+def megatron_value(
+    name: str, layer: int | None, cfg: ModelConfig, fetch: Callable[[str], torch.Tensor], tp_rank: int = 0, tp: int = 1
+) -> tuple[torch.Tensor, list[str]]:
     """One TP rank's value of the GPTModel parameter `name` (names as GPTModel has them, the
     layer index local to the chunk; `layer` is its global index), built from full tensors that
     `fetch(torch_name)` returns. Returns the value and the torch names it came from."""
@@ -245,7 +270,7 @@ def megatron_value(name: str, layer: int | None, cfg: ModelConfig, fetch: Callab
         per = cfg.n_heads // cfg.n_kv_heads * hd
         parts = []
         for g in range(groups):  # megatron's layout: [q heads of group g, k of g, v of g] per group
-            parts += [q[g * per:(g + 1) * per], k[g * hd:(g + 1) * hd], v[g * hd:(g + 1) * hd]]
+            parts += [q[g * per : (g + 1) * per], k[g * hd : (g + 1) * hd], v[g * hd : (g + 1) * hd]]
         return torch.cat(parts), names
     if leaf == "self_attention.linear_proj.weight":
         return _cols(fetch(pre + "attention.wo.weight"), tp_rank, tp), [pre + "attention.wo.weight"]
@@ -270,8 +295,14 @@ def unwrap(module: nn.Module) -> nn.Module:
 
 
 @torch.no_grad()
-def load_from_torch(chunk: nn.Module, cfg: ModelConfig, fetch: Callable[[str], torch.Tensor], tp_rank: int = 0,
-                    tp: int = 1, keep: bool = False) -> dict[str, torch.Tensor]:
+def load_from_torch(
+    chunk: nn.Module,
+    cfg: ModelConfig,
+    fetch: Callable[[str], torch.Tensor],
+    tp_rank: int = 0,
+    tp: int = 1,
+    keep: bool = False,
+) -> dict[str, torch.Tensor]:
     """Fill every parameter of a GPTModel chunk from the torch backend's full tensors by name
     (`fetch(torch_name)`). With keep, returns the values at fetch's precision, by GPTModel name
     (for the optimizer's fp32 main parameters); otherwise an empty dict."""

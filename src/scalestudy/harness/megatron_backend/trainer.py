@@ -55,8 +55,10 @@ class MegatronTrainer:
         if bf16:
             chunks = [Float16Module(config, c) for c in chunks]
         ddp_config = DistributedDataParallelConfig(**self.plan.ddp)
-        self.parts = [DistributedDataParallel(config=config, ddp_config=ddp_config, module=c,
-                                              disable_bucketing=i > 0) for i, c in enumerate(chunks)]
+        self.parts = [
+            DistributedDataParallel(config=config, ddp_config=ddp_config, module=c, disable_bucketing=i > 0)
+            for i, c in enumerate(chunks)
+        ]
         for part in self.parts:
             part.train()
 
@@ -111,13 +113,21 @@ class MegatronTrainer:
 
     def describe(self) -> dict:
         """The `backend` record: what ran, beyond the spec."""
-        return {"backend": "megatron", "megatron_core": self.version, "plan": self.plan.record(),
-                "features": sorted(self.features), "optimizer": self.optimizer_impl,
-                "model": {"class": "megatron.core.models.gpt.GPTModel", "layer": "megatron-core local TransformerLayer",
-                          "core_attention": "scalestudy SDPAttention (torch scaled_dot_product_attention, causal)",
-                          "norm": "scalestudy RMSNorm (fp32 statistics; sequence-parallel gradient all-reduce)",
-                          "init": "torch backend's init by parameter name, mapped onto GPTModel; fp32 main "
-                                  "parameters set to the exact values"}}
+        return {
+            "backend": "megatron",
+            "megatron_core": self.version,
+            "plan": self.plan.record(),
+            "features": sorted(self.features),
+            "optimizer": self.optimizer_impl,
+            "model": {
+                "class": "megatron.core.models.gpt.GPTModel",
+                "layer": "megatron-core local TransformerLayer",
+                "core_attention": "scalestudy SDPAttention (torch scaled_dot_product_attention, causal)",
+                "norm": "scalestudy RMSNorm (fp32 statistics; sequence-parallel gradient all-reduce)",
+                "init": "torch backend's init by parameter name, mapped onto GPTModel; fp32 main "
+                "parameters set to the exact values",
+            },
+        }
 
     def _forward_step(self, data_iterator, model):
         tokens, labels = next(data_iterator)
@@ -134,18 +144,25 @@ class MegatronTrainer:
         """One optimizer step over this rank's share of the global batch; returns the local loss
         (mean over this rank's sequences; zero off the last pipeline stage)."""
         spec = self.spec
-        inputs, labels = local_batch(spec.seed, step, self.dp_rank, spec.local_batch, spec.seq_len,
-                                     self.cfg.vocab_size, self.device)
+        inputs, labels = local_batch(
+            spec.seed, step, self.dp_rank, spec.local_batch, spec.seq_len, self.cfg.vocab_size, self.device
+        )
         mb = self.mb
-        micro = [(inputs[i * mb:(i + 1) * mb], labels[i * mb:(i + 1) * mb]) for i in range(self.n_micro)]
+        micro = [(inputs[i * mb : (i + 1) * mb], labels[i * mb : (i + 1) * mb]) for i in range(self.n_micro)]
         for part in self.parts:
             part.zero_grad_buffer()
         self.optimizer.zero_grad()
         # every chunk consumes every microbatch (only the first stage uses the tokens, the last the labels)
         data = [iter(micro) for _ in self.parts] if len(self.parts) > 1 else iter(micro)
-        reduced = self.forward_backward(forward_step_func=self._forward_step, data_iterator=data, model=self.parts,
-                                        num_microbatches=self.n_micro, seq_length=spec.seq_len, micro_batch_size=mb,
-                                        forward_only=False)
+        reduced = self.forward_backward(
+            forward_step_func=self._forward_step,
+            data_iterator=data,
+            model=self.parts,
+            num_microbatches=self.n_micro,
+            seq_length=spec.seq_len,
+            micro_batch_size=mb,
+            forward_only=False,
+        )
         ok, _grad_norm, _zeros = self.optimizer.step()
         if not ok:
             raise RuntimeError("megatron-core's optimizer skipped the step (non-finite gradients)")

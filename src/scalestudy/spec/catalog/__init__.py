@@ -65,20 +65,29 @@ def validate(data: Any, where: str) -> None:
     for name, m in (data.get("models") or {}).items():
         kv = m.get("n_kv_heads", m["n_heads"])
         if m["dim"] % m["n_heads"] or m["n_heads"] % kv:
-            raise CatalogError(f"{where}: model {name!r}: n_heads must divide dim and n_kv_heads must divide n_heads "
-                               f"(dim {m['dim']}, n_heads {m['n_heads']}, n_kv_heads {kv})")
+            raise CatalogError(
+                f"{where}: model {name!r}: n_heads must divide dim and n_kv_heads must divide n_heads "
+                f"(dim {m['dim']}, n_heads {m['n_heads']}, n_kv_heads {kv})"
+            )
     for name, g in (data.get("gpus") or {}).items():
         for dtype in g.get("matmul_achievable_tflops") or {}:
             if not _achievable_source(g, dtype):
-                where_src = ("matmul_achievable_source" if dtype in SHARED_SOURCE_DTYPES
-                             else f"matmul_achievable_sources.{dtype}")
-                raise CatalogError(f"{where}: GPU {name!r}: matmul_achievable_tflops.{dtype} needs {where_src} "
-                                   "(where it was measured or published)")
+                where_src = (
+                    "matmul_achievable_source"
+                    if dtype in SHARED_SOURCE_DTYPES
+                    else f"matmul_achievable_sources.{dtype}"
+                )
+                raise CatalogError(
+                    f"{where}: GPU {name!r}: matmul_achievable_tflops.{dtype} needs {where_src} "
+                    "(where it was measured or published)"
+                )
         for dtype, rate in (g.get("matmul_achievable_tflops") or {}).items():
             peak = g["peak_tflops"].get(dtype)
             if peak is None or rate > peak:
-                raise CatalogError(f"{where}: GPU {name!r}: matmul_achievable_tflops.{dtype} ({rate:g}) must not exceed "
-                                   f"peak_tflops.{dtype} ({'absent' if peak is None else f'{peak:g}'})")
+                raise CatalogError(
+                    f"{where}: GPU {name!r}: matmul_achievable_tflops.{dtype} ({rate:g}) must not exceed "
+                    f"peak_tflops.{dtype} ({'absent' if peak is None else f'{peak:g}'})"
+                )
 
 
 SHARED_SOURCE_DTYPES = ("bf16", "fp16")  # matmul_achievable_source; every other dtype names its own
@@ -91,26 +100,43 @@ def _achievable_source(g: dict, dtype: str) -> str:
 
 
 def _model(name: str, m: dict) -> ModelConfig:
-    return ModelConfig(name=name, n_layers=m["n_layers"], dim=m["dim"], n_heads=m["n_heads"],
-                       n_kv_heads=m.get("n_kv_heads", m["n_heads"]), ffn_dim=m["ffn_dim"],
-                       vocab_size=m["vocab_size"], norm_eps=float(m.get("norm_eps", 1e-5)),
-                       rope_theta=float(m.get("rope_theta", 10000.0)), mlp=m.get("mlp", "swiglu"),
-                       tied_embeddings=bool(m.get("tied_embeddings", False)), source=m["source"])
+    return ModelConfig(
+        name=name,
+        n_layers=m["n_layers"],
+        dim=m["dim"],
+        n_heads=m["n_heads"],
+        n_kv_heads=m.get("n_kv_heads", m["n_heads"]),
+        ffn_dim=m["ffn_dim"],
+        vocab_size=m["vocab_size"],
+        norm_eps=float(m.get("norm_eps", 1e-5)),
+        rope_theta=float(m.get("rope_theta", 10000.0)),
+        mlp=m.get("mlp", "swiglu"),
+        tied_embeddings=bool(m.get("tied_embeddings", False)),
+        source=m["source"],
+    )
 
 
 def _gpu(name: str, g: dict) -> GPUSpec:
-    return GPUSpec(name=name, product=g["product"],
-                   peak_flops_per_s={k: float(v) * 1e12 for k, v in g["peak_tflops"].items()},
-                   memory_bytes=int(g["memory_gib"] * GIB), memory_type=g.get("memory_type", ""),
-                   memory_bytes_per_s=float(g["hbm_gb_per_s"]) * GB, intra_node_link=g.get("intra_node_link", ""),
-                   intra_node_link_bytes_per_s=float(g["intra_node_link_gb_per_s"]) * GB,
-                   power_cap_w=float(g["power_cap_w"]), datasheet=g["datasheet"], notes=g.get("notes", ""),
-                   aliases=tuple(g.get("aliases", ())),
-                   matmul_achievable_flops_per_s={k: float(v) * 1e12
-                                                  for k, v in (g.get("matmul_achievable_tflops") or {}).items()},
-                   matmul_achievable_source=g.get("matmul_achievable_source", ""),
-                   matmul_achievable_sources={k: _achievable_source(g, k) for k in g.get("matmul_achievable_tflops") or {}},
-                   matmul_achievable_data=g.get("matmul_achievable_data", ""))
+    return GPUSpec(
+        name=name,
+        product=g["product"],
+        peak_flops_per_s={k: float(v) * 1e12 for k, v in g["peak_tflops"].items()},
+        memory_bytes=int(g["memory_gib"] * GIB),
+        memory_type=g.get("memory_type", ""),
+        memory_bytes_per_s=float(g["hbm_gb_per_s"]) * GB,
+        intra_node_link=g.get("intra_node_link", ""),
+        intra_node_link_bytes_per_s=float(g["intra_node_link_gb_per_s"]) * GB,
+        power_cap_w=float(g["power_cap_w"]),
+        datasheet=g["datasheet"],
+        notes=g.get("notes", ""),
+        aliases=tuple(g.get("aliases", ())),
+        matmul_achievable_flops_per_s={
+            k: float(v) * 1e12 for k, v in (g.get("matmul_achievable_tflops") or {}).items()
+        },
+        matmul_achievable_source=g.get("matmul_achievable_source", ""),
+        matmul_achievable_sources={k: _achievable_source(g, k) for k in g.get("matmul_achievable_tflops") or {}},
+        matmul_achievable_data=g.get("matmul_achievable_data", ""),
+    )
 
 
 def _add(cat: _Catalog, path: Path) -> None:
@@ -128,8 +154,10 @@ def _add(cat: _Catalog, path: Path) -> None:
     def claim(kind: str, name: str) -> None:
         key = (kind, name)
         if key in cat.origin:
-            raise CatalogError(f"{where}: {kind} {name!r} is already defined in {cat.origin[key]}; "
-                               f"catalog files may only add names (give yours another name)")
+            raise CatalogError(
+                f"{where}: {kind} {name!r} is already defined in {cat.origin[key]}; "
+                f"catalog files may only add names (give yours another name)"
+            )
         cat.origin[key] = where
 
     for name, m in (data.get("models") or {}).items():
@@ -141,8 +169,10 @@ def _add(cat: _Catalog, path: Path) -> None:
         cat.gpus[name] = spec
         for alias in spec.aliases:
             if alias in cat.gpus or alias in cat.aliases:
-                raise CatalogError(f"{where}: alias {alias!r} of GPU {name!r} already names a GPU "
-                                   f"({cat.origin.get(('gpu', alias)) or cat.origin.get(('alias', alias))})")
+                raise CatalogError(
+                    f"{where}: alias {alias!r} of GPU {name!r} already names a GPU "
+                    f"({cat.origin.get(('gpu', alias)) or cat.origin.get(('alias', alias))})"
+                )
             claim("alias", alias)
             cat.aliases[alias] = name
     cat.files.append(where)
@@ -192,8 +222,9 @@ def model(name: str) -> ModelConfig:
     try:
         return cat.models[name]
     except KeyError:
-        raise KeyError(f"unknown model {name!r}; known: {', '.join(sorted(cat.models))} "
-                       f"(add yours with a catalog file: {ENV_VAR})") from None
+        raise KeyError(
+            f"unknown model {name!r}; known: {', '.join(sorted(cat.models))} (add yours with a catalog file: {ENV_VAR})"
+        ) from None
 
 
 def gpu_name(name: str) -> str | None:
@@ -208,8 +239,12 @@ def gpu(name: str, dtype: str | None = None) -> GPUSpec:
     the one asked for, if given)."""
     resolved = gpu_name(name)
     if resolved is None:
-        raise UnknownDeviceError(name, dtype, f"device {name!r} is not in the GPU catalog (known: "
-                                 f"{', '.join(sorted(_catalog().gpus))}; add yours with a catalog file: {ENV_VAR})")
+        raise UnknownDeviceError(
+            name,
+            dtype,
+            f"device {name!r} is not in the GPU catalog (known: "
+            f"{', '.join(sorted(_catalog().gpus))}; add yours with a catalog file: {ENV_VAR})",
+        )
     return _catalog().gpus[resolved]
 
 
@@ -223,8 +258,16 @@ def peak_flops(device_name: str, dtype: str, user_peak: float | None = None) -> 
         return PeakInfo(device_name, dtype, float(user_peak), "user", {"note": "given by the user"})
     spec = gpu(device_name, dtype)
     if dtype not in spec.peak_flops_per_s:
-        raise UnknownDeviceError(device_name, dtype, f"{spec.product} has no {dtype} peak in its datasheet "
-                                 f"(it has {', '.join(sorted(spec.peak_flops_per_s))})")
+        raise UnknownDeviceError(
+            device_name,
+            dtype,
+            f"{spec.product} has no {dtype} peak in its datasheet (it has {', '.join(sorted(spec.peak_flops_per_s))})",
+        )
     rate = "CUDA cores (no tensor-core path)" if dtype == "fp32" else "dense tensor cores, no sparsity"
-    return PeakInfo(spec.name, dtype, spec.peak_flops_per_s[dtype], "table",
-                    {"product": spec.product, "datasheet": spec.datasheet, "rate": rate})
+    return PeakInfo(
+        spec.name,
+        dtype,
+        spec.peak_flops_per_s[dtype],
+        "table",
+        {"product": spec.product, "datasheet": spec.datasheet, "rate": rate},
+    )

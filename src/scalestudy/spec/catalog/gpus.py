@@ -24,8 +24,9 @@ class UnknownDeviceError(LookupError):
         self.device_name = device_name
         self.dtype = dtype
         what = f"the peak FLOP/s of {device_name!r} in {dtype}" if dtype else f"the peak FLOP/s of {device_name!r}"
-        super().__init__(f"{reason}; pass {what} explicitly (user_peak=..., or the command's peak option) "
-                         "to compute MFU")
+        super().__init__(
+            f"{reason}; pass {what} explicitly (user_peak=..., or the command's peak option) to compute MFU"
+        )
 
 
 @dataclass(frozen=True)
