@@ -34,6 +34,6 @@ report: report_page(STUDY)
 
 
 rule all:
+    default_target: True
     input:
         all_targets,
-    default_target: True

@@ -268,7 +268,8 @@ def test_the_mlperf_study_audits_clean_and_fails_on_a_changed_byte(tmp_path, mon
     from scalestudy.analysis.audit import audit
     from scalestudy.analysis.claims import claims
     from scalestudy.perfmodel import beside
-    from scalestudy.perfmodel.beside import BESIDE_FILE, write_beside
+    from scalestudy.measure.table_files import MODEL_BESIDE_FILE as BESIDE_FILE
+    from scalestudy.perfmodel.beside import write_beside
     from scalestudy.spec.studies import load_study
 
     monkeypatch.setattr(beside, "not_expressible", lambda spec: "not predicted in this test")

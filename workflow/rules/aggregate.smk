@@ -4,8 +4,6 @@
 
 
 rule aggregate:
-    # light work on the submit host: under --profile slurm only the runs are cluster jobs
-    localrule: True
     input:
         raw_inputs,
     output:
@@ -16,19 +14,18 @@ rule aggregate:
         unplanned="data/{study}/tables/unplanned_runs.csv",
     log:
         "data/{study}/logs/aggregate.log",
+    # light work on the submit host: under --profile slurm only the runs are cluster jobs
+    localrule: True
+    conda:
+        "../envs/scalestudy.yaml"
     params:
         study=study_arg,
         code=CODE_VERSION,
-    conda:
-        "../envs/scalestudy.yaml"
     shell:
         "scalestudy aggregate --study {params.study:q} > {log:q} 2>&1"
 
 
 rule rank_shares:
-    # rank shares (spec comm: fake): one rank's compute time and memory, communication not
-    # executed, and each configuration's pipeline stages put together (docs/rank-shares.md)
-    localrule: True
     input:
         raw_inputs,
     output:
@@ -36,9 +33,12 @@ rule rank_shares:
         configs="data/{study}/tables/rank_configs.csv",
     log:
         "data/{study}/logs/rank_shares.log",
-    params:
-        study=study_arg,
+    # rank shares (spec comm: fake): one rank's compute time and memory, communication not
+    # executed, and each configuration's pipeline stages put together (docs/rank-shares.md)
+    localrule: True
     conda:
         "../envs/scalestudy.yaml"
+    params:
+        study=study_arg,
     shell:
         "scalestudy rank-shares --study {params.study:q} > {log:q} 2>&1"

@@ -2,8 +2,6 @@
 
 
 rule claims:
-    # light work on the submit host: under --profile slurm only the runs are cluster jobs
-    localrule: True
     input:
         tables,
         figure_files,
@@ -23,11 +21,13 @@ rule claims:
         ),
     log:
         "data/{study}/logs/claims.log",
+    # light work on the submit host: under --profile slurm only the runs are cluster jobs
+    localrule: True
+    conda:
+        "../envs/scalestudy.yaml"
     params:
         study=study_arg,
         evidence=study_evidence_of,
         code=CODE_VERSION,
-    conda:
-        "../envs/scalestudy.yaml"
     shell:
         "scalestudy claims --study {params.study:q} > {log:q} 2>&1"

@@ -12,10 +12,9 @@ rule collectives:
     wildcard_constraints:
         study=LAUNCHED_STUDIES,
         run_id=r"collectives-[^/]+",
-    params:
-        study=study_arg,
-        time_limit_s=run_resource("time_limit_s"),
-        max_attempts=RUN_RETRIES + 1,
+    retries: RUN_RETRIES
+    conda:
+        "../envs/scalestudy.yaml"
     threads: run_threads
     resources:
         nodes=run_resource("nodes"),
@@ -32,9 +31,10 @@ rule collectives:
         qos=run_resource("qos"),
         constraint=run_resource("constraint"),
         attempt=attempt_number,
-    retries: RUN_RETRIES
-    conda:
-        "../envs/scalestudy.yaml"
+    params:
+        study=study_arg,
+        time_limit_s=run_resource("time_limit_s"),
+        max_attempts=RUN_RETRIES + 1,
     shell:
         # exec: the launcher itself gets SLURM's SIGTERM and outlives the shell, to record why
         "exec scalestudy launch --study {params.study:q} --run-id {wildcards.run_id:q}"

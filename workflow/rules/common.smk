@@ -12,7 +12,15 @@ from scalestudy.measure.code_version import code_version, model_version
 from scalestudy.launch.launcher import job_resources
 from scalestudy.launch.slurm import submit_problem
 from scalestudy.spec.site import SiteError, load_site
-from scalestudy.spec.studies import ALL_FIGURES, FIGURES, RANK_FIGURES, StudyError, load_study, study_headers, study_path
+from scalestudy.spec.studies import (
+    ALL_FIGURES,
+    FIGURES,
+    RANK_FIGURES,
+    StudyError,
+    load_study,
+    study_headers,
+    study_path,
+)
 from scalestudy.spec.workflow_plan import NoRawLogs, model_inputs, raw_dirs, runs_in_words, studies_with, table_files
 
 
@@ -160,8 +168,9 @@ if workflow.is_main_process and STUDY.launch and workflow.local_exec:
 
     _host = [p for p in (host_problem(spec) for _, spec in STUDY.jobs) if p]
     if _host:
-        raise WorkflowError(_host[0] + (f" (and {len(_host) - 1} more run(s) of study {STUDY.name!r})"
-                                        if len(_host) > 1 else ""))
+        raise WorkflowError(
+            _host[0] + (f" (and {len(_host) - 1} more run(s) of study {STUDY.name!r})" if len(_host) > 1 else "")
+        )
 
 
 # --config budget_gpu_s=N: the missing runs that fit it (scalestudy.launch.budget), and the figures
@@ -305,8 +314,9 @@ def all_targets(wildcards):
     if not set(STUDY.figures) <= set(RANK_FIGURES):  # the paper's claims need throughputs; rank shares are none
         targets += expand("figures/{study}/claims.{ext}", study=STUDY.name, ext=("csv", "md", "html"))
     if STUDY.prediction:  # the performance model against published runs (workflow/rules/model.smk)
-        targets += expand("figures/{study}/model_validation{ext}", study=STUDY.name,
-                          ext=(".pdf", ".png", ".csv", "_ledger.csv"))
+        targets += expand(
+            "figures/{study}/model_validation{ext}", study=STUDY.name, ext=(".pdf", ".png", ".csv", "_ledger.csv")
+        )
     if STUDY.name == README_STUDY:  # the README's pictures (workflow/rules/figures.smk readme_pictures)
         targets += expand("docs/img/{study}/{figure}.png", study=README_STUDY, figure=README_FIGURES)
     return targets

@@ -10,8 +10,6 @@ for figure_name in ALL_FIGURES:
     rule:
         name:
             f"figure_{figure_name}"
-        # light work on the submit host: under --profile slurm only the runs are cluster jobs
-        localrule: True
         input:
             figure_inputs(figure_name),
         output:
@@ -31,13 +29,15 @@ for figure_name in ALL_FIGURES:
             csv=f"figures/{{study}}/{figure_name}.csv",
         log:
             f"data/{{study}}/logs/figure_{figure_name}.log",
+        # light work on the submit host: under --profile slurm only the runs are cluster jobs
+        localrule: True
+        conda:
+            "../envs/scalestudy.yaml"
         params:
             figure=figure_name,
             study=study_arg,
             caption=figure_caption(figure_name),
             code=CODE_VERSION,
-        conda:
-            "../envs/scalestudy.yaml"
         shell:
             "scalestudy figure {params.figure:q} --study {params.study:q} > {log:q} 2>&1"
 
@@ -50,7 +50,6 @@ README_FIGURES = ("weak_scaling", "kernel_breakdown", "tp_pp_grid", "collectives
 
 
 rule readme_pictures:
-    localrule: True
     input:
         "figures/{study}/{figure}.png",
     output:
@@ -60,6 +59,7 @@ rule readme_pictures:
     wildcard_constraints:
         study=README_STUDY,
         figure="|".join(README_FIGURES),
+    localrule: True
     conda:
         "../envs/scalestudy.yaml"
     shell:

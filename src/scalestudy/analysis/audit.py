@@ -191,7 +191,7 @@ def made_by_other_code(figures_dir: Path, root: Path | str = ".") -> list[str]:
     found: list[tuple[Path, str | None]] = []
     for p in sorted(figures_dir.glob("*.png")):
         with Image.open(p) as im:
-            found.append((p, im.text.get("Software")))
+            found.append((p, im.text.get("Software")))  # type: ignore[attr-defined]  # PNG images have .text
     ledgers = {figures_dir / m.LEDGER_FILE: m for m in LEDGER_FIGURES.values()}
     for p in sorted(figures_dir.glob("*.csv")):
         rows = read_csv_rows(p)

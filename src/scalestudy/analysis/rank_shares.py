@@ -18,6 +18,7 @@ Pure Python (no torch).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from scalestudy.measure.csv_format import write_csv
 from scalestudy.measure import rawlog
@@ -121,7 +122,7 @@ def _mean(xs: list[float]) -> float | None:
 
 def share_row(planned, raw_dir: Path, *, verify_checksums: bool = True) -> dict:
     spec = planned.spec
-    row = {c: None for c in SHARE_COLUMNS}
+    row: dict[str, Any] = {c: None for c in SHARE_COLUMNS}
     row.update(
         run_id=planned.run_id,
         config_id=spec.config_id,
@@ -181,7 +182,7 @@ def config_rows(shares: list[dict], study) -> list[dict]:
     for gid, members in groups.items():
         spec = by_id[members[0]["run_id"]].spec
         measured = [m for m in members if m["status"] != PLANNED]
-        row = {c: None for c in CONFIG_COLUMNS}
+        row: dict[str, Any] = {c: None for c in CONFIG_COLUMNS}
         row.update(
             group_id=gid,
             experiments=sorted({e for m in members for e in m["experiments"]}),
@@ -215,7 +216,7 @@ def config_rows(shares: list[dict], study) -> list[dict]:
         if row["status"] == "ok":
             times = {m["stage"]: m["rank_compute_time_s"] for m in members}
             row["stage_compute_times_s"] = [times[k] for k in STAGE_ORDER if k in times]
-            row["slowest_stage"] = max(times, key=times.get)
+            row["slowest_stage"] = max(times, key=times.get)  # type: ignore[arg-type]  # dict.get as key is fine
             row["rank_step_time_s"] = rank_share.pipeline_step_time(list(times.values()), spec.pp_microbatches, spec.pp)
             row["step_rule"] = rank_share.PIPELINE_RULE if spec.pp > 1 else "the rank's measured step (no pipeline)"
             busy = {m["stage"]: m["rank_device_busy_s"] for m in members}

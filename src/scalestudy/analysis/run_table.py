@@ -207,7 +207,9 @@ def spec_of(log: RunLog) -> RunSpec:
 
 
 def _null_metrics(reason: str) -> dict:
-    row = {c: None for c in THROUGHPUT_COLUMNS + MFU_COLUMNS + MEMORY_COLUMNS + ENERGY_COLUMNS + EXPOSED_COLUMNS}
+    row: dict[str, Any] = {
+        c: None for c in THROUGHPUT_COLUMNS + MFU_COLUMNS + MEMORY_COLUMNS + ENERGY_COLUMNS + EXPOSED_COLUMNS
+    }
     for c in REASON_COLUMNS:
         row[c] = reason
     return row
@@ -296,7 +298,7 @@ PREDICTED_CORNERS = "_corners"  # metric -> values at the corners of the model's
 
 
 def _predicted(log: RunLog, spec: RunSpec, row: dict) -> dict:
-    out = {c: None for c in ENERGY_COLUMNS + EXPOSED_COLUMNS}
+    out: dict[str, Any] = {c: None for c in ENERGY_COLUMNS + EXPOSED_COLUMNS}
     recs = _records(log, "prediction")
     if not recs:
         out["energy_reason"] = out["exposed_comm_reason"] = "the predicted run holds no prediction record"
@@ -345,7 +347,7 @@ def _predicted(log: RunLog, spec: RunSpec, row: dict) -> dict:
 
 # ---- throughput ------------------------------------------------------------------------
 def _throughput(log: RunLog, spec: RunSpec) -> dict:
-    out = {c: None for c in THROUGHPUT_COLUMNS}
+    out: dict[str, Any] = {c: None for c in THROUGHPUT_COLUMNS}
     measured = list(log.iterations("measured"))
     if not measured:
         out["throughput_reason"] = "no measured iteration records"
@@ -372,7 +374,7 @@ def _records(log: RunLog, key: str) -> list[dict]:
 
 
 def _mfu(log: RunLog, row: dict) -> dict:
-    out = {c: None for c in MFU_COLUMNS}
+    out: dict[str, Any] = {c: None for c in MFU_COLUMNS}
     flops = _records(log, "flops")
     if flops:
         v = flops[0]["value"]
@@ -401,7 +403,7 @@ def _mfu(log: RunLog, row: dict) -> dict:
 
 # ---- memory ----------------------------------------------------------------------------
 def _memory(log: RunLog) -> dict:
-    out = {c: None for c in MEMORY_COLUMNS}
+    out: dict[str, Any] = {c: None for c in MEMORY_COLUMNS}
     kinds, peak, reserved, retries = set(), None, None, None
     for r in log.iterations():
         m = r["value"].get("memory") or {}
@@ -417,7 +419,7 @@ def _memory(log: RunLog) -> dict:
     out.update(
         peak_memory_bytes=peak,
         peak_reserved_bytes=reserved,
-        peak_memory_kind=sorted(kinds) or None,
+        peak_memory_kind=sorted(kinds) or None,  # type: ignore[type-var]  # None was discarded above
         alloc_retries=retries,
     )
     return out
@@ -425,7 +427,7 @@ def _memory(log: RunLog) -> dict:
 
 # ---- energy ----------------------------------------------------------------------------
 def _energy(log: RunLog, spec: RunSpec, row: dict) -> dict:
-    out = {c: None for c in ENERGY_COLUMNS}
+    out: dict[str, Any] = {c: None for c in ENERGY_COLUMNS}
     recs = _records(log, "energy")
     by_rank: dict[int, dict] = {}
     for r in recs:
@@ -460,10 +462,10 @@ def _energy(log: RunLog, spec: RunSpec, row: dict) -> dict:
         methods.add(str(v.get("method")))
     out["energy_j"] = math.fsum(energies)
     if all(p is not None for p in powers):
-        out["power_w_total"] = math.fsum(powers)
+        out["power_w_total"] = math.fsum(powers)  # type: ignore[arg-type]  # all() checked none is None
         out["power_w_per_gpu"] = out["power_w_total"] / len(powers)
     if all(i is not None for i in idles):
-        out["idle_power_w_total"] = math.fsum(idles)
+        out["idle_power_w_total"] = math.fsum(idles)  # type: ignore[arg-type]  # all() checked none is None
         out["idle_power_w_per_gpu"] = out["idle_power_w_total"] / len(idles)
     tokens = row.get("_measured_tokens")
     if tokens is not None and out["energy_j"] > 0:
@@ -490,7 +492,7 @@ def _traced_step_time(log: RunLog, profiles: list[dict]) -> float | None:
 
 
 def _exposed_comm(log: RunLog, row: dict) -> dict:
-    out = {c: None for c in EXPOSED_COLUMNS}
+    out: dict[str, Any] = {c: None for c in EXPOSED_COLUMNS}
     profiles = _records(log, "profile")
     if not profiles:
         out["exposed_comm_reason"] = (

@@ -225,7 +225,7 @@ def model_fixed_cost(mine: list[dict], specs: dict[str, dict], beside: dict[str,
     for key, what in FIXED_TERMS:
         ys = [b.get(key) for _, b in pts]
         if all(y not in (None, "") for y in ys):
-            parts.append((what, fit_line(xs, [float(y) for y in ys]).intercept))
+            parts.append((what, fit_line(xs, [float(y) for y in ys]).intercept))  # type: ignore[arg-type]  # all() checked none is None
     rest = step.intercept - sum(v for _, v in parts)
     return (
         f"the model's line: {step.intercept:.3f} s + {1e3 * step.slope:.1f} ms per micro-batch, its intercept "

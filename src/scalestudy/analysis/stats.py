@@ -33,10 +33,6 @@ class Summary:
     ci95_high: float | None
     note: str = ""
 
-    @property
-    def has_interval(self) -> bool:
-        return self.ci95_low is not None
-
 
 def _clean(values: Iterable) -> list[float]:
     out = []
@@ -139,10 +135,6 @@ class Comparison:
     note: str = ""
     predicted: bool = False  # two predictions: the interval is the model's band, not a 95% CI over seeds
 
-    @property
-    def has_interval(self) -> bool:
-        return self.ci95_low is not None
-
 
 def _welch_df(va: float, na: int, vb: float, nb: int) -> float | None:
     num = (va + vb) ** 2
@@ -160,8 +152,8 @@ def relative_change(a: Summary, b: Summary) -> Comparison:
     value = b.mean / a.mean - 1.0
     if a.n < 2 or b.n < 2:
         return Comparison(value, None, None, a.n, b.n, "fewer than 2 seeds on a side: no interval")
-    va = (a.std / a.mean) ** 2 / a.n
-    vb = (b.std / b.mean) ** 2 / b.n
+    va = (a.std / a.mean) ** 2 / a.n  # type: ignore[operator]  # callers check both summaries have a mean and std
+    vb = (b.std / b.mean) ** 2 / b.n  # type: ignore[operator]  # callers check both summaries have a mean and std
     df = _welch_df(va, a.n, vb, b.n)
     if df is None:
         return Comparison(value, value, value, a.n, b.n, "zero spread over seeds")
@@ -177,7 +169,7 @@ def difference(a: Summary, b: Summary) -> Comparison:
     value = b.mean - a.mean
     if a.n < 2 or b.n < 2:
         return Comparison(value, None, None, a.n, b.n, "fewer than 2 seeds on a side: no interval")
-    va, vb = a.std**2 / a.n, b.std**2 / b.n
+    va, vb = a.std**2 / a.n, b.std**2 / b.n  # type: ignore[operator]  # callers check both summaries have a std
     df = _welch_df(va, a.n, vb, b.n)
     if df is None:
         return Comparison(value, value, value, a.n, b.n, "zero spread over seeds")

@@ -29,10 +29,6 @@ class ParallelDims:
         return cls(spec.pp, spec.dp_replicate, spec.dp_shard, spec.tp, world_size, spec.device)
 
     @property
-    def dp_enabled(self) -> bool:
-        return self.dp_replicate * self.dp_shard > 1
-
-    @property
     def tp_enabled(self) -> bool:
         return self.tp > 1
 

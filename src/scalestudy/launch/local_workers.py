@@ -41,11 +41,6 @@ def launcher_choice(device: str, nodes: int, env: dict) -> str:
     return choice if device == "cpu" and nodes == 1 else "torchrun"
 
 
-def use_local_workers(device: str, nodes: int, env: dict) -> bool:
-    """Whether a run starts its processes with this module (or a warm server) rather than torchrun."""
-    return launcher_choice(device, nodes, env) != "torchrun"
-
-
 def command(nproc: int, module_args: list[str], python: str = sys.executable) -> list[str]:
     """The command line for `module_args` ("scalestudy", "train", ...) on nproc local workers."""
     if module_args[0] != "scalestudy":

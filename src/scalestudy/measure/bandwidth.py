@@ -92,6 +92,7 @@ def min_valid_bytes(op: str, nranks: int, dtype: str = "float32") -> int:
 
 
 def is_valid_size(op: str, requested_bytes: int, nranks: int, dtype: str = "float32") -> bool:
+    """Whether `requested_bytes` gives at least one element per rank (min_valid_bytes)."""
     return requested_bytes >= min_valid_bytes(op, nranks, dtype)
 
 
@@ -107,8 +108,10 @@ def busbw_factor(op: str, nranks: int, nccl_algo: str | None = None) -> float:
 
 
 def algbw_GBps(size_bytes: int, time_s: float) -> float:
+    """Algorithm bandwidth: bytes moved over time, in GB/s."""
     return size_bytes / GB / time_s
 
 
 def busbw_GBps(op: str, size_bytes: int, time_s: float, nranks: int, nccl_algo: str | None = None) -> float:
+    """Bus bandwidth in GB/s: algbw times nccl-tests' factor for `op` over `nranks`."""
     return algbw_GBps(size_bytes, time_s) * busbw_factor(op, nranks, nccl_algo)

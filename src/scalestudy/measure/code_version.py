@@ -83,6 +83,7 @@ def _hash_files(h, files: list[Path], base: Path) -> None:
 
 @lru_cache(maxsize=None)
 def source_hash(roots: tuple[str, ...] = ROOTS) -> str:
+    """A short sha256 of the analysis sources (analysis_sources) and the modules they import."""
     h = hashlib.sha256()
     _hash_files(h, analysis_sources(roots), PACKAGE_DIR)
     return h.hexdigest()[:HASH_CHARS]

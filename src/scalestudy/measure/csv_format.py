@@ -24,6 +24,7 @@ LIST_SEPARATOR = ";"
 
 
 def format_value(v: Any) -> str:
+    """A value as the CSV tables write it: '' for None and NaN, true/false, fixed float format, lists joined."""
     if v is None:
         return ""
     if isinstance(v, bool):
@@ -49,6 +50,7 @@ def format_value(v: Any) -> str:
 
 
 def csv_text(columns: Sequence[str], rows: Iterable[dict]) -> str:
+    """The CSV text of `rows` under `columns` (a missing value: empty)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(columns)
@@ -58,6 +60,7 @@ def csv_text(columns: Sequence[str], rows: Iterable[dict]) -> str:
 
 
 def write_csv(path: os.PathLike | str, columns: Sequence[str], rows: Iterable[dict]) -> Path:
+    """Write `rows` as CSV to `path` atomically, creating its directory; returns the path."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, csv_text(columns, rows))

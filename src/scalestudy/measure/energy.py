@@ -85,6 +85,7 @@ def counter_delta_j(start_mj: int, end_mj: int) -> float:
 
 
 def mean_power_w(energy_j: float | None, window_s: float | None) -> float | None:
+    """Mean power in W over the window; None without energy or window."""
     if energy_j is None or not window_s:
         return None
     return energy_j / window_s

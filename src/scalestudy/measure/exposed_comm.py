@@ -62,6 +62,8 @@ class TraceError(ValueError):
 
 @dataclass(frozen=True)
 class StepOverlap:
+    """Compute, communication and its exposed part in one traced step."""
+
     step: int | None  # N of ProfilerStep#N; None for a trace without step annotations
     wall_s: float  # the step annotation's length (the traced span without annotations)
     compute_s: float
@@ -72,6 +74,8 @@ class StepOverlap:
 
 @dataclass(frozen=True)
 class ExposedComm:
+    """Exposed communication of one trace: its totals and each step's."""
+
     trace: str
     rank: int | None
     kind: str
@@ -308,7 +312,7 @@ def analyse_trace(trace: os.PathLike | str | dict, *, name: str | None = None) -
         windows = [(n, (start, end)) for n, start, end in c.steps]
     else:
         every = [s for _, s in c.comm] + [s for _, _, s in c.compute]
-        windows = [(None, (min(s for s, _ in every), max(e for _, e in every)) if every else (0.0, 0.0))]
+        windows = [(None, (min(s for s, _ in every), max(e for _, e in every)) if every else (0.0, 0.0))]  # type: ignore[list-item]  # one window, not numbered, for a trace without steps
     per_step = [
         _step_overlap(n, win, comm[i], compute[i], mask[i], clip=c.kind == CPU_GLOO_OPS)
         for i, (n, win) in enumerate(windows)

@@ -29,6 +29,8 @@ RAWLOG_METADATA = ("rank", "run_id", "time_unix")  # the raw log's own, not the 
 
 @dataclass(frozen=True)
 class InstrumentLog:
+    """An instrument's JSONL file as read: its header and records."""
+
     path: Path
     kind: str | None  # the run's kind; None for a script's file
     header: dict

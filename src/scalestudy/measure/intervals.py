@@ -12,6 +12,7 @@ Interval = tuple[float, float]
 
 
 def union(*sets: Iterable[Interval]) -> list[Interval]:
+    """The union of interval sets, sorted and merged (empty intervals dropped)."""
     pairs = sorted((s, e) for intervals in sets for s, e in intervals if e > s)
     out: list[Interval] = []
     for s, e in pairs:
@@ -24,6 +25,7 @@ def union(*sets: Iterable[Interval]) -> list[Interval]:
 
 
 def intersection(a: Iterable[Interval], b: Iterable[Interval]) -> list[Interval]:
+    """The intervals covered by both `a` and `b`, sorted and merged."""
     a, b = union(a), union(b)
     out: list[Interval] = []
     i = j = 0
@@ -58,6 +60,7 @@ def subtract(a: Iterable[Interval], b: Iterable[Interval]) -> list[Interval]:
 
 
 def clip(a: Iterable[Interval], lo: float, hi: float) -> list[Interval]:
+    """The parts of `a` within [lo, hi]."""
     return intersection(a, [(lo, hi)])
 
 

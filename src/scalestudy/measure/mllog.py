@@ -27,6 +27,8 @@ class MLLogError(ValueError):
 
 @dataclass(frozen=True)
 class Event:
+    """One MLPerf logging event (a :::MLLOG line)."""
+
     line: int  # 1-based line of the result file
     time_ms: float
     event_type: str
@@ -65,6 +67,7 @@ def parse(text: str, path: str) -> list[Event]:
 
 
 def first_value(events: Iterable[Event], key: str, default: Any = None) -> Any:
+    """The value of the first event with `key`, else `default`."""
     for e in events:
         if e.key == key:
             return e.value

@@ -25,6 +25,8 @@ _YAML_LITERAL = re.compile(r"^\s*([a-z_]+):\s*([0-9]+)\s*(?:#.*)?$")
 
 @dataclass
 class Setting:
+    """A configuration value and where it was set (file and line)."""
+
     value: str
     path: str  # the file that set it
     line: int
@@ -111,6 +113,6 @@ def read_yaml_defaults(path: str, text: str, config: LaunchConfig) -> None:
     for i, line in enumerate(text.splitlines(), 1):
         for m in _OC_ENV.finditer(line):
             config.yaml_defaults.setdefault(m.group(1), Setting(m.group(2).strip(), path, i))
-        m = _YAML_LITERAL.match(line)
+        m = _YAML_LITERAL.match(line)  # type: ignore[assignment]  # m is reused for a Match or None
         if m:
             config.yaml_literals.setdefault(m.group(1), Setting(m.group(2), path, i))

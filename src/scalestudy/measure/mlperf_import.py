@@ -297,7 +297,7 @@ def _agrees(cfg: LaunchConfig, dump: dict, path: str) -> bool:
         c, d = _layout_int(_setting(cfg, env)[0]), _layout_int(dump[key][0]) if key in dump else None
         if c is not None and d is not None and c != d:
             return False
-    c, d = _precision_of_config(cfg, path)[0], _precision_of_dump(dump, path)[0]
+    c, d = _precision_of_config(cfg, path)[0], _precision_of_dump(dump, path)[0]  # type: ignore[assignment]  # c, d are reused for the precisions
     return c is None or d is None or c == d
 
 
@@ -414,6 +414,8 @@ def _pick(
 
 @dataclass(frozen=True)
 class ImportOptions:
+    """How MLPerf results are imported: the catalog model, warm-up and measured steps, backend and system."""
+
     model: str  # catalog model name
     warmup_iters: int = 10
     measured_iters: int | None = None  # None: decided over the files imported together (import_results)
@@ -625,7 +627,7 @@ def read_result(tree: SourceTree, path: str, opts: ImportOptions, config_path: s
         measured_iters=opts_measured,
         system=opts.system,
         **(
-            {"lr": float(logged["opt_base_learning_rate"])}
+            {"lr": float(logged["opt_base_learning_rate"])}  # type: ignore[arg-type]  # lr is a float field
             if isinstance(logged["opt_base_learning_rate"], (int, float)) and logged["opt_base_learning_rate"] > 0
             else {}
         ),
@@ -750,7 +752,7 @@ def _steps(events: list[mllog.Event], path: str, gbs: int, seq: int) -> tuple[li
     summary), its block, its counter, and the steps since the timing before it; and how often the
     log times a step (1: every step; 32: one in 32). A counter that does not grow by whole steps is
     recorded as a disagreement."""
-    steps, problems, block = [], [], -1
+    steps, problems, block = [], [], -1  # type: ignore[var-annotated]  # lists of dicts
     previous: dict = {}
     for e in events:
         if e.key == "block_start":
@@ -796,7 +798,7 @@ def _steps(events: list[mllog.Event], path: str, gbs: int, seq: int) -> tuple[li
         raise MLPerfImportError(f"{path}: no per-step train timing ({' or '.join(STEP_TIME_KEYS)} in tracked_stats)")
     gaps = [s["between"] for s in steps[1:] if s["between"]]
     every = max(set(gaps), key=gaps.count) if gaps else 1
-    return steps, problems, every
+    return steps, problems, every  # type: ignore[return-value]  # a step count, float-typed (see report)
 
 
 def _status(events: list[mllog.Event], path: str) -> tuple[str, str | None]:
@@ -1014,10 +1016,10 @@ def import_results(
     if opts.measured_iters is None:
         opts = ImportOptions(opts.model, opts.warmup_iters, fewest, opts.backend, opts.system)
         first = [read_result(tree, p, opts, config_path) for p in paths]
-    short = [i for i in first if i.n_steps < opts.warmup_iters + opts.measured_iters]
+    short = [i for i in first if i.n_steps < opts.warmup_iters + opts.measured_iters]  # type: ignore[assignment, operator]  # short is reused for the list; measured_iters is set above
     if short:
         raise MLPerfImportError(
-            f"{short[0].result_path}: {short[0].n_steps} steps, fewer than warm-up "
+            f"{short[0].result_path}: {short[0].n_steps} steps, fewer than warm-up "  # type: ignore[index]  # the list of the line above
             f"{opts.warmup_iters} + measured {opts.measured_iters}"
         )
     _refuse_collisions(first, tree, Path(out_root))

@@ -61,4 +61,5 @@ def portable_text(text: str) -> str:
 
 
 def portable_traceback(e: BaseException) -> str:
+    """The traceback of `e` with every file path made portable (portable_text)."""
     return portable_text("".join(traceback.format_exception(e)))

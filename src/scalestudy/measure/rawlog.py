@@ -27,7 +27,7 @@ import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 SCHEMA = "scalestudy.rawlog/1"
 RUN_FILE = "run.json"
@@ -62,6 +62,7 @@ IDENTITY_KEYS = ("study", "hardware")
 
 
 def identity_env(study: str | None, hardware: str | None) -> str:
+    """The IDENTITY_ENV value naming a run's study and hardware (JSON)."""
     return json.dumps({"study": study, "hardware": hardware}, sort_keys=True)
 
 
@@ -87,7 +88,7 @@ OVERRIDE_ENVS = {
 FOREIGN_CPU_SHARE_DEFAULT = 0.10  # launch.run_guard.FOREIGN_CPU_SHARE_MAX: why a tenth is said there
 
 
-def overrides_from_env(env: dict | None = None) -> dict:
+def overrides_from_env(env: Mapping[str, str] | None = None) -> dict:
     """The OVERRIDE_ENVS set (non-empty) in the environment: run.json's `overrides`."""
     env = os.environ if env is None else env
     return {k: str(env[k]) for k in OVERRIDE_ENVS if str(env.get(k, "")).strip()}
@@ -123,10 +124,14 @@ class RawLogError(Exception):
 
 
 class IncompleteRunError(RawLogError):
+    """A run whose raw log is not all there (no status.json: it did not finish; a file missing)."""
+
     pass
 
 
 class CorruptLogError(RawLogError):
+    """A raw-log file that is damaged or breaks the format (its JSON, checksum, seal or content)."""
+
     pass
 
 
@@ -154,11 +159,12 @@ def disk_error(e: OSError, path: os.PathLike | str) -> OSError:
         errno.EACCES: "permission denied",
         errno.EPERM: "permission denied",
         errno.EIO: "an input/output error",
-    }.get(e.errno, e.strerror)
+    }.get(e.errno, e.strerror)  # type: ignore[arg-type]  # an OSError from the file system has an errno
     return OSError(e.errno, f"cannot write {path}: {what} ({free_space_note(path)})")
 
 
 def atomic_write_bytes(path: os.PathLike | str, data: bytes) -> None:
+    """Write `data` to `path` through a synced temporary file renamed over it: never half written."""
     path = Path(path)
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
@@ -197,10 +203,12 @@ def atomic_output(path: os.PathLike | str) -> Iterator[Path]:
 
 
 def atomic_write_text(path: os.PathLike | str, text: str) -> None:
+    """atomic_write_bytes of `text`, UTF-8."""
     atomic_write_bytes(path, text.encode())
 
 
 def atomic_write_json(path: os.PathLike | str, obj: Any) -> None:
+    """atomic_write_text of `obj` as indented JSON with sorted keys."""
     atomic_write_text(path, json.dumps(obj, indent=1, sort_keys=True) + "\n")
 
 
@@ -261,7 +269,7 @@ def step_problems(spec: dict, records: list[dict]) -> list[str]:
         v = r.get("value")
         if r.get("key") == "iteration" and isinstance(v, dict):
             rank = (r.get("metadata") or {}).get("rank", 0)
-            by_rank.setdefault(rank, []).append((v.get("phase"), v.get("step")))
+            by_rank.setdefault(rank, []).append((v.get("phase"), v.get("step")))  # type: ignore[arg-type]  # phase and step of a step event
     if not by_rank and isinstance(planned["measured"], int) and planned["measured"] > 0:
         return [f"the metrics hold 0 of {planned['measured']} measured steps"]
     first: tuple[Any, tuple] | None = None
@@ -374,6 +382,7 @@ def check_regular(path: os.PathLike | str, root: os.PathLike | str | None = None
 
 
 def sha256_file(path: os.PathLike | str, root: os.PathLike | str | None = None) -> str:
+    """The sha256 hex digest of the file at `path` (checked by check_regular first)."""
     check_regular(path, root)
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -426,14 +435,17 @@ def compress_run(run_dir: os.PathLike | str, names: Iterable[str] = (METRICS_FIL
 
 
 def rank_metrics_file(rank: int) -> str:
+    """The file name of a rank's metrics records."""
     return f"rank-{rank:05d}.jsonl"
 
 
 def rank_status_file(rank: int) -> str:
+    """The file name of a rank's status."""
     return f"rank-{rank:05d}.status.json"
 
 
 def record(key: str, value: Any, **metadata: Any) -> dict:
+    """A metrics record: key, value and metadata."""
     return {"key": key, "value": value, "metadata": metadata}
 
 
@@ -470,6 +482,7 @@ class RankLog:
 
 
 def combine_statuses(statuses: Iterable[str]) -> str:
+    """A run's status from its ranks' statuses: the first in STATUS_PRIORITY."""
     statuses = list(statuses)
     for s in STATUS_PRIORITY:
         if s in statuses:
@@ -579,6 +592,8 @@ def try_finalize(
 # ---- reading -----------------------------------------------------------------------
 @dataclass
 class RunLog:
+    """A run's raw log as read: run.json, status.json and the ranks' records."""
+
     path: Path
     run: dict
     status: dict

@@ -31,6 +31,8 @@ class RunImportError(ValueError):
 
 @dataclass(frozen=True)
 class Imported:
+    """One run directory imported: from where, to where, and whether it was copied."""
+
     run_id: str
     source: Path
     dest: Path

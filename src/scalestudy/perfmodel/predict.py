@@ -292,12 +292,6 @@ def tensor_carry(cluster, cal: Calibration, dtype: str) -> achievable.TensorCarr
     return achievable.tensor_carry(cluster.gpu, cal.compute.gpu, dtype)
 
 
-def tensor_rate(cluster, cal: Calibration, dtype: str) -> float:
-    """Tensor-core work's rate on the cluster's GPU, relative to the calibrated efficiencies at its
-    dense peak: the achievable-rate carry times the power-limit clock ratio."""
-    return tensor_carry(cluster, cal, dtype).factor * clock_ratio(cluster, cal)
-
-
 def kernel_carry(
     cluster, cal: Calibration, dtype: str, options: ModelOptions = ModelOptions()
 ) -> achievable.KernelCarry:

@@ -9,7 +9,7 @@ from pathlib import Path
 CHECKOUT = Path(__file__).resolve().parents[3]
 
 
-def checkout_path(rel: str, root: Path | str = ".") -> Path:
+def checkout_path(rel: str | Path, root: Path | str = ".") -> Path:
     """`rel` under root (the working directory of the workflow), else in the package's own checkout."""
     for base in (Path(root), CHECKOUT):
         if (base / rel).exists():

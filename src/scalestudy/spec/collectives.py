@@ -24,6 +24,8 @@ COLLECTIVE_MAXIMA = {
 
 @dataclass(frozen=True)
 class CollectivesSpec:
+    """One collectives benchmark of a study: the operations, message sizes and repeats."""
+
     ops: tuple[str, ...] = field(
         default=("all_reduce", "all_gather", "reduce_scatter"),
         metadata=doc("collectives to measure, each over every size", allowed=OPS),

@@ -61,6 +61,7 @@ def parse_layout(text: str) -> tuple[str, int, int]:
 
 
 def layout_name(model: str, tokens: int, tp: int) -> str:
+    """A layout's name, MODEL/TOKENS/TP."""
     return f"{model}/{tokens}/{tp}"
 
 
@@ -96,6 +97,8 @@ def layer_gemms(model: str, tokens: int, tp: int) -> list[Gemm]:
 
 @dataclass(frozen=True)
 class GemmSpec:
+    """One GEMM benchmark of a study: the layouts and dtypes whose matrix products are timed."""
+
     layouts: tuple[str, ...] = field(
         default=("tiny/256/1",),
         metadata=doc(

@@ -106,24 +106,24 @@ class _Instrument:
 
     @property
     def run_id(self) -> str:
-        return f"{self.config_id}-seed{self.seed}"
+        return f"{self.config_id}-seed{self.seed}"  # type: ignore[attr-defined]  # every instrument has a seed
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}  # type: ignore[call-overload]  # the subclasses are dataclasses
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]):
         refuse_unknown_fields(cls, d)
-        tuples = {f.name for f in fields(cls) if str(f.type).startswith("tuple")}
+        tuples = {f.name for f in fields(cls) if str(f.type).startswith("tuple")}  # type: ignore[arg-type]  # the subclasses are dataclasses
         return cls(**{k: tuple(v) if k in tuples and isinstance(v, list) else v for k, v in d.items()})
 
     def _check(self, p: list[tuple[str, str]]) -> None:
         """The problems every instrument shares (seed, non-negative seconds), then raise them all."""
-        for f in fields(self):
+        for f in fields(self):  # type: ignore[arg-type]  # the subclasses are dataclasses
             if isinstance(getattr(self, f.name), list):
                 object.__setattr__(self, f.name, tuple(getattr(self, f.name)))
-        if self.seed < 0:
-            p.append(("seed", f"must not be negative, got {self.seed}"))
+        if self.seed < 0:  # type: ignore[attr-defined]  # every instrument has a seed
+            p.append(("seed", f"must not be negative, got {self.seed}"))  # type: ignore[attr-defined]  # every instrument has a seed
         if p:
             raise SpecError(p)
 
@@ -146,6 +146,8 @@ def _each_at_least(p: list[tuple[str, str]], spec, name: str, low: float) -> Non
 
 @dataclass(frozen=True)
 class MatmulSweepSpec(_Instrument):
+    """The matmul-sweep instrument: the best achievable bf16 matrix-product rate over a grid of shapes."""
+
     KIND: ClassVar[str] = "matmul-sweep"
     ID_PREFIX: ClassVar[str] = "matmul"
 
@@ -225,6 +227,8 @@ class MatmulSweepSpec(_Instrument):
 
 @dataclass(frozen=True)
 class PowerDutySpec(_Instrument):
+    """The power-duty instrument: board power under duty cycles of matrix products, copies and idle gaps."""
+
     KIND: ClassVar[str] = "power-duty"
     ID_PREFIX: ClassVar[str] = "power-duty"
 
@@ -371,6 +375,8 @@ class PowerDutySpec(_Instrument):
 
 @dataclass(frozen=True)
 class CommPowerSpec(_Instrument):
+    """The comm-power instrument: board power while thread blocks poll and reduce as NCCL's channels do."""
+
     KIND: ClassVar[str] = "comm-power"
     ID_PREFIX: ClassVar[str] = "comm-power"
 
@@ -465,6 +471,8 @@ class CommPowerSpec(_Instrument):
 
 @dataclass(frozen=True)
 class BurstRateSpec(_Instrument):
+    """The burst-rate instrument: the rate of matrix products in short bursts against back to back."""
+
     KIND: ClassVar[str] = "burst-rate"
     ID_PREFIX: ClassVar[str] = "burst-rate"
 

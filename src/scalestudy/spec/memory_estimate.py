@@ -19,6 +19,8 @@ GIB = 1024**3
 
 @dataclass(frozen=True)
 class MemoryEstimate:
+    """A rank's estimated peak memory, by part, in bytes."""
+
     params_bytes: int  # fp32 master parameters, sharded
     grads_bytes: int  # fp32 gradients, sharded
     optimizer_bytes: int  # AdamW's two fp32 moments, sharded
@@ -48,6 +50,7 @@ class MemoryEstimate:
 
 
 def in_flight_microbatches(spec: RunSpec) -> int:
+    """The most micro batches whose activations a rank holds at once under the spec's pipeline schedule."""
     if spec.pp == 1:
         return 1
     if spec.pp_schedule == "gpipe":

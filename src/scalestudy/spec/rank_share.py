@@ -127,11 +127,14 @@ def rank_of(spec, *, pp_rank: int = 0, dp_replicate_rank: int = 0, dp_shard_rank
 
 
 def pp_rank_of(spec, rank: int) -> int:
+    """The pipeline rank of global `rank`."""
     return rank // (spec.world_size // spec.pp)
 
 
 @dataclass(frozen=True)
 class StageKind:
+    """A rank's pipeline stage: first, middle, last or only, and its pipeline rank."""
+
     name: str  # first | middle | last | only
     pp_rank: int
 
@@ -150,6 +153,7 @@ def distinct_stages(spec) -> list[StageKind]:
 
 
 def stage_name(spec, rank: int) -> str:
+    """The pipeline stage of `rank` in words: first, middle, last, or only (no pipeline)."""
     if spec.pp == 1:
         return "only"
     p = pp_rank_of(spec, rank)

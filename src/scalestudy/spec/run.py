@@ -94,6 +94,7 @@ def doc(meaning: str, *, unit: str = "", allowed: tuple[str, ...] | str = "") ->
 
 
 def field_doc(f: dataclasses.Field) -> FieldDoc:
+    """A spec field's doc(...) metadata; a TypeError if it has none."""
     try:
         return f.metadata["doc"]
     except KeyError:
@@ -113,6 +114,7 @@ def help_line(meaning: str, *, unit: str = "", allowed: tuple[str, ...] | str = 
 
 
 def describe_field(f: dataclasses.Field, default: Any = None) -> str:
+    """A spec field's help line: meaning, unit, allowed values and default."""
     d = field_doc(f)
     return help_line(d.meaning, unit=d.unit, allowed=d.allowed, default=f.default if default is None else default)
 
@@ -161,6 +163,8 @@ def maxima_problems(obj, maxima: dict) -> list[tuple[str, str]]:
 
 @dataclass(frozen=True)
 class RunSpec:
+    """One training run: model, parallel layout, batch, precision, seed and what is measured."""
+
     model: str = field(
         default="tiny",
         metadata=doc(
@@ -410,10 +414,6 @@ class RunSpec:
     @property
     def launch_procs_per_node(self) -> int:
         return 1 if self.comm == "fake" else self.procs_per_node
-
-    @property
-    def mesh_shape(self) -> dict[str, int]:
-        return {"pp": self.pp, "dp_replicate": self.dp_replicate, "dp_shard": self.dp_shard, "tp": self.tp}
 
     @property
     def layout(self) -> str:

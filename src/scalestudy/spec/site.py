@@ -53,6 +53,7 @@ class Site:
 
 
 def site_path(root: os.PathLike | str = ".") -> Path:
+    """The site file: SCALESTUDY_SLURM_SITE if set, else slurm/site.yaml under `root`."""
     env = os.environ.get(SITE_ENV)
     return Path(env) if env else Path(root) / SITE_FILE
 
@@ -96,6 +97,6 @@ def load_site(path: os.PathLike | str | None = None, root: os.PathLike | str = "
                     f"working directory), not {value!r}"
                 )
         kwargs[key] = value
-    site = Site(**kwargs)
+    site = Site(**kwargs)  # type: ignore[arg-type]  # the values are checked by Site.problems
     object.__setattr__(site, "_source", str(p))
     return site

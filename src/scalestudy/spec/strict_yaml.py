@@ -13,6 +13,8 @@ MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
 class StrictLoader(yaml.SafeLoader):
+    """PyYAML's SafeLoader refusing a key given twice in one mapping."""
+
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
             seen: dict = {}

@@ -98,6 +98,8 @@ class StudyError(SpecError):
 
 @dataclass(frozen=True)
 class PlannedRun:
+    """A run a study plans: its spec, the experiments it serves and its label."""
+
     spec: RunSpec
     experiments: tuple[str, ...]  # the figures' groups this run belongs to, e.g. ("weak_scaling",)
     label: str  # the strategy in words, e.g. "FSDP", "HSDP 8x32", "TP=2, PP=4, FSDP over 32"
@@ -123,6 +125,8 @@ class DroppedPoint:
 
 @dataclass(frozen=True)
 class Study:
+    """A study as loaded: its planned runs, benchmarks, figures and settings."""
+
     name: str
     description: str
     hardware: str  # what the figures say the runs ran on, e.g. "CPU (gloo)", "H100 SXM"
@@ -266,6 +270,7 @@ def study_path(name: str, root: Path | str = ".") -> Path:
 
 
 def study_names(root: Path | str = ".") -> list[str]:
+    """The names of the studies under `root` (studies/*.yaml), sorted."""
     return sorted(p.stem for p in (Path(root) / STUDIES_DIR).glob("*.yaml"))
 
 
@@ -287,6 +292,7 @@ def study_headers(root: Path | str = ".") -> tuple[dict[str, dict], dict[str, st
 
 
 def schema_path(root: Path | str = ".") -> Path:
+    """The study schema's file, under `root` or in the package's checkout."""
     return checkout_path(SCHEMA_FILE, root)
 
 
@@ -390,6 +396,7 @@ def _measured_input_variants(planned: tuple[PlannedRun, ...], prediction: dict, 
 
 
 def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Path | None = None) -> Study:
+    """The Study `name` from its parsed YAML `data`; a StudyError listing every problem."""
     validate_study_dict(name, data, root)
     try:
         use_catalog_files(data.get("catalog", ()), root)

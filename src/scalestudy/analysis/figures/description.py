@@ -101,11 +101,11 @@ class Description:
         """The figure's title as drawn."""
         return f"{self.title} — PREDICTED by the model" if _kind(evidence) == "predicted" else self.title
 
-    def footnotes(self, predicted: bool) -> list[str]:
+    def footnotes(self, predicted: bool | str) -> list[str]:
         return [self.basis(predicted), *self.notes]
 
     def caption(
-        self, *, predicted: bool, study: str = "", hardware: str = "", runs: str = "", command: str = ""
+        self, *, predicted: bool | str, study: str = "", hardware: str = "", runs: str = "", command: str = ""
     ) -> str:
         """The report's caption (reStructuredText): the same title, basis and notes as the figure."""
         parts = [

@@ -369,11 +369,11 @@ def new_figure(
     body_in = panel_h * nrows + legend_rows * LEGEND_FONTSIZE * 1.9 / 72 + (0.1 if legend_rows else 0)
     fig = Figure(figsize=(width, head_in + body_in + foot_in), layout="constrained")
     FigureCanvasAgg(fig)
-    fig.get_layout_engine().set(h_pad=MARGIN_IN, w_pad=MARGIN_IN, hspace=0.0, wspace=0.0)
-    top, body, bottom = fig.subfigures(3, 1, height_ratios=[head_in, body_in, foot_in])
+    fig.get_layout_engine().set(h_pad=MARGIN_IN, w_pad=MARGIN_IN, hspace=0.0, wspace=0.0)  # type: ignore[union-attr, call-arg]  # the figure is made with layout="constrained"
+    top, body, bottom = fig.subfigures(3, 1, height_ratios=[head_in, body_in, foot_in])  # type: ignore[misc]  # subfigures(3, 1) returns an array of three
     for sub in (top, body, bottom):
         sub.patch.set_visible(False)  # the figure's own background; theirs drew at float-noise offsets
-    fig.scalestudy = {"head": top, "body": body, "foot": bottom, "head_lines": head, "foot_lines": foot}
+    fig.scalestudy = {"head": top, "body": body, "foot": bottom, "head_lines": head, "foot_lines": foot}  # type: ignore[attr-defined]  # the panels, kept on the figure
     axes = [body.add_subplot(nrows, ncols, i + 1) for i in range(max(n_panels, 1))]
     return fig, axes
 
@@ -436,7 +436,7 @@ def log2_axis(ax, xs: list[float], formatter: Callable[[float], str] | None = No
         return
     ax.set_xscale("log", base=2)
     step = max(1, math.ceil(len(xs) / max_ticks))
-    ticks = []
+    ticks: list = []
     for x in xs[::step]:  # a tick too close to the one before it would print over it
         if not ticks or x >= ticks[-1] * 2**0.3:
             ticks.append(x)
@@ -580,7 +580,7 @@ def figure_legend(fig, axes, ncol: int = 6, title: str | None = None, order: Cal
     )
 
 
-def long_frame(points: list[dict], x_of: Callable[[dict], float]):
+def long_frame(points: list[dict], x_of: Callable[[dict], float | str]):
     """Points with y as seaborn's long form: three rows a point (its interval's low end, its value,
     its high end), so that seaborn's median (estimator="median") and 100% percentile interval
     (errorbar=("pi", 100)) give back exactly the value and interval the CSV holds (a Student-t CI
@@ -613,7 +613,7 @@ def draw_lines(
     *,
     log_x: bool = True,
     x_format=None,
-    muted_series: set[str] = frozenset(),
+    muted_series: set[str] | frozenset[str] = frozenset(),
     colors: dict[str, object] | None = None,
     styles: dict[str, tuple[str, object]] | None = None,
     order: Callable[[str], object] | None = None,
@@ -629,7 +629,7 @@ def draw_lines(
     import seaborn as sns  # heavy: imported only when drawing
 
     order = order or (lambda s: (s in muted_series, natural(s)))
-    all_series = sorted({r["series"] for r in fd.rows}, key=order)
+    all_series = sorted({r["series"] for r in fd.rows}, key=order)  # type: ignore[arg-type]  # order returns comparable keys
     colors = colors or {
         **series_colors([s for s in all_series if s not in muted_series]),
         **{s: MUTED for s in muted_series},
@@ -671,7 +671,7 @@ def draw_lines(
             )
         muted = [r for r in valued if r["series"] in muted_series]
         if muted:  # the others tried: grey points, no line, no interval; a marker of their kind (line_style)
-            kinds = sorted({r["series"] for r in muted}, key=order)
+            kinds = sorted({r["series"] for r in muted}, key=order)  # type: ignore[arg-type]  # order returns comparable keys
             sns.scatterplot(
                 x=[r["x"] for r in muted],
                 y=[r["y"] for r in muted],

@@ -5,7 +5,6 @@ A100 against 40.77% on H100."""
 
 from __future__ import annotations
 
-from scalestudy.measure.csv_format import split_list
 from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 
@@ -33,11 +32,6 @@ DESCRIPTION = Description(
 )
 
 
-def device_kind(c: dict) -> str:
-    names = split_list(c.get("device_names"))
-    return " + ".join(names) if names else str(c.get("device"))
-
-
 def data(tables, study) -> prepare.FigureData:
     fd, cfgs = prepare.begin(DESCRIPTION, tables, study, EXPERIMENTS)
     if not cfgs:
@@ -60,7 +54,7 @@ def data(tables, study) -> prepare.FigureData:
     series = prepare.series_names(cfgs, specs, "world_size", lead=lead, lead_fields=("hardware",))
     fd.rows = prepare.metric_rows(cfgs, DESCRIPTION.quantities, series, "world_size", GPUS)
     fd.cpu = prepare.is_cpu(cfgs)
-    fd.notes = [prepare.mfu_note(cfgs)]
+    fd.notes = [prepare.mfu_note(cfgs)]  # type: ignore[list-item]  # None notes are dropped when the figure is drawn
     prepare.model_beside(fd, tables, cfgs, series, DESCRIPTION.quantities, "world_size", GPUS)
     return fd
 

@@ -69,7 +69,7 @@ def data(tables, study) -> prepare.FigureData:
                     x_quantity=GPUS.label,
                     x=c["world_size"],
                     y_quantity=q.label,
-                    **prepare.stat(c, q.metric, q.scale, q),
+                    **prepare.stat(c, q.metric, q.scale, q),  # type: ignore[arg-type]  # the figure's quantities name a metric
                     **({"note": note} if note else {}),
                 )
             )
@@ -81,7 +81,7 @@ def data(tables, study) -> prepare.FigureData:
                 x_quantity=GPUS.label,
                 x=c["world_size"],
                 y_quantity=SHARE.label,
-                **prepare.stat(c, SHARE.metric, SHARE.scale, SHARE),
+                **prepare.stat(c, SHARE.metric, SHARE.scale, SHARE),  # type: ignore[arg-type]  # the figure's quantities name a metric
                 **({"note": note} if note else {}),
             )
         )
@@ -109,7 +109,7 @@ def data(tables, study) -> prepare.FigureData:
 
 def _all_exposed(rows: list[dict], comm: str, exposed: str, tol: float = 0.01) -> bool:
     """Whether each configuration's exposed communication equals its communication (and some is > 0)."""
-    by = {}
+    by: dict = {}
     for r in rows:
         if r["series"] in (comm, exposed) and r.get("y") is not None:
             by.setdefault((r["panel"], r["x"], tuple(r["config_ids"])), {})[r["series"]] = r["y"]

@@ -111,7 +111,7 @@ def data(tables, study) -> prepare.FigureData:
         fd.empty_reason = "no GPU power data" + (": " + "; ".join(reasons)[:300] if reasons else "")
     else:
         _power_limit(fd, cfgs)
-        fd.notes.append(drawing.dodge_note(fd.rows))
+        fd.notes.append(drawing.dodge_note(fd.rows))  # type: ignore[arg-type]  # None notes are dropped when the figure is drawn
     return fd
 
 
@@ -120,7 +120,7 @@ def _power_limit(fd: prepare.FigureData, cfgs: list[dict]) -> None:
     power panel's reference line, where its values reach it, and a note naming the series that
     sit at it: their power per GPU is the limit, not a difference between them."""
     devices = sorted({d for c in cfgs for d in split_list(c.get("device_names"))})
-    limits = {}
+    limits: dict = {}
     for d in devices:
         name = catalog.gpu_name(d)
         if name and catalog.gpu(name).power_cap_w > 0:

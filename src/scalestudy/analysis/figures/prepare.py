@@ -399,7 +399,7 @@ def config_row(cfg: dict, **kw) -> dict:
         row["note"] = f"{cfg.get('n_ok')} of {cfg.get('n_seeds')} seeds ok; failed: {str(cfg.get('error'))[:150]}"
     left_out = split_list(cfg.get("left_out"))  # seeds the summary left out (aggregate.left_out_reason)
     if left_out:
-        row["note"] = "; ".join([*([row["note"]] if row.get("note") else []), "left out: " + "; ".join(left_out)])
+        row["note"] = "; ".join([*([row["note"]] if row.get("note") else []), "left out: " + "; ".join(left_out)])  # type: ignore[list-item]  # the note is a string
     invalid, truncated = kw.pop("invalid", None), kw.pop("truncated", None)
     fewer = kw.pop("fewer_seeds", None)
     row.update(kw)
@@ -444,7 +444,7 @@ def metric_rows(
                     x_quantity=x.label,
                     x=c.get(x_col),
                     y_quantity=q.label,
-                    **stat(c, q.metric, q.scale, q),
+                    **stat(c, q.metric, q.scale, q),  # type: ignore[arg-type]  # the figure's quantities name a metric
                 )
             )
     return rows

@@ -100,7 +100,7 @@ def cells(rows: list[dict]) -> list[heatmap.Cell]:
     for r in rows:
         tp, pp, status, v = int(r["series"][3:]), int(r["x"]), r.get("status"), r.get("y")
         if status not in ("ok", "partial", "planned"):
-            out.append(heatmap.Cell(tp, pp, v, status if v is None or status == "oom" else "", heatmap.FAILED_HATCH))
+            out.append(heatmap.Cell(tp, pp, v, status if v is None or status == "oom" else "", heatmap.FAILED_HATCH))  # type: ignore[arg-type]  # status is a string where v is None
         else:
             if status == "partial":
                 empty = f"partial:\n{r['note'].split(' stages')[0]} stages"

@@ -50,7 +50,7 @@ def data(tables, study) -> prepare.FigureData:
         at_gb = [c for c in cfgs if c["global_batch"] == gb and not measured_base(c["config_id"])]
         measured = [c for c in cfgs if c["global_batch"] == gb and measured_base(c["config_id"])]
         kind = prepare.measured_suffixes(measured, lambda c: prepare.family(prepare.config_spec(c, specs)))
-        micro = {}  # family -> its micro batches: named in the series where a family has several
+        micro: dict = {}  # family -> its micro batches: named in the series where a family has several
         for c in measured:
             micro.setdefault(prepare.family(prepare.config_spec(c, specs)) + kind[c["config_id"]], set()).add(
                 prepare.config_spec(c, specs).get("micro_batch")
@@ -71,7 +71,7 @@ def data(tables, study) -> prepare.FigureData:
                     x_quantity=GPUS.label,
                     x=c["world_size"],
                     y_quantity=TOKENS.label,
-                    **prepare.stat(c, TOKENS.metric, 1.0, TOKENS),
+                    **prepare.stat(c, TOKENS.metric, 1.0, TOKENS),  # type: ignore[arg-type]  # the figure's quantities name a metric
                 )
             )
         for world in sorted({c["world_size"] for c in at_gb}):
@@ -93,7 +93,7 @@ def data(tables, study) -> prepare.FigureData:
                     x_quantity=GPUS.label,
                     x=world,
                     y_quantity=TOKENS.label,
-                    **prepare.stat(c, TOKENS.metric, 1.0, TOKENS),
+                    **prepare.stat(c, TOKENS.metric, 1.0, TOKENS),  # type: ignore[arg-type]  # the figure's quantities name a metric
                 )
                 if note:
                     row["note"] = note
@@ -101,7 +101,7 @@ def data(tables, study) -> prepare.FigureData:
                 fd.rows.append(row)
     fd.cpu = prepare.is_cpu(cfgs)
     _two_values(fd, cfgs, specs)
-    fd.notes.append(drawing.dodge_note(fd.rows))
+    fd.notes.append(drawing.dodge_note(fd.rows))  # type: ignore[arg-type]  # None notes are dropped when the figure is drawn
     return fd
 
 

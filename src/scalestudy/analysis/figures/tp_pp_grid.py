@@ -80,13 +80,13 @@ def data(tables, study) -> prepare.FigureData:
                         x=pp,
                         y_quantity=q.label,
                         **extra,
-                        **prepare.stat(c, q.metric, q.scale, q),
+                        **prepare.stat(c, q.metric, q.scale, q),  # type: ignore[arg-type]  # the figure's quantities name a metric
                     )
                     if row["y"] is None and row.get("status") in ("ok", "partial"):
                         row["note"] = "no trace data" if q is SHARE else "no value"
                     fd.rows.append(row)
     fd.cpu = prepare.is_cpu(cfgs)
-    fd.notes = [prepare.mfu_note(cfgs)]
+    fd.notes = [prepare.mfu_note(cfgs)]  # type: ignore[list-item]  # None notes are dropped when the figure is drawn
     return fd
 
 
@@ -97,7 +97,7 @@ FAILURES_IN_CELLS = True  # a failed cell is hatched with its status: no 'x', no
 def cells(rows: list[dict]) -> list[heatmap.Cell]:
     out = []
     for r in rows:
-        tp, pp = int(_TP.match(r["series"]).group(1)), int(r["x"])
+        tp, pp = int(_TP.match(r["series"]).group(1)), int(r["x"])  # type: ignore[union-attr]  # every series is named tp<N>
         if r.get("y") is not None:
             out.append(heatmap.Cell(tp, pp, r["y"]))
         else:

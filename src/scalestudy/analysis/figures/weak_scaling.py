@@ -42,9 +42,9 @@ def data(tables, study) -> prepare.FigureData:
     series = prepare.series_names(cfgs, prepare.specs_by_config(tables), "world_size")
     fd.rows = prepare.metric_rows(cfgs, DESCRIPTION.quantities, series, "world_size", GPUS)
     fd.cpu = prepare.is_cpu(cfgs)
-    fd.notes = [prepare.mfu_note(cfgs)]
+    fd.notes = [prepare.mfu_note(cfgs)]  # type: ignore[list-item]  # None notes are dropped when the figure is drawn
     prepare.model_beside(fd, tables, cfgs, series, DESCRIPTION.quantities, "world_size", GPUS)
-    fd.notes.append(drawing.dodge_note(fd.rows))
+    fd.notes.append(drawing.dodge_note(fd.rows))  # type: ignore[arg-type]  # None notes are dropped when the figure is drawn
     return fd
 
 

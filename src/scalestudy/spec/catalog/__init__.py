@@ -184,7 +184,7 @@ def _catalog() -> _Catalog:
         cat = _Catalog()
         for f in BUILTIN_FILES:
             _add(cat, f)
-        for f in filter(None, os.environ.get(ENV_VAR, "").split(os.pathsep)):
+        for f in filter(None, os.environ.get(ENV_VAR, "").split(os.pathsep)):  # type: ignore[assignment]  # f is reused for the str
             _add(cat, Path(f))
         _state = cat
     return _state
@@ -202,22 +202,27 @@ def reset() -> None:
 
 
 def files() -> list[str]:
+    """The catalog files loaded, in load order."""
     return list(_catalog().files)
 
 
 def models() -> dict[str, ModelConfig]:
+    """Every catalog model by name."""
     return dict(_catalog().models)
 
 
 def gpus() -> dict[str, GPUSpec]:
+    """Every catalog GPU kind by name."""
     return dict(_catalog().gpus)
 
 
 def aliases() -> dict[str, str]:
+    """The GPUs' other names (gpus.yaml `aliases`), each mapped to its GPU's catalog name."""
     return dict(_catalog().aliases)
 
 
 def model(name: str) -> ModelConfig:
+    """The catalog model `name`; a KeyError naming the known ones otherwise."""
     cat = _catalog()
     try:
         return cat.models[name]

@@ -31,6 +31,8 @@ class UnknownDeviceError(LookupError):
 
 @dataclass(frozen=True)
 class GPUSpec:
+    """A GPU kind of the catalog: its datasheet peaks, memory and intra-node link."""
+
     name: str  # as torch and NVML report it
     product: str  # the datasheet's name
     peak_flops_per_s: dict[str, float]
@@ -52,6 +54,8 @@ class GPUSpec:
 
 @dataclass(frozen=True)
 class PeakInfo:
+    """The peak FLOP/s an MFU is taken against, and where it came from."""
+
     device_name: str
     dtype: str
     peak_flops_per_s: float

@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """A model shape of the catalog (Llama-style decoder)."""
+
     name: str
     n_layers: int
     dim: int
