@@ -84,3 +84,14 @@ def test_a_claim_over_a_weakened_seed_says_so(tmp_path):
     c7 = {r["id"]: r for r in claims.evaluate(tables(tmp_path, rows))}["C7"]
     assert f"1 seed {WEAKENED_NOTE} (made from a checkout with uncommitted changes)" in c7["reason"], c7["reason"]
     assert "audit --strict" in c7["reason"]
+
+
+def test_a_rank_figure_says_how_many_configurations_were_made_with_a_check_weakened():
+    from scalestudy.analysis.figures.rank_grid import weakened_note
+
+    cfgs = [{"weakened": "made from a checkout with uncommitted changes (commit 0123456789ab)"}, {"weakened": ""}]
+    assert weakened_note(cfgs) == (
+        f"{WEAKENED_NOTE}: 1 of the 2 configurations drawn (made from a checkout with uncommitted changes); "
+        "rank_configs.csv says which; scalestudy audit --strict refuses them."
+    )
+    assert weakened_note([{"weakened": None}]) is None

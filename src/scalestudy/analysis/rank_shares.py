@@ -20,8 +20,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from scalestudy.measure.csv_format import write_csv
 from scalestudy.measure import rawlog
+from scalestudy.measure.csv_format import write_csv
 from scalestudy.spec import rank_share
 from scalestudy.spec.run import RunSpec
 
@@ -73,6 +73,7 @@ SHARE_COLUMNS = [
     "fill_wrappers",
     "torch",
     "raw_dir",
+    "weakened",
 ]
 CONFIG_COLUMNS = [
     "group_id",
@@ -92,6 +93,7 @@ CONFIG_COLUMNS = [
     "peak_reserved_bytes",
     "fits_cap",
     "run_ids",
+    "weakened",
 ]
 
 
@@ -136,7 +138,12 @@ def share_row(planned, raw_dir: Path, *, verify_checksums: bool = True) -> dict:
         row["status"] = PLANNED
         return row
     log = rawlog.read_run(raw_dir, verify_checksums=verify_checksums)
-    row.update(status=log.status["status"], error=log.status.get("error"), raw_dir=raw_dir.name)
+    row.update(
+        status=log.status["status"],
+        error=log.status.get("error"),
+        raw_dir=raw_dir.name,
+        weakened=rawlog.weakened_checks(log.run, log.status),
+    )
     share = log.run.get("rank_share") or {}
     fills = share.get("backend_fills_outputs") or {}
     row.update(
@@ -191,6 +198,7 @@ def config_rows(shares: list[dict], study) -> list[dict]:
             stages_planned=len(members),
             stages_measured=len(measured),
             run_ids=sorted(m["run_id"] for m in members),
+            weakened=sorted({w for m in measured for w in m.get("weakened") or []}),
         )
         peaks = [m["peak_allocated_bytes"] for m in measured if m["peak_allocated_bytes"] is not None]
         reserved = [m["peak_reserved_bytes"] for m in measured if m["peak_reserved_bytes"] is not None]

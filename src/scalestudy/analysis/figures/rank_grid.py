@@ -14,6 +14,7 @@ from scalestudy.analysis.figures import drawing, heatmap, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 from scalestudy.analysis.rank_shares import CONFIGS_FILE
 from scalestudy.measure.csv_format import read_table, split_list
+from scalestudy.measure.table_files import WEAKENED_NOTE
 from scalestudy.spec.rank_share import LABEL, PIPELINE_RULE
 
 NAME = "rank_grid"
@@ -55,6 +56,19 @@ def configs(study, experiments) -> list[dict]:
     return [r for r in rows if set(split_list(r.get("experiments"))) & set(experiments)]
 
 
+def weakened_note(cfgs: list[dict]) -> str | None:
+    """The footnote on the configurations drawn whose runs were made with a check weakened
+    (rank_configs.csv `weakened`, measure.rawlog.weakened_checks), or None."""
+    hit = [c for c in cfgs if split_list(c.get("weakened"))]
+    if not hit:
+        return None
+    kinds = sorted({w.split(" (")[0] for c in hit for w in split_list(c.get("weakened"))})
+    return (
+        f"{WEAKENED_NOTE}: {len(hit)} of the {len(cfgs)} configurations drawn ({'; '.join(kinds)}); "
+        "rank_configs.csv says which; scalestudy audit --strict refuses them."
+    )
+
+
 def data(tables, study) -> prepare.FigureData:
     fd = prepare.FigureData(NAME, DESCRIPTION.heading(False), description=DESCRIPTION, panels=[])
     cfgs = configs(study, EXPERIMENTS)
@@ -89,6 +103,9 @@ def data(tables, study) -> prepare.FigureData:
                         "run_ids": c.get("run_ids"),
                     }
                 )
+    note = weakened_note(cfgs)
+    if note:
+        fd.notes.append(note)
     return fd
 
 

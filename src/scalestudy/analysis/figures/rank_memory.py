@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
-from scalestudy.analysis.figures.rank_grid import configs
+from scalestudy.analysis.figures.rank_grid import configs, weakened_note
 from scalestudy.spec.rank_share import LABEL
 
 NAME = "rank_memory"
@@ -73,6 +73,9 @@ def data(tables, study) -> prepare.FigureData:
         fd.references = [(MEMORY.label, cap, f"memory cap {cap:g} GiB") for cap in caps]
     else:
         fd.notes.append("No memory cap: each rank had the whole GPU.")
+    note = weakened_note(cfgs)
+    if note:
+        fd.notes.append(note)
     return fd
 
 
