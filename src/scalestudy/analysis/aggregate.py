@@ -197,6 +197,18 @@ def unplanned_runs(study, dirs: dict[str, list[Path]] | None = None) -> list[dic
     return sorted(rows, key=lambda r: r["raw_dir"])
 
 
+def _from_root(text: str | None, study) -> str:
+    """An error for a table cell with the paths in it relative to the study's root, so that the
+    tables are the same bytes whichever way the study was loaded (root "." or an absolute path)."""
+    root = Path(getattr(study, "root", ".") or ".")
+    text = text or ""
+    if not root.is_absolute():
+        return text
+    for prefix in {str(root), str(root.resolve())}:
+        text = text.replace(prefix.rstrip("/") + "/", "")
+    return text
+
+
 def build_tables(study, *, allow_missing: bool = False, verify_checksums: bool = True) -> StudyTables:
     """Read every planned run of `study` and build its tables in memory."""
     raw = Path(study.raw_dir)
@@ -242,11 +254,11 @@ def build_tables(study, *, allow_missing: bool = False, verify_checksums: bool =
         rid = planned.run_id
         path = locate(rid)
         if path is None:
-            tables.runs.append(run_table.unread_row(planned, MISSING, str(errors[-1]), None))
+            tables.runs.append(run_table.unread_row(planned, MISSING, _from_root(str(errors[-1]), study), None))
             continue
         log, err = read(path, rid, getattr(planned, "config_id", planned.spec.config_id))
         if log is None:
-            tables.runs.append(run_table.unread_row(planned, UNREADABLE, err, _rel(path, raw)))
+            tables.runs.append(run_table.unread_row(planned, UNREADABLE, _from_root(err, study), _rel(path, raw)))
             continue
         try:
             row = run_table.run_row(log, planned, _rel(path, raw))
@@ -259,7 +271,7 @@ def build_tables(study, *, allow_missing: bool = False, verify_checksums: bool =
                 contamination[rid] = str(load["reason"])
         except RawLogError as e:
             errors.append(e)
-            tables.runs.append(run_table.unread_row(planned, UNREADABLE, str(e), _rel(path, raw)))
+            tables.runs.append(run_table.unread_row(planned, UNREADABLE, _from_root(str(e), study), _rel(path, raw)))
 
     for cs in study.collectives:
         rid = cs.run_id
