@@ -48,7 +48,7 @@ from scalestudy.analysis.aggregate import load_tables
 from scalestudy.analysis.figures.prepare import records
 from scalestudy.analysis.markdown_html import to_html
 from scalestudy.analysis.run_table import CAVEAT_PREFIX
-from scalestudy.measure.table_files import WEAKENED_NOTE
+from scalestudy.measure.table_files import WEAKENED_NOTE, weakened_kind
 from scalestudy.analysis.stats import Comparison, Summary, difference, from_columns, relative_change
 from scalestudy.measure.code_version import code_version
 from scalestudy.measure.csv_format import format_value, split_list, write_csv
@@ -855,7 +855,7 @@ def evaluate(tables, inputs: str = MODEL_ALONE) -> list[dict]:
         cids = list(r.get("config_ids") or []) + [config_of[x] for x in r.get("run_ids") or [] if x in config_of]
         said = list(dict.fromkeys(n for cid in dict.fromkeys(cids) for n in weakened.get(cid, [])))
         if said:
-            kinds = sorted({n.rsplit(": ", 1)[-1].split(" (")[0] for n in said})
+            kinds = sorted({weakened_kind(n) for n in said})
             r["reason"] = "; ".join(
                 [x for x in [r.get("reason")] if x]
                 + [

@@ -19,4 +19,12 @@ TABLE_FILES = (RUNS_FILE, SUMMARY_FILE, COLLECTIVES_FILE, COLLECTIVES_SUMMARY_FI
 # a kept seed made with a check weakened (runs.csv `weakened`, measure.rawlog.weakened_checks): the
 # configuration's summary note starts with it; figures, claims and `scalestudy audit --strict` say so
 WEAKENED_NOTE = "made with a check weakened"
+
+
+def weakened_kind(text: str) -> str:
+    """Which check a weakened run's sentence (or its summary note "...: seed N: sentence") names,
+    without its detail: "made from a checkout with uncommitted changes", "SCALESTUDY_FOREIGN_CPU_MAX=off"."""
+    return text.rsplit(": ", 1)[-1].split(" (")[0]
+
+
 CAVEAT_PREFIX = "caveat: "  # a prediction's note on a measured input with a known artefact (perfmodel.rank_shares)

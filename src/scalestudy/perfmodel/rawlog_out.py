@@ -125,12 +125,13 @@ def measured_input_runs(pred, root: Path | str) -> list[dict]:
 def predicted_provenance(cluster, cal, world: int, root: Path, command: str, pred=None) -> dict:
     """run.json's provenance of a predicted run: the model, cluster and calibration, and the measured
     rank share it took inputs from, no host."""
+    shares = measured_input_runs(pred, root)
     return {
         "predicted": True,
         "model": MODEL_VERSION,
         "cluster": cluster.as_dict(),
         "calibration": calibration_provenance(cal, (cluster.gpu,), root),
-        **({"measured_inputs": measured_input_runs(pred, root)} if measured_input_runs(pred, root) else {}),
+        **({"measured_inputs": shares} if shares else {}),
         "package": {"name": "scalestudy", "version": __version__, "git": git_state(root)},
         "devices": {"count": world, "names": [cluster.gpu]},
         "hosts": [],

@@ -135,6 +135,12 @@ def _at_least(p: list[tuple[str, str]], spec, names: tuple[str, ...], low: float
             p.append((name, f"must be at least {low:g}, got {v}"))
 
 
+def _above_zero(p: list[tuple[str, str]], spec, names: tuple[str, ...]) -> None:
+    for name in names:
+        if not getattr(spec, name) > 0:
+            p.append((name, f"must be above 0, got {getattr(spec, name)}"))
+
+
 def _each_at_least(p: list[tuple[str, str]], spec, name: str, low: float) -> None:
     values = getattr(spec, name)
     if not values:
@@ -314,9 +320,9 @@ class PowerDutySpec(_Instrument):
         p: list[tuple[str, str]] = []
         _at_least(p, self, ("matmul_n", "matmul_group", "copy_mib", "together_products"), 1)
         _at_least(p, self, ("warmup_compute_s", "warmup_copy_s"), 0)
-        for name in ("idle_s", "continuous_s", "duty_s", "alternate_period_s", "alternate_s", "together_s", "sample_s"):
-            if not getattr(self, name) > 0:
-                p.append((name, f"must be above 0, got {getattr(self, name)}"))
+        _above_zero(
+            p, self, ("idle_s", "continuous_s", "duty_s", "alternate_period_s", "alternate_s", "together_s", "sample_s")
+        )
         if not self.duty_periods_s or not all(x > 0 for x in self.duty_periods_s):
             p.append(("duty_periods_s", f"needs at least one period, each above 0; got {list(self.duty_periods_s)}"))
         if not self.on_fractions or not all(0 < x < 1 for x in self.on_fractions):
@@ -442,9 +448,7 @@ class CommPowerSpec(_Instrument):
         p: list[tuple[str, str]] = []
         _at_least(p, self, ("matmul_n", "matmul_group", "ring_bytes", "chunk_bytes"), 1)
         _at_least(p, self, ("gap_s",), 0)
-        for name in ("phase_s", "sample_s"):
-            if not getattr(self, name) > 0:
-                p.append((name, f"must be above 0, got {getattr(self, name)}"))
+        _above_zero(p, self, ("phase_s", "sample_s"))
         if not 1 <= self.threads <= 1024:
             p.append(("threads", f"a CUDA block holds 1 to 1024 threads, got {self.threads}"))
         _each_at_least(p, self, "blocks", 1)
@@ -527,9 +531,7 @@ class BurstRateSpec(_Instrument):
         p: list[tuple[str, str]] = []
         _at_least(p, self, ("matmul_n", "reference_products", "back_to_back_group"), 1)
         _at_least(p, self, ("gap_ms", "rest_s", "warmup_products"), 0)
-        for name in ("phase_s", "sample_s"):
-            if not getattr(self, name) > 0:
-                p.append((name, f"must be above 0, got {getattr(self, name)}"))
+        _above_zero(p, self, ("phase_s", "sample_s"))
         _each_at_least(p, self, "bursts_ms", 1)
         self._check(p)
 

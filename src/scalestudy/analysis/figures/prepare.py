@@ -20,7 +20,7 @@ from typing import Callable, Hashable, Iterable
 from scalestudy.analysis.figures.description import Description, Quantity
 from scalestudy.analysis import run_table
 from scalestudy.analysis.run_table import CAVEAT_PREFIX
-from scalestudy.measure.table_files import WEAKENED_NOTE
+from scalestudy.measure.table_files import WEAKENED_NOTE, weakened_kind
 from scalestudy.measure.csv_format import split_list
 from scalestudy.spec.rank_share import measured_series
 
@@ -539,7 +539,7 @@ def mark_weakened(fd: FigureData, tables) -> str | None:
         if not said:
             continue
         drawn |= {c for c in row.get("config_ids") or [] if weakened.get(c)}
-        kinds |= {n.rsplit(": ", 1)[-1].split(" (")[0] for n in said}
+        kinds |= {weakened_kind(n) for n in said}
         text = "; ".join(dict.fromkeys(said))
         if text not in str(row.get("note") or ""):
             row["note"] = f"{row['note']}; {text}" if row.get("note") else text

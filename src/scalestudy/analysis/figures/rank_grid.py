@@ -14,7 +14,7 @@ from scalestudy.analysis.figures import drawing, heatmap, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
 from scalestudy.analysis.rank_shares import CONFIGS_FILE
 from scalestudy.measure.csv_format import read_table, split_list
-from scalestudy.measure.table_files import WEAKENED_NOTE
+from scalestudy.measure.table_files import WEAKENED_NOTE, weakened_kind
 from scalestudy.spec.rank_share import LABEL, PIPELINE_RULE
 
 NAME = "rank_grid"
@@ -62,7 +62,7 @@ def weakened_note(cfgs: list[dict]) -> str | None:
     hit = [c for c in cfgs if split_list(c.get("weakened"))]
     if not hit:
         return None
-    kinds = sorted({w.split(" (")[0] for c in hit for w in split_list(c.get("weakened"))})
+    kinds = sorted({weakened_kind(w) for c in hit for w in split_list(c.get("weakened"))})
     return (
         f"{WEAKENED_NOTE}: {len(hit)} of the {len(cfgs)} configurations drawn ({'; '.join(kinds)}); "
         "rank_configs.csv says which; scalestudy audit --strict refuses them."
