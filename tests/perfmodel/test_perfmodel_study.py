@@ -15,7 +15,9 @@ from scalestudy.analysis.claims import claims
 from scalestudy.measure.csv_format import read_csv_rows
 from scalestudy.analysis.figures import render
 from scalestudy.analysis.provenance import provenance
+from scalestudy.perfmodel import power
 from scalestudy.perfmodel.study import predict_study
+from scalestudy.spec import catalog
 from scalestudy.spec.studies import load_study
 
 REPO = Path(__file__).resolve().parents[2]
@@ -476,9 +478,9 @@ def test_the_measurement_files_behind_a_prediction_are_under_the_audits_checksum
 
     for rid in CAL_RUNS:
         shutil.copytree(REPO / "data/h200-reference/raw" / rid, tmp_path / "data/h200-reference/raw" / rid)
-    for rel in ("data/power-duty/h200-power-duty.jsonl.gz", "data/h200-matmul/h200-matmul-sweep.jsonl.gz"):
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(REPO / rel, tmp_path / rel)
+    duty, sweep_run = str(power.DUTY_FILE), catalog.gpu("NVIDIA H200").matmul_achievable_data
+    for rel in (duty, sweep_run):
+        shutil.copytree(REPO / rel, tmp_path / rel)
     data = copy.deepcopy(STUDY)
     data["experiments"] = [dict(data["experiments"][0], grid={"nodes": [16]})]
     data.pop("collectives")
@@ -490,15 +492,17 @@ def test_the_measurement_files_behind_a_prediction_are_under_the_audits_checksum
     agg.write_tables(agg.build_tables(study), study.tables_dir)
     run = json.loads((study.raw_dir / study.runs[0].run_id / "run.json").read_text())
     files = {f["path"]: f for f in run["provenance"]["calibration"]["files"]}
-    assert set(files) == {"data/power-duty/h200-power-duty.jsonl.gz", "data/h200-matmul/h200-matmul-sweep.jsonl.gz"}
+    assert set(files) == {duty, sweep_run}
     assert audit(study, figures=False, claims=False) == []
-    sweep = tmp_path / "data/h200-matmul/h200-matmul-sweep.jsonl.gz"
+    sweep = tmp_path / sweep_run / "metrics.jsonl.gz"
     original = sweep.read_bytes()
     sweep.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))
     problems = audit(study, figures=False, claims=False)
-    assert len(problems) == 1 and "h200-matmul-sweep.jsonl.gz: changed since the predictions were made" in problems[0]
-    sweep.unlink()
+    assert len(problems) == 1 and sweep_run in problems[0], problems
+    backup = tmp_path / "sweep-backup"
+    shutil.move(tmp_path / sweep_run, backup)
     assert "missing" in audit(study, figures=False, claims=False)[0]
+    shutil.move(backup, tmp_path / sweep_run)
     sweep.write_bytes(original)
     assert audit(study, figures=False, claims=False) == []
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from scalestudy.measure.instruments import read_instrument
 from scalestudy.perfmodel import power
 
-BURST_FILE = Path("data") / "burst-rate" / "h100-burst-rate.jsonl.gz"
+BURST_FILE = Path("data") / "burst-rate" / "raw" / "burst-rate-9165e832f7-seed0"
 
 
 def rows(path: Path | str = BURST_FILE, root: Path | str = ".") -> list[dict]:

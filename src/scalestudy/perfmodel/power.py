@@ -1,8 +1,8 @@
 """GPU board power from what the GPU does, fitted to a duty-cycle measurement (NVML, board only).
 
-The measurement (one H200, data/power-duty/h200-power-duty.jsonl.gz, made by the removed
-benchmarks/power_duty.py, `git show ea5b304:benchmarks/power_duty.py`; `scalestudy instrument
-power-duty` makes it again as a raw-log run directory, which DUTY_FILE may name instead): phases of
+The measurement (one H200, `scalestudy instrument power-duty`, the run directory DUTY_FILE names;
+the removed benchmarks/power_duty.py's file data/power-duty/h200-power-duty.jsonl.gz is the
+earlier one, readable in the same form): phases of
 bf16 matrix products, large device-to-device copies and idle gaps of several lengths and ratios;
 each phase's mean power from NVML's total-energy counter, its compute share u_c, copy
 share u_m and idle share u_i = 1 - u_c - u_m from the kernels' own timing. The fit:
@@ -26,19 +26,17 @@ in a short burst also run faster: its full-clock share e runs 1 / s_cap times fa
 calibrated rates, measured at the limit (burst_speed; s_cap below), where e is what the window
 allows and no more than keeps the period's average power at the cap (burst_full_clock_share).
 Not fitted to rates: on an H100 (data/burst-rate), bf16 products in bursts of 4 ms to 1 s between
-10 ms gaps ran within 3% of that (the H200's fit, its tau_limiter and s_cap 0.893, against the
-back-to-back rate; perfmodel/burst_check.py).
+10 ms gaps ran within about 2-3% of that (the H200's fit, its tau_limiter and s_cap, against the
+back-to-back rate; perfmodel/burst_check.py prints the table, data/burst-rate/README.md the errors).
 
-Communication, measured (one H200, data/comm-power, made by the removed benchmarks/comm_power.py,
-`git show 44e4e61:benchmarks/comm_power.py`; `scalestudy instrument comm-power` makes it again as a
-raw-log run directory, which COMM_FILE may name instead): what the board draws while k thread
+Communication, measured (one H200, `scalestudy instrument comm-power`, the run directory COMM_FILE
+names; the removed benchmarks/comm_power.py's file in data/comm-power is the earlier one): what the board draws while k thread
 blocks (NCCL's channels) poll a flag in device memory and reduce chunks at a network's rate r
 (GB/s), the other SMs idle. Above the idle board the phases draw
 
     dP(k, r) = c_0 + c_k x k + c_r x r      (least squares over the phases; CommPower)
 
-(at 16 blocks: +6 W polling, +34 W reducing at 50 GB/s; the idle board itself 123 W at full
-clock). An exposed collective draws a gap's power plus that: P_comm = P_gap(g) + dP(channels,
+(data/comm-power/README.md gives the fitted terms and the idle board). An exposed collective draws a gap's power plus that: P_comm = P_gap(g) + dP(channels,
 bus rate). What it cannot capture: NIC and NVSwitch power (not board power), the NIC's DMA writes
 into HBM, NCCL's own loop. Without the measurement file the older assumption stands:
 P_comm = P_warm + f x (P_copy - P_warm), f = hbm_bytes_per_bus_byte x bus bandwidth / HBM
@@ -79,9 +77,9 @@ import numpy as np
 from scalestudy.measure.instruments import content_stamp, read_instrument
 from scalestudy.spec.checkout import checkout_path
 
-# the measurements the fit reads: a script's file as committed, or a run directory of `scalestudy instrument`
-DUTY_FILE = Path("data") / "power-duty" / "h200-power-duty.jsonl.gz"
-COMM_FILE = Path("data") / "comm-power" / "h200-comm-power.jsonl.gz"
+# the measurements the fit reads: run directories of `scalestudy instrument` (2026-12-07, the lent H200)
+DUTY_FILE = Path("data") / "power-duty" / "raw" / "power-duty-797ccedffe-seed0"
+COMM_FILE = Path("data") / "comm-power" / "raw" / "comm-power-e2b379b319-seed0"
 TAU_GRID_S = tuple(float(x) for x in np.geomspace(0.005, 2.0, 60))
 LIMITER_GRID_S = tuple(float(x) for x in np.geomspace(0.005, 5.0, 60))
 UNBOUNDED_S = math.inf
