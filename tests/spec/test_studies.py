@@ -318,8 +318,13 @@ def test_h200_reference_is_launchable_and_plans_the_committed_runs():
     assert s.launch and not s.collectives
     assert all(r.spec.world_size == 1 and r.spec.device == "cuda" for r in s.runs)
     raw = REPO / "data" / "h200-reference" / "raw"
-    if raw.is_dir():  # every committed run maps to its experiments, and every planned run is there
-        assert set(s.run_ids) == {p.name for p in raw.iterdir() if p.is_dir()}
+    if raw.is_dir():  # every committed run maps to its experiments or is retired, with why
+        committed = {p.name for p in raw.iterdir() if p.is_dir()}
+        assert committed - set(s.retired_runs) <= set(s.run_ids) and set(s.retired_runs) <= committed
+        # the planned runs not committed yet (partial: rows of status missing until the launcher makes
+        # them): instrumentation_overhead's, whose spec now says power_sampling false
+        missing = set(s.run_ids) - committed
+        assert s.partial and {r.run_id for r in s.runs_of("instrumentation_overhead")} == missing
 
 
 def test_a_study_dict_is_not_modified():

@@ -32,7 +32,9 @@ def test_a_prediction_reads_its_study_the_clusters_the_calibration_and_the_rank_
     assert any(f.startswith("data/h200-reference/raw/") for f in beside)
 
 
-def test_raw_dirs_one_a_planned_run_the_committed_ones_of_a_partial_study_and_a_predicted_study_whole():
+def test_raw_dirs_one_a_planned_run_the_committed_ones_of_a_partial_study_and_a_predicted_study_whole(tmp_path):
+    import dataclasses
+
     import pytest
 
     from scalestudy.spec.workflow_plan import NoRawLogs, raw_dirs
@@ -40,8 +42,11 @@ def test_raw_dirs_one_a_planned_run_the_committed_ones_of_a_partial_study_and_a_
     smoke = load_study("smoke", REPO)
     assert raw_dirs(smoke, REPO) == [f"data/smoke/raw/{r}" for r in smoke.run_ids + smoke.collectives_ids]
     rank = load_study("paper-rank", REPO)
-    committed = raw_dirs(rank, REPO)
-    assert 0 < len(committed) < len(rank.run_ids) and all((REPO / d).is_dir() for d in committed)
+    have = [f"data/paper-rank/raw/{r}" for r in rank.run_ids[:3]]
+    for d in have:
+        (tmp_path / d).mkdir(parents=True)
+    assert raw_dirs(dataclasses.replace(rank, partial=True), tmp_path) == have  # the committed ones only
+    assert len(raw_dirs(rank, tmp_path)) == len(rank.run_ids)  # whole: the missing ones are planned
     assert raw_dirs(load_study("paper-model", REPO), REPO) == ["data/paper-model/raw"]
     with pytest.raises(NoRawLogs, match="commit its raw logs first"):
         raw_dirs(load_study("mlperf", REPO), REPO / "no-such-root")

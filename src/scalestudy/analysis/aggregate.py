@@ -15,7 +15,9 @@ collectives.csv          one row per (benchmark run, op, size); collectives_summ
                          per (op, size, world size, nodes) over seeds (collectives_table).
 unplanned_runs.csv       run directories under the raw directory that the study did not plan, and
                          copies of planned runs anywhere but raw/RUN_ID (a backup, a duplicate):
-                         reported, never read into the tables (the audit counts them as problems).
+                         reported, never read into the tables (the audit counts them as problems,
+                         but for those the launcher moved aside and the runs the study retired,
+                         `retired_runs`: committed before the grid changed, each with why).
 predictions.csv          only when the study holds predicted runs (scalestudy.perfmodel): one row per
                          predicted run and metric, the predicted value, the model's band and its value
                          at every corner of the uncertainty box (';'-joined), so that claims can band a
@@ -165,6 +167,10 @@ def _planned_ids(study) -> dict[str, tuple[str, object]]:
     return ids
 
 
+# an unplanned_runs.csv reason of a run the study retired (Study.retired_runs: the grid no longer
+# plans it; its raw log stays as measured): never read, not an audit problem
+RETIRED = "retired by the study (retired_runs)"
+
 # what the launcher moves aside beside raw/RUN_ID: an unfinished attempt, and a finished run found
 # where it was to measure (launch.launcher.FOUND_SUFFIX: another workflow's, a copy), never read
 _ASIDE = re.compile(r"^(?P<run_id>.+)\.(?P<kind>incomplete|found)-[0-9T]+(~[0-9]+)?$")
@@ -174,13 +180,16 @@ def unplanned_runs(study, dirs: dict[str, list[Path]] | None = None) -> list[dic
     raw = Path(study.raw_dir)
     dirs = run_directories(raw) if dirs is None else dirs
     planned = _planned_ids(study)
+    retired = getattr(study, "retired_runs", None) or {}
     rows = []
     for name, paths in dirs.items():
         m = _ASIDE.match(name)
         for d in paths:
             if name in planned and d.parent == raw:
                 continue  # the one place a planned run is read from
-            if name in planned:
+            if name in retired and d.parent == raw:
+                reason = f"{RETIRED}: {retired[name]} (never read)"
+            elif name in planned:
                 reason = f"a copy of planned run {name} outside {raw.name}/{name} (a backup or a duplicate): never read"
             elif m and m.group("run_id") in planned:
                 reason = (

@@ -7,8 +7,10 @@
    the prediction recorded them (a changed calibration file makes the prediction stale);
 2. run directories under raw/ that the study did not plan, and copies of planned runs anywhere but
    raw/RUN_ID (backups, duplicates: never read); an unfinished attempt of a planned run that the
-   harness moved aside is not a problem; a status that contradicts its metrics (ok with fewer
-   measured steps than planned, oom with every step and no error) fails the rebuild;
+   harness moved aside is not a problem, nor a run the study retired (`retired_runs`: committed
+   before the grid changed; a retired run whose directory is gone is); a status that contradicts
+   its metrics (ok with fewer measured steps than planned, oom with every step and no error) fails
+   the rebuild;
 3. the tables, claims and every figure's CSV are rebuilt from the raw logs into a temporary
    directory and compared byte for byte with the ones in data/<study>/tables (tables) and
    figures/<study> (figure CSVs, claims.csv, claims.md); a missing file or a different one is a problem;
@@ -305,9 +307,15 @@ def audit(
     `strict`: a run made with a check weakened (runs.csv `weakened`) is a problem too."""
     raw = Path(study.raw_dir)
     problems = verify_checksums(raw) + _import_sources(study)
+    retired = getattr(study, "retired_runs", None) or {}
     for u in agg.unplanned_runs(study):
-        if "moved aside" not in u["reason"]:
+        if "moved aside" not in u["reason"] and not (u["run_id"] in retired and u["raw_dir"] == u["run_id"]):
             problems.append(f"{raw / u['raw_dir']}: unplanned run directory ({u['reason']})")
+    problems += [
+        f"{raw / run_id}: retired run (retired_runs) has no run directory: drop it from the study's retired_runs"
+        for run_id in sorted(retired)
+        if not (raw / run_id).is_dir()
+    ]
     try:
         # a partial study's planned runs without raw logs are rows of status missing, not problems
         tables = agg.build_tables(study, verify_checksums=False, allow_missing=getattr(study, "partial", False))

@@ -31,7 +31,8 @@ memory        peak_memory_bytes (max over ranks and steps of peak_allocated_byte
               peak_reserved_bytes, peak_memory_kind, alloc_retries
 energy        energy_j (summed over the GPUs of every rank), power_w_total (sum of the GPUs' mean
               power), power_w_per_gpu, idle_power_w_total, idle_power_w_per_gpu, tokens_per_joule
-              (measured tokens / energy_j), energy_method, energy_scope, energy_reason
+              (measured tokens / energy_j), energy_method, energy_scope, energy_reason (a run whose
+              spec says power_sampling false: NOT_SAMPLED, "not measured by design: ...")
 exposed comm  compute_s, comm_s, exposed_comm_s (per iteration: each trace's totals over its traced
               steps divided by its steps, then the mean over the traced ranks), overlap_fraction
               (1 - exposed/comm of those means), exposed_comm_share (exposed_comm_s / mean time of the traced steps),
@@ -50,7 +51,7 @@ from scalestudy.measure.rawlog import CorruptLogError, RunLog, weakened_checks
 from scalestudy.measure.table_files import CAVEAT_PREFIX  # noqa: F401 - the predicted rows' caveats
 from scalestudy.spec import catalog
 from scalestudy.spec.rank_share import LABEL, measured_input_names
-from scalestudy.spec.run import RunSpec, SpecError
+from scalestudy.spec.run import POWER_SAMPLING_OFF, RunSpec, SpecError
 
 SPEC_PREFIX = "spec."
 
@@ -160,6 +161,8 @@ METRICS = (
 )
 REASON_COLUMNS = ("throughput_reason", "mfu_reason", "energy_reason", "exposed_comm_reason")
 NOT_ANALYSED = "traces not analysed (run_row(traces=False))"
+# the energy of a run whose spec switched power sampling off: none measured, by design
+NOT_SAMPLED = f"not measured by design: {POWER_SAMPLING_OFF}"
 
 
 def spec_columns(spec: RunSpec) -> dict:
@@ -428,6 +431,9 @@ def _memory(log: RunLog) -> dict:
 # ---- energy ----------------------------------------------------------------------------
 def _energy(log: RunLog, spec: RunSpec, row: dict) -> dict:
     out: dict[str, Any] = {c: None for c in ENERGY_COLUMNS}
+    if not spec.power_sampling:  # never a failure: the spec asked for no power (the run id says so)
+        out["energy_reason"] = NOT_SAMPLED
+        return out
     recs = _records(log, "energy")
     by_rank: dict[int, dict] = {}
     for r in recs:

@@ -169,10 +169,13 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return 1
     from scalestudy.measure.rawlog import find_runs
 
-    runs = len(find_runs(study.raw_dir)) if Path(study.raw_dir).is_dir() else 0
+    found = [d.name for d in find_runs(study.raw_dir)] if Path(study.raw_dir).is_dir() else []
+    retired = sum(name in (study.retired_runs or {}) for name in found)  # checked, never read
     print(
         f"scalestudy audit: study {study.name}: {len(manifest)} tables, claims and figures (data and images) "
-        f"follow from the raw logs of {runs} runs" + (", none made with a check weakened" if args.strict else "")
+        f"follow from the raw logs of {len(found) - retired} runs"
+        + (f" ({retired} retired run(s) beside them: checksums checked, never read)" if retired else "")
+        + (", none made with a check weakened" if args.strict else "")
     )
     return 0
 

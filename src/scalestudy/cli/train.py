@@ -61,7 +61,6 @@ def cmd_train(args: argparse.Namespace) -> int:
         "scalestudy train",
         time_limit_s=args.time_limit_s,
         peak_tflops=peak,
-        power=args.power,
         power_period_s=args.power_period_s,
         progress_every=args.progress_every,
         metrics_sink=args.metrics_sink,
@@ -125,16 +124,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument(
-        "--power",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="GPU power and energy through NVML (default on)",
+        "--no-power",
+        dest="power_sampling",
+        action="store_false",
+        default=None,
+        help="the same as --no-power-sampling: the spec's power_sampling false, no GPU power or energy "
+        "measured (a run id of its own)",
     )
     p.add_argument(
         "--power-period-s",
         type=float,
         default=0.1,
-        help=help_line("NVML power sampling period", unit="s", allowed="> 0", default=0.1),
+        help=help_line(
+            "NVML power sampling period (where the spec's power_sampling is true)", unit="s", allowed="> 0", default=0.1
+        ),
     )
     p.add_argument(
         "--metrics-sink",

@@ -1,6 +1,7 @@
 """The measurements a training run makes around its steps, in one place: board power and energy
-over the measured steps (NVML), the profiler window, each step's record and progress line, the
-metrics sink, and after the measured window the GPU busy time and the trace's record."""
+over the measured steps (NVML; none where the spec says `power_sampling: false`), the profiler
+window, each step's record and progress line, the metrics sink, and after the measured window the
+GPU busy time and the trace's record."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from scalestudy.harness import device_busy
 from scalestudy.harness.power import PowerMonitor
 from scalestudy.harness.profiling import ProfilerWindow
 from scalestudy.harness.progress import Progress, default_every
+from scalestudy.spec.run import POWER_SAMPLING_OFF
 
 
 def sync(device: torch.device) -> None:
@@ -37,13 +39,14 @@ class MeasurementHooks:
     FLOPs and the device peak are known; then `step` for every step, `finish` after the last,
     `abort` on a failure and `close` always."""
 
-    def __init__(self, spec, run_dir, rank: int, device: torch.device, log, *, power: bool, power_period_s: float):
+    def __init__(self, spec, run_dir, rank: int, device: torch.device, log, *, power_period_s: float):
         self.spec, self.rank, self.device, self.log = spec, rank, device, log
+        power = spec.power_sampling  # the run specification's, the one source of truth (its run id says it)
         self.monitor = PowerMonitor(device.index if device.type == "cuda" and power else None, period_s=power_period_s)
-        if power and device.type == "cuda":
+        if not power:
+            self.monitor.reason = POWER_SAMPLING_OFF
+        elif device.type == "cuda":
             self.monitor.idle_power(1.0)
-        elif not power:
-            self.monitor.reason = "power measurement switched off for this run (--no-power)"
         self.profiler = ProfilerWindow(spec, run_dir, rank, device)
         self.progress: Progress | None = None
         self.measured_times: list[float] = []

@@ -113,7 +113,6 @@ def run_record(
     *,
     time_limit_s,
     peak_tflops,
-    power: bool,
     power_period_s: float,
     sink: dict,
     fake_comm: dict | None,
@@ -136,7 +135,7 @@ def run_record(
             "world_size": run.world,
             "comm_backend": spec.comm_backend,
             "peak_tflops": peak_tflops,
-            "power": power,
+            "power": spec.power_sampling,  # the spec's power_sampling (readers of earlier runs look here)
             "power_period_s": power_period_s,
             **({"metrics_sink": sink} if sink["kind"] != "none" else {}),
         },
@@ -154,7 +153,6 @@ def train(
     time_limit_s: float | None = None,
     quiet: bool = False,
     peak_tflops: float | None = None,
-    power: bool = True,
     power_period_s: float = 0.1,
     progress_every: int | None = None,
     metrics_sink: str | dict | None = "none",
@@ -194,14 +192,13 @@ def train(
                 run,
                 time_limit_s=time_limit_s,
                 peak_tflops=peak_tflops,
-                power=power,
                 power_period_s=power_period_s,
                 sink=sink,
                 fake_comm=fake_comm,
                 memory_cap=memory_cap,
             ),
         )
-    hooks = MeasurementHooks(spec, run_dir, rank, device, log, power=power, power_period_s=power_period_s)
+    hooks = MeasurementHooks(spec, run_dir, rank, device, log, power_period_s=power_period_s)
     try:
         if refused is not None:
             raise refused

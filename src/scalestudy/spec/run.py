@@ -51,7 +51,11 @@ ID_EXEMPT_AT_DEFAULT = {
     "cp": 1,
     "pp_embedding_stages": False,
     "system": "",
+    "power_sampling": True,
 }
+# What a run without power sampling records as its energy's reason (harness.hooks), and the
+# analysis names as "not measured by design" (analysis.run_table).
+POWER_SAMPLING_OFF = "power sampling switched off by the run specification (power_sampling: false)"
 # Precisions only imported runs have (docs/mlperf.md): the harness trains fp32 and bf16.
 IMPORTED_PRECISIONS = ("fp8", "nvfp4")
 # RunSpec.system: the name of a cluster description, workflow/clusters/NAME.yaml
@@ -322,6 +326,14 @@ class RunSpec:
     )
     profile_start: int = field(
         default=2, metadata=doc("first traced step, counted within the measured ones", unit="steps", allowed=_COUNT)
+    )
+    power_sampling: bool = field(
+        default=True,
+        metadata=doc(
+            "GPU board power and energy over the measured steps through NVML (and the idle power before them); "
+            "false: none measured, by design (the run records why; its tables say so)",
+            allowed=("true", "false"),
+        ),
     )
     comm: str = field(
         default="default",

@@ -158,6 +158,10 @@ class Study:
     expected_cost_cluster: str | None = None  # workflow/clusters NAME: the expected GPU-hours
     # run id -> why its numbers carry a known artefact (kept in use; consumers carry the caveat)
     known_artefacts: dict[str, str] = field(default_factory=dict)
+    # run id -> why the grid no longer plans it: a committed run directory whose configuration the
+    # study changed after it was measured (raw logs are never rewritten); listed in unplanned_runs.csv
+    # with why, never read into the tables, not an audit problem (analysis.aggregate.unplanned_runs)
+    retired_runs: dict[str, str] = field(default_factory=dict)
     # a rank-share study (comm: fake): {gpu, measured_on}, the GPU kind its one-GPU measurements
     # stand in for and the one they ran on (scalestudy.perfmodel.rank_shares); None: not one
     stands_in_for: dict | None = None
@@ -455,6 +459,20 @@ def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Pat
                 )
             ],
         )
+    retired = dict(data.get("retired_runs") or {})
+    planned_too = sorted(set(retired) & ({p.run_id for p in planned} | {c.run_id for c in collectives}))
+    if planned_too:
+        raise StudyError(
+            name,
+            [
+                (
+                    "retired_runs",
+                    f"{source or 'the study file'}: {', '.join(map(repr, planned_too))} "
+                    f"{'is' if len(planned_too) == 1 else 'are'} still planned by the grid: a retired run is "
+                    "one the grid no longer plans",
+                )
+            ],
+        )
     figures = (
         tuple(data["figures"])
         if "figures" in data
@@ -482,6 +500,7 @@ def study_from_dict(name: str, data: Any, *, root: Path | str = ".", source: Pat
         catalog=tuple(data.get("catalog", ())),
         peak_tflops=data.get("peak_tflops"),
         known_artefacts=artefacts,
+        retired_runs=retired,
         metrics_sink=dict(data["metrics_sink"]) if data.get("metrics_sink") else None,
         outlier_slowdown=None if data.get("outlier_slowdown") is None else float(data["outlier_slowdown"]),
         stands_in_for=dict(data["stands_in_for"]) if data.get("stands_in_for") else None,

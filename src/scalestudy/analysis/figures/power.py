@@ -3,7 +3,8 @@ against GPUs, FSDP against the best tensor/pipeline configuration at each GPU co
 tokens per joule; the others tried are grey dots) and HSDP where the study ran it; a further
 line per backend, model, ... where those differ. GPU board power only (NVML where measured): CPU, memory and
 network are not included. On CPU runs there is no GPU power: the figure says so in an explicit
-panel. Configurations: experiment `power`."""
+panel. A configuration whose spec says `power_sampling: false` has no power by design: not drawn,
+named in a note (or the explicit panel, where none is left). Configurations: experiment `power`."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from scalestudy.spec import catalog
 from scalestudy.spec.rank_share import measured_base
 from scalestudy.analysis.figures import drawing, prepare
 from scalestudy.analysis.figures.description import Description, Quantity
+from scalestudy.analysis.run_table import NOT_SAMPLED
 
 NAME = "power"
 EXPERIMENTS = ("power",)
@@ -52,6 +54,12 @@ AT_LIMIT = 0.005  # relative: a value this close to the power limit sits at it
 SHOWN_LIMIT = 0.9  # the limit is drawn where a panel's values reach this share of it
 
 
+def _sampled(spec: dict) -> bool:
+    """Whether the configuration's spec sampled power (tables without a power_sampling column: yes)."""
+    v = spec.get("power_sampling")
+    return v is None or str(v).lower() not in ("false", "0")
+
+
 def _lead(s: dict) -> str:
     return TPP if prepare.as_int(s.get("tp")) > 1 or prepare.as_int(s.get("pp")) > 1 else prepare.family(s)
 
@@ -68,6 +76,15 @@ def data(tables, study) -> prepare.FigureData:
     fd.cpu = prepare.is_cpu(cfgs)
     specs = prepare.specs_by_config(tables)
     full = {c["config_id"]: prepare.config_spec(c, specs) for c in cfgs}
+    unsampled = [c for c in cfgs if not _sampled(full[c["config_id"]])]
+    if unsampled:  # no power by design (the spec's power_sampling false): not drawn, never an 'x' of a failure
+        cfgs = [c for c in cfgs if _sampled(full[c["config_id"]])]
+        said = "; ".join(sorted({f"{c.get('label')} at {c.get('world_size')} GPUs" for c in unsampled}))
+        if not cfgs:
+            fd.empty_reason = f"no GPU power data: {NOT_SAMPLED}"
+            return fd
+        fd.notes.append(f"Not drawn ({NOT_SAMPLED}): {said}.")
+        full = {c["config_id"]: full[c["config_id"]] for c in cfgs}
     base = prepare.shown_names(full, _lead, LAYOUT_FIELDS, suffix={cid: "" for cid in full})
     names = prepare.shown_names(
         full, _lead, LAYOUT_FIELDS, suffix=prepare.measured_suffixes(cfgs, lambda c: base[c["config_id"]])
