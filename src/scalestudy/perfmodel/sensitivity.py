@@ -92,7 +92,7 @@ def inputs(base: Setup, cal: Calibration, root: Path | str = ".") -> list[Input]
     u = lambda k: base.h100.v(f"uncertainty.{k}")  # noqa: E731
     s0 = float(base.options.overlap_slowdown)
     e = cal.compute_error
-    h100_rate = catalog.gpu("NVIDIA H100 80GB HBM3").matmul_achievable_tflops["bf16"]
+    h100_rate = catalog.gpu("NVIDIA H100 80GB HBM3").matmul_achievable_flops_per_s["bf16"] / 1e12
     return [
         Input(
             "network latency",
