@@ -1,0 +1,19 @@
+"""The claims' sensitivity inputs (perfmodel/sensitivity.py) name what they rest on from the catalog."""
+
+from pathlib import Path
+
+from scalestudy.perfmodel.predict import cached_calibration
+from scalestudy.perfmodel.sensitivity import MAMF_H100_BF16_TFLOPS, base_setup, inputs
+from scalestudy.spec import catalog
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_the_computation_rate_input_names_the_h100s_measured_rate_from_the_catalog():
+    cal = cached_calibration("data/h200-reference/raw", REPO)
+    by_name = {i.name: i for i in inputs(base_setup(REPO), cal, REPO)}
+    rate = catalog.gpu("NVIDIA H100 80GB HBM3").matmul_achievable_flops_per_s["bf16"] / 1e12
+    source = by_name["computation rate"].source
+    assert f"{rate:.2f} measured" in source and f"{MAMF_H100_BF16_TFLOPS} published" in source
+    assert f"{rate / MAMF_H100_BF16_TFLOPS - 1:.1%}" in source
+    assert all(len(i.levels) == 2 for i in by_name.values())
