@@ -75,6 +75,14 @@ def model_rule_inputs(section):
 beside_inputs, prediction_inputs = model_rule_inputs("model_beside"), model_rule_inputs("prediction")
 
 
+def model_input_logs(wildcards):
+    """The raw logs the model's inputs table reads (each run's sealed status.json) and the study's
+    calibration runs' run.json (perfmodel/inputs_table.py input_files; rule model_inputs)."""
+    from scalestudy.perfmodel.inputs_table import input_files
+
+    return input_files(".", get_study(wildcards.study).prediction["calibration"])
+
+
 def planned_run(wildcards):
     study = get_study(wildcards.study)
     if not study.launch:
@@ -317,6 +325,8 @@ def all_targets(wildcards):
         targets += expand(
             "figures/{study}/model_validation{ext}", study=STUDY.name, ext=(".pdf", ".png", ".csv", "_ledger.csv")
         )
+        # the model's inputs, each with its source and raw log (workflow/rules/model.smk model_inputs)
+        targets += expand("figures/{study}/model_inputs.{ext}", study=STUDY.name, ext=("md", "csv"))
     if STUDY.name == README_STUDY:  # the README's pictures (workflow/rules/figures.smk readme_pictures)
         targets += expand("docs/img/{study}/{figure}.png", study=README_STUDY, figure=README_FIGURES)
     return targets

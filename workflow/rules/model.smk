@@ -108,3 +108,35 @@ rule claim_sensitivity:
         model=MODEL_CODE_VERSION,
     shell:
         "scalestudy model sensitivity --study {params.study:q} > {log:q} 2>&1"
+
+
+# The model's measured, published and assumed inputs (perfmodel/inputs_table.py): each value with its
+# unit, source, raw log and the log's content sha256, as markdown and CSV. The docs quote these values
+# only in blocks generated from the same table (scalestudy model inputs --update-docs). Re-runs with the
+# model (params.model: its code and catalogs) or a changed raw log.
+rule model_inputs:
+    input:
+        prediction_inputs,
+        model_input_logs,
+    output:
+        md="figures/{study}/model_inputs.md",
+        csv=report(
+            "figures/{study}/model_inputs.csv",
+            caption="../report/model-inputs.rst",
+            category="Tables",
+            labels={"table": "model_inputs"},
+        ),
+    log:
+        "data/{study}/logs/model_inputs.log",
+    wildcard_constraints:
+        study=PREDICTED_STUDIES,
+    localrule: True
+    conda:
+        "../envs/scalestudy.yaml"
+    params:
+        calibration=lambda wildcards: list(get_study(wildcards.study).prediction["calibration"]),
+        model=MODEL_CODE_VERSION,
+    shell:
+        "(scalestudy model inputs --calibration {params.calibration:q} --out {output.md:q} && "
+        "scalestudy model inputs --calibration {params.calibration:q} --format csv --out {output.csv:q}) "
+        "> {log:q} 2>&1"

@@ -6,6 +6,7 @@
     scalestudy model clusters [--json]
     scalestudy model study --study NAME [--root DIR] [--out DIR]
     scalestudy model beside --study NAME [--root DIR] [--out CSV]
+    scalestudy model inputs [--format md|csv] [--only PART,...] [--out FILE] [--update-docs | --check-docs]
 
 `predict` prints a step's time, tokens/s (global and per device), MFU, computation,
 communication, exposed communication and GPU power, each with the model's band, the collectives
@@ -24,6 +25,10 @@ to them) and prints each row's error and each group's against its target; --out 
 `beside` predicts each configuration of a study of measurements with a `model_beside` section
 (perfmodel/beside.py) or names why the model cannot express it, for the figures to draw beside
 the measured points (data/NAME/tables/model_beside.csv; nothing fitted to the measurements).
+`inputs` prints the model's measured, published and assumed inputs (achievable matmul rates, carry
+factors, the power fits, the burst check, the GEMM shape factors), each with its source, raw log and
+the log's sha256 (perfmodel/inputs_table.py); `--update-docs` rewrites the docs' generated blocks of
+it, `--check-docs` names the stale ones.
 Calibration data default: data/h200-reference/raw.
 """
 
@@ -307,6 +312,35 @@ def cmd_gemm_factors(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_inputs(args: argparse.Namespace) -> int:
+    from scalestudy.perfmodel import inputs_table
+
+    root = Path(args.root)
+    if args.update_docs or args.check_docs:
+        if args.out or args.only or args.format != "md":
+            raise ValueError("--update-docs and --check-docs take each block's own --format and --only")
+    only = [p for p in args.only.split(",") if p] if args.only else None
+    inputs_table.select([], only)  # an unknown part is refused before anything is read
+    rows = inputs_table.rows(root, args.calibration)
+    if args.update_docs or args.check_docs:
+        stale = inputs_table.update_docs(root, rows, write=args.update_docs)
+        verb = "rewritten" if args.update_docs else "stale (scalestudy model inputs --update-docs)"
+        for path in stale:
+            print(f"{path}: generated blocks {verb}")
+        if not stale:
+            print("the docs' generated blocks of the model's inputs are current")
+        return 1 if stale and args.check_docs else 0
+    text = inputs_table.render(rows, args.format, only)
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        print(f"the model's inputs ({len(inputs_table.select(rows, only))} rows): {out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def _guard(fn):
     def run(args):
         from scalestudy.measure.rawlog import RawLogError
@@ -458,6 +492,35 @@ def register(subparsers) -> None:
     )
     q.add_argument("--root", default=".", help="the project root (default .)")
     q.set_defaults(func=_guard(cmd_gemm_factors))
+
+    q = sub.add_parser(
+        "inputs",
+        help="the model's measured, published and assumed inputs as one table: value, unit, source, "
+        "raw log and its sha256; or rewrite the docs' generated blocks of it",
+    )
+    q.add_argument("--root", default=".", help="the project root (default .)")
+    q.add_argument(
+        "--calibration",
+        nargs="+",
+        default=[DEFAULT_CALIBRATION],
+        help=f"raw-log directories of the calibration runs, whose GPU the carry factors are taken over "
+        f"(default {DEFAULT_CALIBRATION})",
+    )
+    q.add_argument("--format", choices=("md", "csv"), default="md", help="markdown table (default) or CSV")
+    q.add_argument(
+        "--only",
+        metavar="PART,...",
+        help="only these parts: matmul, carry, power, comm-power, burst, gemm (default all)",
+    )
+    q.add_argument("--out", metavar="FILE", help="write the table to FILE instead of printing it")
+    q.add_argument(
+        "--update-docs",
+        action="store_true",
+        help="rewrite every block between '<!-- BEGIN scalestudy model inputs ... -->' and "
+        "'<!-- END scalestudy model inputs -->' in README.md and docs/*.md",
+    )
+    q.add_argument("--check-docs", action="store_true", help="exit 1 naming the docs whose generated blocks are stale")
+    q.set_defaults(func=_guard(cmd_inputs))
 
     q = sub.add_parser("clusters", help="list the cluster descriptions")
     q.add_argument("--root", default=".", help="the project root (default .)")

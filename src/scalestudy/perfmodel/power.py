@@ -58,7 +58,7 @@ diminishing returns", HotPower 2010; D. J. Greaves, Cambridge "System on Chip" n
 
 with P_idle (floor) and P_compute (unthrottled matrix products) from the duty-cycle fit. Tensor-core
 work runs at s_cap of its full-clock rate; the measured efficiencies already hold the measured
-GPU's own s_cap (the H200 at 700 W: ~0.965), so another GPU's matrix products run at
+GPU's own s_cap (the H200 at 700 W: `scalestudy model inputs` prints it), so another GPU's matrix products run at
 s_cap(target) / s_cap(measured) of the calibrated rate (clock_ratio). Memory-bound work is not
 throttled (copies draw below the limit; the HBM clock is not lowered) [assumed]. A GPU whose
 limit is its design power throttles as the measured one does (ratio 1); a part limited below
