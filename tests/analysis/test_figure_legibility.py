@@ -15,7 +15,7 @@ from matplotlib.colors import to_rgba
 from matplotlib.legend import Legend
 
 import figure_fixtures
-from scalestudy.analysis.figures import drawing, figure_data, prepare
+from scalestudy.analysis.figures import colors, drawing, figure_data, prepare
 from scalestudy.analysis.figures import draw as draw_figure
 from scalestudy.analysis.figures.description import Description, Quantity
 from scalestudy.spec.rank_share import MEASURED_BUSY_SERIES, MEASURED_SERIES, MEASURED_SERIES_SUFFIXES, MEASURED_SUFFIX
@@ -257,6 +257,136 @@ def test_dodge_slots_put_a_variant_right_of_its_base_and_coinciding_series_apart
     assert slots["HSDP"] == 1  # on FSDP
     assert slots[f"FSDP{MEASURED_SERIES}"] == 1  # right of its base
     assert slots[f"TP=2{MEASURED_SERIES}"] == 1  # its base not drawn: right of the plain series at its x
+
+
+def test_a_series_with_one_point_on_a_longer_one_is_the_one_dodged():
+    """step_time_microbatches: h100-azure's one point (named before h100-eos) lay on h100-eos's at 8
+    micro-batches; neither moved (the longer one does not lie on the shorter as a whole)."""
+    pts = {
+        "azure": [{"x": 8, "y": 0.952}],
+        "eos": [{"x": 8, "y": 0.927}, {"x": 16, "y": 1.61}, {"x": 128, "y": 11.07}],
+    }
+    assert drawing.dodge_slots(pts) == {"eos": 0, "azure": 1}
+    fd = prepare.FigureData(
+        "t",
+        "t",
+        rows=[{**r, "series": s, "panel": Q.label} for s, rs in pts.items() for r in rs],
+        panels=[Q.label],
+    )
+    styles = drawing.figure_styles(fd, ["azure", "eos"])
+    assert styles["eos"][0] == "o" and styles["azure"][0] in drawing.COINCIDE_MARKERS
+
+
+def test_lines_crossing_at_one_point_are_dodged_there_where_every_point_is_a_configuration():
+    """weak_scaling (mlperf): two families 0.3% apart at 512 GPUs, neither lying on the other as a
+    whole: one point hid the other."""
+    rows = _rows({"a": [700.0, 740.8, 760.0], "b": [600.0, 743.2, 900.0]}, T.label, (256, 512, 1024))
+    fd = prepare.FigureData("t", "t", rows=rows, panels=[T.label], description=DESC)
+    _, axes = _draw(fd)
+    assert _drawn_x(axes[0], fd, T.label, "a")[512] == _drawn_x(axes[0], fd, T.label, "b")[512]  # only when asked
+    fig, axes = _draw(fd, every_point=True)
+    a, b = _drawn_x(axes[0], fd, T.label, "a"), _drawn_x(axes[0], fd, T.label, "b")
+    assert b[512] > a[512] * 2**0.04 and a[256] == 256 and b[1024] == 1024  # the crossing point only
+    assert not legend_mismatches(fig, fd)
+    assert drawing.dodge_note(rows, every_point=True).startswith("Dodged: where points of several series")
+    assert drawing.dodge_note(rows) is None
+
+
+def test_a_near_x_value_does_not_squeeze_the_points_dodged_elsewhere():
+    """hardware_generations (mlperf): 72 GPUs beside 64 made one slot 0.05 octave in the whole panel,
+    seven B200 systems at 8 GPUs a marker's width apart together."""
+    pts = {f"s{i}": [{"x": 8, "y": 23.0 + 0.05 * i}] for i in range(7)}
+    pts["t"] = [{"x": 16, "y": 30.0}, {"x": 64, "y": 29.0}]
+    pts["u"] = [{"x": 72, "y": 28.0}]
+    slots = drawing.drawn_slots(pts)
+    assert sorted(slots.values()) == [0, 0, 0, 0, 1, 2, 3, 4, 5, 6]
+    assert drawing.dodge_room_step(slots, log_x=True) == pytest.approx(0.45 / 6)  # by 8's room to 16, not 64's to 72
+
+
+def test_the_papers_values_of_one_panel_differ_in_dash_pattern():
+    """hardware_generations: 'paper: A100 59.67' and 'paper: H100 40.77' were drawn alike."""
+    desc = Description(
+        name="t",
+        title="t",
+        paper="p",
+        shows="s",
+        series="s",
+        x=Quantity("GPUs"),
+        quantities=(Q,),
+        category="c",
+        paper_values=((Q.label, 59.67, "A100"), (Q.label, 40.77, "H100")),
+    )
+    fd = prepare.FigureData("t", "t", rows=_rows({"a": [45.0, 44.0, 43.0, 42.0, 41.0]}, Q.label, XS), panels=[Q.label])
+    fd.description = desc
+    fig, axes = _draw(fd)
+    lines = {ln.get_label(): ln for ln in axes[0].get_lines() if ln.get_label().startswith("paper:")}
+    assert set(lines) == {"paper: A100 59.67", "paper: H100 40.77"}
+    assert _look(lines["paper: A100 59.67"]) != _look(lines["paper: H100 40.77"])
+    handles = _legend(fig)
+    assert _look(handles["paper: A100 59.67"]) != _look(handles["paper: H100 40.77"])
+
+
+def test_the_model_beside_a_series_is_its_colour_and_marker_hollow_and_dotted():
+    ys = [1000.0, 990.0, 980.0, 970.0, 960.0]
+    series = {"FSDP": ys, f"FSDP{prepare.MODEL_SERIES}": [y * 1.1 for y in ys], "HSDP": [y * 0.8 for y in ys]}
+    series[f"HSDP{prepare.MODEL_SERIES}"] = [y * 0.85 for y in ys]
+    fd = prepare.FigureData("t", "t", rows=_rows(series, T.label, XS, spread=0.02), panels=[T.label], description=DESC)
+    fig, _ = _draw(fd)
+    handles = _legend(fig)
+    for base in ("FSDP", "HSDP"):
+        h, model = handles[base], handles[f"{base}{prepare.MODEL_SERIES}"]
+        assert _look(h)[:2] == _look(model)[:2]  # colour and marker
+        assert _look(model)[2] == drawing.DOTTED and to_rgba(model.get_markerfacecolor()) == to_rgba("white")
+        assert to_rgba(h.get_markerfacecolor()) == to_rgba(h.get_color())  # the measured series filled
+    assert not legend_mismatches(fig, fd) and not alike_entries(fig) and not variants_on_plain_points(fig, fd)
+
+
+# ---- colours ---------------------------------------------------------------------------------------
+def test_the_colour_distance_is_ciede2000():
+    """Reference pairs of Sharma, Wu and Dalal (2005), the CIEDE2000 test data."""
+    import numpy as np
+
+    pairs = [
+        ((50.0, 2.6772, -79.7751), (50.0, 0.0, -82.7485), 2.0425),
+        ((50.0, 2.5, 0.0), (73.0, 25.0, -18.0), 27.1492),
+        ((50.0, 2.5, 0.0), (50.0, 0.0, -2.5), 4.3065),
+        ((60.2574, -34.0099, 36.2677), (60.4626, -34.1751, 39.4387), 1.2644),
+    ]
+    for a, b, want in pairs:
+        assert float(colors.delta_e(np.array(a), np.array(b))) == pytest.approx(want, abs=1e-4)
+    assert colors.distance("#ffffff", "#ffffff") == 0.0
+
+
+@pytest.mark.parametrize("n", [9, 10, 11, 15, 20, 24])
+def test_past_the_colour_blind_nine_no_two_colours_are_nearly_alike(n):
+    """weak_scaling (mlperf, 11 families): evenly spaced hues gave two olive, two teal and three pink
+    lines."""
+    pal = drawing.palette(n)
+    dark_cb = [c for c in drawing.palette(9) if colors.lab(c)[0] <= colors.LIGHTNESS[1]]  # all but pink, yellow
+    assert len(pal) == n and (pal == drawing.palette(9) if n == 9 else pal[:7] == dark_cb)
+    d, i, j = colors.closest_pair(pal)
+    assert d >= colors.MIN_DISTANCE, (n, d, i, j)
+    assert all(colors.distance(c, drawing.MUTED) >= colors.MIN_DISTANCE for c in pal)  # none the grey of the others
+    if n > 9:  # none too light for a small marker on white (the colour-blind pink and yellow)
+        assert all(colors.lab(c)[0] <= colors.LIGHTNESS[1] for c in pal)
+
+
+def test_colour_groups_give_a_hue_a_group_and_its_series_a_marker_each():
+    """hardware_generations: the GPU kind (a group) at a glance; its systems by shade and marker."""
+    groups = {f"B200 s{i}": "B200" for i in range(14)} | {f"GB200 s{i}": "GB200" for i in range(3)}
+    groups |= {"H100 s0": "H100", "H100 s1": "H100", "H200 s0": "H200"}
+    series = sorted(groups)
+    cols = drawing.series_colors(series + [f"B200 s0{prepare.MODEL_SERIES}"], groups=groups)
+    styles = drawing.group_styles(series, groups)
+    assert cols[f"B200 s0{prepare.MODEL_SERIES}"] == cols["B200 s0"]
+    for i, a in enumerate(series):
+        for b in series[i + 1 :]:
+            if groups[a] != groups[b]:
+                assert colors.distance(cols[a], cols[b]) >= colors.MIN_DISTANCE, (a, b)
+            else:
+                assert cols[a] != cols[b] and styles.get(a, ("o",))[0] != styles.get(b, ("o",))[0], (a, b)
+    assert "H200 s0" not in styles  # alone in its group: the default marker
+    assert drawing.series_colors(series, groups={s: "one" for s in series}) == drawing.series_colors(series)
 
 
 # ---- power -----------------------------------------------------------------------------------------
@@ -555,6 +685,9 @@ def _committed(study_name: str, name: str):
         ("paper-model", "weak_scaling"),
         ("paper-model", "strong_scaling"),
         ("paper-model", "power"),
+        ("paper-model", "hardware_generations"),
+        ("mlperf", "weak_scaling"),
+        ("mlperf", "hardware_generations"),
     ],
 )
 def test_the_studies_figures_draw_each_series_as_its_legend_shows_it(study_name, name):

@@ -4,6 +4,7 @@ Shared by the figure modules, lowest first (each imports only modules above it):
 - `save`: writing a figure's PDF, PNG and CSV (FIGURE_COLUMNS) with the code version in their metadata;
 - `description`: a figure in words (`Description`, `Quantity`): title, caption, notes, quantities;
 - `prepare`: a figure's data from the tables: `FigureData`, series names, the rows (with CIs) and their notes;
+- `colors`: perceptual colour distance (CIEDE2000) and the palettes built with it (categorical, shades of a hue);
 - `drawing`: style, colours, the figure's frame (header, footer, legend), line panels, failed marks, axes;
 - `heatmap`: heatmap panels over TP x PP (tp_pp_grid, rank_grid).
 
@@ -16,7 +17,8 @@ How to add a figure
      shows against what, what a series is, the x quantity and the plotted `Quantity`s (name,
      unit, summary metric, scale, possible range), footnotes. The report's caption, the drawn
      title and notes and the CSV's x_quantity / y_quantity all come from it; a predicted study
-     is said to be predicted in each by `Description.basis`;
+     is said to be predicted in each by `Description.basis`; `hue_by` (a spec field, e.g.
+     "hardware") colours the series by its values, a hue a value (`FigureData.groups`);
    - `data(tables, study) -> FigureData`: start with `prepare.begin(DESCRIPTION, ...)`, name the
      series with `prepare.series_names` (strategy family plus what else differs, never the GPU
      count) and make rows with `prepare.metric_rows` / `prepare.config_row(..., **prepare.stat(cfg,
@@ -157,6 +159,8 @@ def figure_data(name: str, tables, study) -> prepare.FigureData:
     fd.rows = prepare.sort_rows(fd.rows, fd.panels)
     desc = fd.description or description(name)
     fd.description = desc
+    if desc.hue_by and not fd.groups:
+        fd.groups = prepare.series_groups(fd.rows, tables, desc.hue_by)
     fd.predicted = fd.predicted or prepare.is_predicted(tables, study)
     kind = PREDICTED if fd.predicted else study_evidence(study)
     fd.title = desc.heading(kind)

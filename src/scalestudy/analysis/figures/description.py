@@ -79,6 +79,12 @@ class Description:
     paper_result: str = ""
     # the paper's own numbers, drawn as labelled reference lines: (quantity label, value, what)
     paper_values: tuple[tuple[str, float, str], ...] = ()
+    # a spec field (prepare.config_spec: "hardware", the GPU kind) whose values each take a hue of
+    # their own: the series of one value are shades of it with a marker each (drawing.series_colors)
+    hue_by: str | None = None
+    # each point a configuration a reader looks up, not a sample of a curve: a point lying on another
+    # series' point is drawn beside it even where the two lines only cross there (drawing.point_slots)
+    every_point: bool = False
     extra: dict = field(default_factory=dict)
 
     def quantity(self, name: str) -> Quantity:

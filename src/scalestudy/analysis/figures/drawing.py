@@ -16,13 +16,21 @@ hand, and why:
 - one legend for all panels (figure_legend, legend_rows_for): seaborn's legends are per axes;
   the handles it made are gathered, deduplicated and ordered naturally (no natsort dependency)
   below the panels, and their rows reserved in the figure's height;
+- the colours seaborn maps (palette, series_colors; perceptual distance in figures.colors): past the
+  colour-blind nine each next colour the farthest from all before it, not evenly spaced hues (eleven
+  series got two olive and three pink lines); a figure that declares a colour group
+  (Description.hue_by: the GPU kind) gets a hue a group and shades of it, with a marker a series
+  (group_styles);
 - one style a series in every panel (figure_styles): the legend shows a series once, so its marker
   and dashes are decided for the whole figure before any panel is drawn; a series lying on an
   earlier one (coinciding) gets another marker (its dashes keep saying what kind of series it is);
-- dodging (dodge_slots): seaborn's lineplot has no dodge; a variant series (a prediction with a
+  the model beside a series takes its colour and marker, hollow (a second sns.lineplot, HOLLOW) and
+  dotted;
+- dodging (dodge_slots, dodged_x): seaborn's lineplot has no dodge; a variant series (a prediction with a
   measured rank share, the model beside a measurement) is drawn a step right of the plain series
   at its x values, and a series lying on another a step further, so neither hides in the other's
-  error bars;
+  error bars (with every_point, a point lying on another where two lines only cross too); a step
+  as wide as the room to the next ticked x allows;
 - reference lines (reference_lines): a limit the data can sit at (a power limit, a memory cap),
   drawn and named in the legend;
 - failed marks (mark_failed, failed_note): an 'x' at the foot of the axes, in axes coordinates;
@@ -38,7 +46,7 @@ import re
 import textwrap
 from typing import Callable, Iterable
 
-from scalestudy.analysis.figures import prepare
+from scalestudy.analysis.figures import colors, prepare
 from scalestudy.analysis.figures.description import Description
 from scalestudy.analysis.figures.prepare import FigureData
 from scalestudy.spec.rank_share import MEASURED_BUSY_SERIES, MEASURED_SERIES, MEASURED_SERIES_SUFFIXES
@@ -93,11 +101,40 @@ def _colorblind() -> list:
 
 
 def palette(n: int) -> list:
-    """Categorical colours (strategies, backends): colour-blind safe up to its 9; past them evenly
-    spaced hues (husl, as seaborn's own default past a palette's size), so no two series share a colour."""
-    import seaborn as sns  # heavy: imported only when drawing
+    """Categorical colours (strategies, backends): colour-blind safe up to its 9; past them its
+    colours but the two lightest (its pink and yellow: a small marker of them is hard to see on white,
+    colors.LIGHTNESS), then each next colour the one farthest (ΔE00) from all before it
+    (colors.categorical), so that no two series of a figure are closer than the colour-blind palette's
+    own closest pair (colors.MIN_DISTANCE); an evenly spaced hue circle gave two olive and three pink
+    lines to eleven series."""
+    base = _colorblind()
+    if n <= len(base):
+        return base[: max(n, 1)]
+    dark_enough = tuple(tuple(c) for c in base if colors.lab(c)[0] <= colors.LIGHTNESS[1])
+    return colors.categorical(dark_enough, n)
 
-    return _colorblind()[: max(n, 1)] if n <= 9 else list(sns.color_palette("husl", n))
+
+# The base colour of each colour group (series_colors' groups: the GPU kinds of hardware_generations),
+# as places in _colorblind(), in the order of the groups: hues far apart first (blue, orange, green,
+# purple), so that each group's shades (colors.shades) keep to a hue of their own.
+GROUP_BASES = (0, 1, 2, 4, 3, 8, 5, 7, 6)
+# the markers of one group's series (its shades alone can be too close to tell apart), in order
+GROUP_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "p", "h", "*", "d", "H")
+
+
+def color_groups(series: Iterable[str], groups: dict[str, str] | None) -> dict[str, list[str]]:
+    """The plain series (variant_base None) of each group, groups in natural order, series in the
+    given order; {} where fewer than two groups or more than GROUP_BASES have series, or a series
+    has no group (then one categorical palette colours them)."""
+    plain = [s for s in series if variant_base(s) is None and not s.endswith(prepare.FIT_SERIES)]
+    if not groups or any(s not in groups for s in plain):
+        return {}
+    out: dict[str, list[str]] = {}
+    for s in plain:
+        out.setdefault(groups[s], []).append(s)
+    if not 1 < len(out) <= len(GROUP_BASES):
+        return {}
+    return {g: out[g] for g in sorted(out, key=natural)}
 
 
 # One colour a strategy family in every study (family_colors: figures compared across studies), in
@@ -163,12 +200,14 @@ def figure_for(
     )
 
 
-def series_colors(series: list[str], after: int = 0) -> dict[str, object]:
+def series_colors(series: list[str], after: int = 0, groups: dict[str, str] | None = None) -> dict[str, object]:
     """A palette colour a series; a measured-inputs series (MEASURED_SERIES_SUFFIXES), the model
     beside a series (prepare.MODEL_SERIES) and a series' fit (prepare.FIT_SERIES) take its base
     series' colour, and their own marker and dashes (line_style); two measured-inputs series of one
     base (wall step, GPU busy time) share a colour where the base itself is not drawn. `after`: the
-    first colours of the palette are taken by other series of the figure."""
+    first colours of the palette are taken by other series of the figure. `groups` (series -> group,
+    FigureData.groups: a GPU kind): each group a hue of its own (GROUP_BASES), its series shades of it
+    (colors.shades; group_styles gives them a marker each), where color_groups finds two or more."""
     suffixes = (*MEASURED_SERIES_SUFFIXES, prepare.MODEL_SERIES, prepare.FIT_SERIES)
 
     def base(s: str) -> str:
@@ -178,8 +217,27 @@ def series_colors(series: list[str], after: int = 0) -> dict[str, object]:
         return s
 
     own = list(dict.fromkeys(base(s) for s in series))
-    colors = dict(zip(own, palette(after + len(own))[after:]))
-    return {s: colors[base(s)] for s in series}
+    by_group = color_groups(own, groups)
+    if by_group:
+        cb = _colorblind()
+        bases = tuple(tuple(cb[GROUP_BASES[k]]) for k in range(len(by_group)))
+        hues = colors.shades(bases, tuple(len(m) for m in by_group.values()))
+        shade = {s: hues[g][i] for g, members in enumerate(by_group.values()) for i, s in enumerate(members)}
+    else:
+        shade = dict(zip(own, palette(after + len(own))[after:]))
+    return {s: shade[base(s)] for s in series}
+
+
+def group_styles(series: list[str], groups: dict[str, str] | None) -> dict[str, tuple[str, object]]:
+    """(marker, dashes) of the plain series of each colour group of several (color_groups): a
+    GROUP_MARKERS marker each, in order, solid; their variants take it in figure_styles. {} without
+    groups."""
+    return {
+        s: (GROUP_MARKERS[i % len(GROUP_MARKERS)], SOLID)
+        for members in color_groups(series, groups).values()
+        if len(members) > 1
+        for i, s in enumerate(members)
+    }
 
 
 MUTED = "#aaaaaa"  # the other strategies tried, drawn as grey dots
@@ -191,6 +249,8 @@ MUTED = "#aaaaaa"  # the other strategies tried, drawn as grey dots
 SOLID, DASHED, DOTTED, DASHDOT = "", (4, 2), (1, 1.5), (4, 1.5, 1, 1.5)
 COINCIDE_MARKERS = ("^", "v", "<", ">", "p", "h", "X", "*")
 VARIANT_SUFFIXES = (*MEASURED_SERIES_SUFFIXES, prepare.MODEL_SERIES)  # drawn beside their plain series
+# the model beside a measured series (prepare.MODEL_SERIES): its series' colour and marker, hollow
+HOLLOW = {"markerfacecolor": "white", "markeredgecolor": "auto", "markeredgewidth": 1.1}
 
 
 def line_style(series: str) -> tuple[str, object]:
@@ -230,28 +290,41 @@ def figure_styles(
     fd: FigureData, series: list[str], given: dict[str, tuple[str, object]] | None = None, tol: float = 0.03
 ) -> dict[str, tuple]:
     """(marker, dashes) of each series for the whole figure: `given` or line_style; a plain series
-    that lies on an earlier one in some panel takes the first COINCIDE_MARKERS marker no other
-    series has (a variant keeps its kind's marker: dodge_slots draws it beside its plain series).
-    No two series of one colour look alike, so no two legend entries do."""
+    that lies on another in some panel (the one with fewer points: longest_first) takes the first
+    COINCIDE_MARKERS marker no other series has (a variant keeps its kind's marker: dodge_slots draws
+    it beside its plain series); the model beside a series (prepare.MODEL_SERIES) takes its series'
+    marker, drawn hollow (HOLLOW) and dotted. No two series of one colour look alike, so no two
+    legend entries do."""
     given = given or {}
     styles = {s: given.get(s) or line_style(s) for s in series}
     valued = [r for r in fd.rows if r.get("y") is not None and r.get("x") is not None]
     hidden = set()
     for panel in fd.panels:
+        points = {s: [r for r in valued if r["panel"] == panel and r["series"] == s] for s in series}
         drawn: list[list[dict]] = []
-        for s in series:
-            pts = [r for r in valued if r["panel"] == panel and r["series"] == s]
-            if pts:
-                if coinciding(pts, drawn, tol):
-                    hidden.add(s)
-                drawn.append(pts)
+        for s in longest_first({s: p for s, p in points.items() if p}):
+            if coinciding(points[s], drawn, tol):
+                hidden.add(s)
+            drawn.append(points[s])
 
     for s in series:
         if s in hidden and s not in given and variant_base(s) is None:
             used = {styles[t][0] for t in series if t != s}
             marker = next((m for m in COINCIDE_MARKERS if m not in used), styles[s][0])
             styles[s] = (marker, styles[s][1])
+    for s in series:
+        base = variant_base(s)
+        if s.endswith(prepare.MODEL_SERIES) and s not in given and base in styles:
+            styles[s] = (styles[base][0], styles[s][1])
     return styles
+
+
+def longest_first(points: dict[str, list[dict]]) -> list[str]:
+    """Series with the most points first (else in the given order): where two lie on each other, the
+    one with fewer points is the one moved (dodge_slots) or given another marker (figure_styles),
+    not a whole line for one point of another series."""
+    order = list(points)
+    return sorted(order, key=lambda s: (-len(points[s]), order.index(s)))
 
 
 def _hidden_by(a: list[dict], b: list[dict]) -> bool:
@@ -268,13 +341,14 @@ def _hidden_by(a: list[dict], b: list[dict]) -> bool:
 
 def dodge_slots(points: dict[str, list[dict]], tol: float = 0.03) -> dict[str, int]:
     """The slot of each series of a panel (points by series, in drawing order), in steps right of
-    its x values: a plain series right of the earlier ones it lies on (_on); a variant
+    its x values: a plain series right of the earlier ones it lies on (_on; longest_first, the
+    variants after the plain ones likewise); a variant
     (variant_base) right of its plain series (of the panel's plain series where its own is not
     drawn) and of any plain series whose error bar it would sit in at one x (_hidden_by), so that a
     prediction with a measured input is never drawn on a model-only point of the same x."""
     slots: dict[str, int] = {}
-    plain = [s for s in points if variant_base(s) is None]
-    for s in plain + [s for s in points if s not in plain]:
+    plain = longest_first({s: p for s, p in points.items() if variant_base(s) is None})
+    for s in plain + longest_first({s: p for s, p in points.items() if s not in plain}):
         base = variant_base(s)
         if base is None:
             low = 0
@@ -302,19 +376,44 @@ DODGE_NOTE = (
 )
 
 
-def dodge_note(rows: list[dict]) -> str | None:
+COINCIDE_NOTE = (
+    "where points of several series lie on one another at one {x} ({rule}), each but the first (of the series "
+    "with most points) is drawn a little right of it, so that none hides another (a series lying on another as "
+    "a whole also takes a marker of its own); its {x} is the first point's."
+)
+COINCIDE_RULES = {  # COINCIDE_NOTE's rule: dodge_slots' alone, or point_slots' too (every_point)
+    False: "a series within 3% of another at half its points or more",
+    True: "values within 2%, or 3% for a series lying on another as a whole",
+}
+
+
+def dodge_note(
+    rows: list[dict], coinciding: bool = False, x_unit: str = "GPU count", every_point: bool = False
+) -> str | None:
     """DODGE_NOTE where some variant's point shares a panel and an x with a plain series' point
-    (dodge_slots draws it beside), else None."""
-    plain = {(r["panel"], r["x"]) for r in rows if r.get("y") is not None and variant_base(r["series"]) is None}
-    return (
-        DODGE_NOTE
-        if any(
-            (r["panel"], r["x"]) in plain
-            for r in rows
-            if r.get("y") is not None and variant_base(r["series"]) is not None
-        )
-        else None
-    )
+    (dodge_slots draws it beside); with `coinciding` (a figure whose every drawn series is dodged:
+    no muted ones) or `every_point` (drawn so: drawn_slots), COINCIDE_NOTE too where a plain
+    series' point is drawn beside another's (its x: `x_unit`); else None."""
+    valued = [r for r in rows if r.get("y") is not None and r.get("x") is not None]
+    plain = {(r["panel"], r["x"]) for r in valued if variant_base(r["series"]) is None}
+    notes = []
+    if any((r["panel"], r["x"]) in plain for r in valued if variant_base(r["series"]) is not None):
+        notes.append(DODGE_NOTE)
+    if coinciding or every_point:
+        for panel in dict.fromkeys(r["panel"] for r in valued):
+            mine = [
+                r
+                for r in valued
+                if r["panel"] == panel
+                and variant_base(r["series"]) is None
+                and not r["series"].endswith(prepare.FIT_SERIES)
+            ]
+            points = {s: [r for r in mine if r["series"] == s] for s in dict.fromkeys(r["series"] for r in mine)}
+            if any(drawn_slots(points, every_point).values()):
+                note = COINCIDE_NOTE.format(x=x_unit, rule=COINCIDE_RULES[every_point])
+                notes.append(("Also, " if notes else "Dodged: ") + note)
+                break
+    return " ".join(notes) or None
 
 
 def dodge_step(xs: list[float], slots: Iterable[int], log_x: bool) -> float:
@@ -332,8 +431,82 @@ def dodge_step(xs: list[float], slots: Iterable[int], log_x: bool) -> float:
     return max(0.05, min(step, 0.45 * min(octaves) / most)) if most else step
 
 
-def draw_line_figure(fd: FigureData, study=None, **kw):
-    fig, axes = figure_for(fd, legend_rows=legend_rows_for(fd))
+POINT_TOL = 0.02  # relative: two series' points at one x this near are one on the other (point_slots)
+
+
+def point_slots(points: dict[str, list[dict]], slots: dict[str, int], tol: float = POINT_TOL) -> dict[tuple, int]:
+    """(series, x) -> the slot its point is drawn at: its series' (dodge_slots), or where that point
+    would lie on another series' point drawn at the same x and slot (within `tol` of its y: two lines
+    crossing at one x, neither lying on the other as a whole, as two mlperf families at 512 GPUs; a
+    variant also where their intervals overlap, _hidden_by), the next slot free there; series in
+    dodge_slots' order (plain ones longest_first, then the variants). Tighter than dodge_slots' 3%:
+    lines that only run near each other stay lines, not zigzags (paper-model's weak_scaling: HSDP's
+    one point on FSDP's, at 1024 GPUs, moves)."""
+    plain = longest_first({s: p for s, p in points.items() if variant_base(s) is None})
+    order = plain + longest_first({s: p for s, p in points.items() if s not in plain})
+    drawn: dict[tuple, list[dict]] = {}  # (x, slot) -> the points drawn there
+    out: dict[tuple, int] = {}
+    for s in order:
+        variant = variant_base(s) is not None
+        for r in points[s]:
+
+            def on(other: dict) -> bool:
+                near = abs(r["y"] - other["y"]) <= tol * max(abs(r["y"]), 1e-12)
+                return near or variant and _hidden_by([r], [other])
+
+            k = slots.get(s, 0)
+            while any(on(other) for other in drawn.get((r["x"], k), [])):
+                k += 1
+            drawn.setdefault((r["x"], k), []).append(r)
+            out[(s, r["x"])] = k
+    return out
+
+
+def dodge_room_step(at: dict[tuple, int], log_x: bool) -> float:
+    """One slot's step in a panel (`at`: point_slots): dodge_step's size, the slots at each x kept
+    within 0.45 of the gap to the next x with a tick of its own (TICK_OCTAVES right of it or more; 72
+    GPUs, untickable beside 64, would squeeze the points dodged at 64 into a marker's width), the x
+    with the most slots for its room deciding (not the panel's closest two x values and most slots
+    anywhere: 64 and 72 GPUs squeezed seven points at 8 GPUs onto one another)."""
+    xs = sorted({x for _, x in at if isinstance(x, (int, float))})
+    step = dodge_step(xs, [], log_x)
+    if not log_x:
+        return step
+    for x in xs:
+        most = max((k for (_, at_x), k in at.items() if at_x == x), default=0)
+        after = [b for b in xs if x > 0 and b >= x * 2**TICK_OCTAVES]
+        if most and after:
+            step = min(step, 0.45 * math.log2(after[0] / x) / most)
+    return max(0.05, step)
+
+
+def drawn_slots(points: dict[str, list[dict]], every_point: bool = False) -> dict[tuple, int]:
+    """(series, x) -> the slot its point is drawn at: its series' (dodge_slots); with `every_point`
+    (a figure whose every point is a configuration to be found, not a sample of a curve) also a point
+    lying on another series' point where the series as a whole do not (point_slots)."""
+    slots = dodge_slots(points)
+    if every_point:
+        return point_slots(points, slots)
+    return {(s, r["x"]): slots.get(s, 0) for s, pts in points.items() for r in pts}
+
+
+def dodged_x(points: dict[str, list[dict]], log_x: bool = True, every_point: bool = False) -> Callable[[dict], float]:
+    """A panel's dodge (points by series, in drawing order): row -> the x its point is drawn at,
+    its slot's steps right of its own (drawn_slots, dodge_room_step)."""
+    at = drawn_slots(points, every_point)
+    step = dodge_room_step(at, log_x)
+
+    def x_of(r: dict) -> float:
+        k = at.get((r["series"], r["x"]), 0)
+        if not k or not isinstance(r["x"], (int, float)):
+            return r["x"]
+        return r["x"] * 2 ** (step * k) if log_x else r["x"] + step * k
+
+    return x_of
+
+
+def draw_line_figure(fd: FigureData, study=None, *, ncols: int | None = None, panel_w: float = 4.2, **kw):
+    fig, axes = figure_for(fd, ncols=ncols, panel_w=panel_w, legend_rows=legend_rows_for(fd, ncols, panel_w=panel_w))
     draw_lines(fig, axes, fd, **kw)
     return fig
 
@@ -428,6 +601,9 @@ def message_panel(ax, text: str, color: str = "#666666") -> None:
     )
 
 
+TICK_OCTAVES = 0.3  # a log-2 axis ticks no x this near the tick before it (its label would print over it)
+
+
 def log2_axis(ax, xs: list[float], formatter: Callable[[float], str] | None = None, max_ticks: int = 12) -> None:
     """A log-2 x axis ticked at the data's x values (every other one, ... when there are more
     than max_ticks)."""
@@ -438,7 +614,7 @@ def log2_axis(ax, xs: list[float], formatter: Callable[[float], str] | None = No
     step = max(1, math.ceil(len(xs) / max_ticks))
     ticks: list = []
     for x in xs[::step]:  # a tick too close to the one before it would print over it
-        if not ticks or x >= ticks[-1] * 2**0.3:
+        if not ticks or x >= ticks[-1] * 2**TICK_OCTAVES:
             ticks.append(x)
         elif x == xs[-1] and len(ticks) > 1:  # the largest scale keeps its tick, its close neighbour gives way
             ticks[-1] = x
@@ -547,7 +723,7 @@ def figure_width(n_panels: int, ncols: int | None = None, panel_w: float = 4.2) 
     return max(panel_w * ncols, 7.5)
 
 
-def legend_rows_for(fd: FigureData, ncols: int | None = None, extra: int = 0) -> int:
+def legend_rows_for(fd: FigureData, ncols: int | None = None, extra: int = 0, panel_w: float = 4.2) -> int:
     """The rows fd's legend (one entry a series, one for the failed mark) takes below its panels."""
     labels = sorted({r["series"] for r in fd.rows})
     if any(r.get("y") is None for r in fd.rows):
@@ -555,7 +731,7 @@ def legend_rows_for(fd: FigureData, ncols: int | None = None, extra: int = 0) ->
     labels += [""] * extra
     if not labels:
         return 0
-    return math.ceil(len(labels) / legend_columns(labels, figure_width(len(fd.panels), ncols)))
+    return math.ceil(len(labels) / legend_columns(labels, figure_width(len(fd.panels), ncols, panel_w)))
 
 
 def figure_legend(fig, axes, ncol: int = 6, title: str | None = None, order: Callable | None = None) -> None:
@@ -619,55 +795,61 @@ def draw_lines(
     order: Callable[[str], object] | None = None,
     legend_ncol: int = 6,
     legend: bool = True,
+    every_point: bool | None = None,
 ) -> None:
     """Line panels through seaborn's semantic mappings: per panel one sns.lineplot, hue and style
-    the series (colour from series_colors or `colors`, marker and dashes from figure_styles or
-    `styles`, the same in every panel; error bars its interval), variants and coinciding series
-    dodged along x (dodge_slots); muted series as grey points (sns.scatterplot, their marker their
-    kind's); an 'x' for each row without y; the figure's reference lines (reference_lines); one
-    legend below the panels."""
+    the series (colour from series_colors or `colors`, by fd.groups where the figure has them;
+    marker and dashes from figure_styles or `styles`, the same in every panel; error bars its
+    interval), and one more for the model beside them (prepare.MODEL_SERIES: hollow markers,
+    HOLLOW); variants and coinciding series dodged along x (dodged_x; with `every_point`, by default
+    the figure's Description.every_point, also a point lying on another series' point where the lines
+    only cross there); muted series as
+    grey points (sns.scatterplot, their marker their kind's); an 'x' for each row without y; the
+    figure's reference lines (reference_lines); one legend below the panels."""
     import seaborn as sns  # heavy: imported only when drawing
 
     order = order or (lambda s: (s in muted_series, natural(s)))
+    if every_point is None:
+        every_point = bool(fd.description and fd.description.every_point)
     all_series = sorted({r["series"] for r in fd.rows}, key=order)  # type: ignore[arg-type]  # order returns comparable keys
+    drawn_series = [s for s in all_series if s not in muted_series]
     colors = colors or {
-        **series_colors([s for s in all_series if s not in muted_series]),
+        **series_colors(drawn_series, groups=fd.groups),
         **{s: MUTED for s in muted_series},
     }
-    drawn_series = [s for s in all_series if s not in muted_series]
-    styles = figure_styles(fd, drawn_series, styles)  # one marker and dashes a series: its legend's
+    styles = figure_styles(fd, drawn_series, styles or group_styles(drawn_series, fd.groups))  # its legend's
     failed_seen = False
     for ax, panel in zip(axes, fd.panels):
         rows = [r for r in fd.rows if r["panel"] == panel]
         valued = [r for r in rows if r.get("y") is not None]
         lines = [s for s in drawn_series if any(r["series"] == s for r in valued)]
-        slot = dodge_slots({s: [r for r in valued if r["series"] == s] for s in lines})
-        step = dodge_step([r["x"] for r in valued], slot.values(), log_x)
-
-        def x_of(r):
-            k = slot.get(r["series"], 0)
-            return r["x"] * 2 ** (step * k) if log_x else r["x"] + step * k
-
-        if lines:
+        x_of = dodged_x({s: [r for r in valued if r["series"] == s] for s in lines}, log_x, every_point)
+        for layer in (  # the measured series, then the model's beside them: hollow markers, their colours
+            [s for s in lines if not s.endswith(prepare.MODEL_SERIES)],
+            [s for s in lines if s.endswith(prepare.MODEL_SERIES)],
+        ):
+            if not layer:
+                continue
+            hollow = layer[0].endswith(prepare.MODEL_SERIES)
             sns.lineplot(
-                long_frame([r for r in valued if r["series"] in slot], x_of),
+                long_frame([r for r in valued if r["series"] in layer], x_of),
                 x="x",
                 y="y",
                 hue="series",
                 style="series",
-                hue_order=lines,
-                style_order=lines,
-                palette=colors,
-                markers={s: styles[s][0] for s in lines},
-                dashes={s: styles[s][1] for s in lines},
+                hue_order=layer,
+                style_order=layer,
+                palette={s: colors[s] for s in layer},
+                markers={s: styles[s][0] for s in layer},
+                dashes={s: styles[s][1] for s in layer},
                 estimator="median",
                 errorbar=("pi", 100),
                 err_style="bars",
                 err_kws={"capsize": 2.5, "elinewidth": 0.9},
                 linewidth=1.3,
                 markersize=5.5,
-                markeredgewidth=0.6,
                 ax=ax,
+                **(HOLLOW if hollow else {"markeredgewidth": 0.6}),
             )
         muted = [r for r in valued if r["series"] in muted_series]
         if muted:  # the others tried: grey points, no line, no interval; a marker of their kind (line_style)
@@ -699,7 +881,7 @@ def draw_lines(
             failed_seen = True
         if log_x:
             log2_axis(ax, [r["x"] for r in rows if r.get("x") is not None], x_format)
-            if any(slot.values()):  # room for the points dodged right of the last x
+            if any(x_of(r) != r["x"] for r in valued):  # room for the points dodged right of the last x
                 ax.set_xlim(right=max(ax.get_xlim()[1], max(x_of(r) for r in valued) * 2**0.25))
         ax.set(
             title=panel, xlabel=rows[0]["x_quantity"] if rows else "", ylabel=rows[0]["y_quantity"] if rows else panel
@@ -735,18 +917,22 @@ def reference_lines(ax, references: Iterable[tuple[str, float, str]], quantity_l
             ax.set_ylim(min(lo, value * 0.95) if ax.get_yscale() == "log" else lo, max(hi, value * 1.03))
 
 
-PAPER_LINE = {"color": "#444444", "linestyle": ":", "linewidth": 1.1, "zorder": 1}
+PAPER_LINE = {"color": "#444444", "linewidth": 1.1, "zorder": 1}
+# one dash pattern each of a panel's paper values, in their order: dotted, dashed, dash-dot, long dashes
+PAPER_LINESTYLES = (":", "--", "-.", (0, (8, 2)))
 
 
 def paper_lines(ax, desc: Description, quantity_label: str) -> None:
-    """The paper's own values of this panel's quantity (Description.paper_values) as dotted
-    reference lines, each named 'paper: <what> <value>' in the figure's legend (a label on the axes
-    would cover the data where a line ends or starts near the paper's value)."""
-    for label, value, what in desc.paper_values:
+    """The paper's own values of this panel's quantity (Description.paper_values) as grey reference
+    lines, each in a dash pattern of its own (PAPER_LINESTYLES) and named 'paper: <what> <value>' in
+    the figure's legend (a label on the axes would cover the data where a line ends or starts near
+    the paper's value)."""
+    mine = [(value, what) for label, value, what in desc.paper_values if label == quantity_label]
+    for (value, what), linestyle in zip(mine, PAPER_LINESTYLES * len(mine)):
         lo, hi = ax.get_ylim()
-        if label == quantity_label and lo / 2 <= value <= hi * 2:  # far off the panel's range: only in the caption
+        if lo / 2 <= value <= hi * 2:  # far off the panel's range: only in the caption
             ax.set_ylim(min(lo, value * 0.95), max(hi, value * 1.05))
-            ax.axhline(value, label=f"paper: {what} {value:g}", **PAPER_LINE)
+            ax.axhline(value, label=f"paper: {what} {value:g}", linestyle=linestyle, **PAPER_LINE)
 
 
 NOISE = 0.01  # relative: a panel's spread below this share of its values is noise, not a difference

@@ -18,7 +18,7 @@ DESCRIPTION = Description(
     shows="MFU and tokens per second per device against the number of GPUs (log-2 axis)",
     series=(
         "one line per device kind the runs recorded, with the strategy family, model or backend added where "
-        "they differ between lines"
+        "they differ between lines; each device kind a hue of its own, its lines shades of it with a marker each"
     ),
     x=GPUS,
     quantities=(
@@ -29,6 +29,8 @@ DESCRIPTION = Description(
     notes=(drawing.FAILED_NOTE,),
     paper_result="MFU 59.67% on A100 against 40.77% on H100 (Sec. 4.4).",
     paper_values=(("MFU (%)", 59.67, "A100"), ("MFU (%)", 40.77, "H100")),
+    hue_by="hardware",
+    every_point=True,
 )
 
 
@@ -56,7 +58,12 @@ def data(tables, study) -> prepare.FigureData:
     fd.cpu = prepare.is_cpu(cfgs)
     fd.notes = [prepare.mfu_note(cfgs)]  # type: ignore[list-item]  # None notes are dropped when the figure is drawn
     prepare.model_beside(fd, tables, cfgs, series, DESCRIPTION.quantities, "world_size", GPUS)
+    fd.notes.append(drawing.dodge_note(fd.rows, every_point=DESCRIPTION.every_point))  # type: ignore[arg-type]  # None notes are dropped when the figure is drawn
     return fd
 
 
-draw = drawing.draw_line_figure
+def draw(fd: prepare.FigureData, study=None):
+    """The panels one above the other, each the figure's width: the points of one GPU count (seven
+    B200 systems at 8 GPUs of the mlperf study) are drawn side by side (Description.every_point)
+    and need the room."""
+    return drawing.draw_line_figure(fd, study, ncols=1, panel_w=8.4)

@@ -43,7 +43,7 @@ def data(tables, study) -> prepare.FigureData:
     series = prepare.series_names(cfgs, specs, "world_size", lead=lead, lead_fields=("model",))
     fd.rows = prepare.metric_rows(cfgs, DESCRIPTION.quantities, series, "world_size", GPUS)
     fd.cpu = prepare.is_cpu(cfgs)
-    fd.notes = [prepare.mfu_note(cfgs), drawing.dodge_note(fd.rows)]  # type: ignore[list-item]  # None notes are dropped when the figure is drawn
+    fd.notes = [prepare.mfu_note(cfgs), drawing.dodge_note(fd.rows, coinciding=True)]  # type: ignore[list-item]  # None notes are dropped when the figure is drawn
     return fd
 
 

@@ -42,6 +42,8 @@ class FigureData:
     subtitle: str = ""
     csv_rows: list[dict] = field(default_factory=list)  # written to the CSV, not drawn (e.g. "not expressible")
     references: list[tuple[str, float, str]] = field(default_factory=list)  # (quantity, value, what): a limit line
+    # series -> its colour group (Description.hue_by's value of its configurations: a GPU kind), from series_groups
+    groups: dict[str, str] = field(default_factory=dict)
 
 
 # ---- data helpers -------------------------------------------------------------------
@@ -319,6 +321,22 @@ def distinguish(cfgs: list[dict], full: dict[str, dict], names: dict[str, str], 
             extra = ", ".join(describe_field(n, full[i].get(n, i)) for n in differ)
             names[i] = f"{names[i]} ({extra})"
     return names
+
+
+def series_groups(rows: list[dict], tables, spec_field: str) -> dict[str, str]:
+    """Series -> the value of `spec_field` (config_spec: `hardware` is the devices the runs
+    recorded) of the configurations behind its rows; a series whose configurations differ in it
+    (or have none) is in no group."""
+    summary = getattr(tables, "summary", None)
+    cfgs = {c["config_id"]: c for c in records(summary)} if summary is not None and len(summary) else {}
+    specs = specs_by_config(tables)
+    values: dict[str, set[str]] = {}
+    for r in rows:
+        for cid in r.get("config_ids") or []:
+            if cid in cfgs:
+                value = config_spec(cfgs[cid], specs).get(spec_field)
+                values.setdefault(r["series"], set()).add("" if value is None else str(value))
+    return {s: v.pop() for s, v in values.items() if len(v) == 1 and "" not in v}
 
 
 def is_cpu(cfgs: list[dict]) -> bool:

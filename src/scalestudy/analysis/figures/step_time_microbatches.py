@@ -32,6 +32,7 @@ DESCRIPTION = Description(
     quantities=(STEP,),
     category="Scaling",
     paper_result="",
+    every_point=True,
 )
 
 
@@ -153,6 +154,8 @@ def data(tables, study) -> prepare.FigureData:
             )
         texts.append(fit_text(name, f))
     fd.cpu = prepare.is_cpu(cfgs)
+    dodged = drawing.dodge_note(fd.rows, x_unit="number of micro-batches per step", every_point=DESCRIPTION.every_point)
+    fd.notes += [dodged] if dodged else []
     if any(len(g) > 1 for g in groups.values()):
         fd.notes.append(
             "A point pools a family's scales with the same micro-batches per step (they differ in "
@@ -169,9 +172,11 @@ def data(tables, study) -> prepare.FigureData:
 
 
 def draw(fd: prepare.FigureData, study=None):
-    """Each point's mean step time with its interval (markers by sns.scatterplot, hue the series; the
-    intervals as error bars in the series' colour: a family has several configurations at one x, so
-    no estimator may merge them), each family's fit as a dashed line in its colour."""
+    """Each point's mean step time with its interval (markers by sns.scatterplot, hue and style the
+    series; the intervals as error bars in the series' colour), each family's fit as a dashed line
+    in its colour. A point lying on another family's at its x (h100-azure's one point on h100-eos's
+    at 8 micro-batches) is drawn a little right of it (drawing.dodged_x), a family lying on another
+    with a marker of its own (drawing.figure_styles), as the line figures draw theirs."""
     import pandas as pd  # heavy: imported only when drawing
     import seaborn as sns  # heavy: imported only when drawing
 
@@ -182,8 +187,25 @@ def draw(fd: prepare.FigureData, study=None):
     points = [r for r in valued if not r["series"].endswith(FIT_SERIES)]
     fitted = [r for r in valued if r["series"].endswith(FIT_SERIES)]
     if points:
-        frame = pd.DataFrame(points)
-        sns.scatterplot(frame, x="x", y="y", hue="series", palette=colors, s=25, zorder=3, ax=ax)
+        names = sorted({r["series"] for r in points}, key=drawing.natural)
+        by_series = {s: [r for r in points if r["series"] == s] for s in names}
+        styles = drawing.figure_styles(fd, names)
+        x_of = drawing.dodged_x(by_series, log_x=False, every_point=DESCRIPTION.every_point)
+        frame = pd.DataFrame([{**r, "x": x_of(r)} for r in points])
+        sns.scatterplot(
+            frame,
+            x="x",
+            y="y",
+            hue="series",
+            style="series",
+            hue_order=names,
+            style_order=names,
+            palette=colors,
+            markers={s: styles[s][0] for s in names},
+            s=25,
+            zorder=3,
+            ax=ax,
+        )
         for series, g in frame.groupby("series", sort=True):
             lo = (g["y"] - g["ci95_low"]).where(g["ci95_low"].notna(), 0.0).clip(lower=0)
             hi = (g["ci95_high"] - g["y"]).where(g["ci95_high"].notna(), 0.0).clip(lower=0)

@@ -32,6 +32,7 @@ DESCRIPTION = Description(
     category="Scaling",
     notes=(drawing.FAILED_NOTE,),
     paper_result="per-device throughput of Llama-2 7B FSDP falls by 37.22% from 128 to 2048 GPUs (claim C1).",
+    every_point=True,
 )
 
 
@@ -44,7 +45,7 @@ def data(tables, study) -> prepare.FigureData:
     fd.cpu = prepare.is_cpu(cfgs)
     fd.notes = [prepare.mfu_note(cfgs)]  # type: ignore[list-item]  # None notes are dropped when the figure is drawn
     prepare.model_beside(fd, tables, cfgs, series, DESCRIPTION.quantities, "world_size", GPUS)
-    fd.notes.append(drawing.dodge_note(fd.rows))  # type: ignore[arg-type]  # None notes are dropped when the figure is drawn
+    fd.notes.append(drawing.dodge_note(fd.rows, every_point=DESCRIPTION.every_point))  # type: ignore[arg-type]  # None notes are dropped when the figure is drawn
     return fd
 
 
