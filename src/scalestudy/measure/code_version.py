@@ -49,7 +49,8 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
-def _imports(path: Path) -> set[str]:
+@lru_cache(maxsize=None)  # the analysis and the model roots share most modules: each parsed once a process
+def _imports(path: Path) -> frozenset[str]:
     out: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
@@ -57,7 +58,7 @@ def _imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.add(node.module)
             out.update(f"{node.module}.{a.name}" for a in node.names)
-    return out
+    return frozenset(out)
 
 
 def analysis_sources(roots: tuple[str, ...] = ROOTS) -> list[Path]:
