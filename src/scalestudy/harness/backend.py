@@ -9,6 +9,7 @@ from typing import Any, Protocol
 
 import torch
 
+from scalestudy.harness.megatron_backend.trainer import MegatronTrainer
 from scalestudy.harness.parallel_dims import ParallelDims
 from scalestudy.harness.trainer import Trainer
 from scalestudy.spec.run import RunSpec
@@ -28,9 +29,7 @@ class StepBackend(Protocol):
 
 def build_backend(spec: RunSpec, dims: ParallelDims, device: torch.device, log) -> StepBackend:
     """The spec's backend for this rank; megatron-core's says what it is in the raw log."""
-    if spec.backend == "megatron":  # an optional extra: imported only when asked for
-        from scalestudy.harness.megatron_backend.trainer import MegatronTrainer
-
+    if spec.backend == "megatron":
         trainer = MegatronTrainer(spec, dims, device)
         log.log("backend", trainer.describe())
         return trainer

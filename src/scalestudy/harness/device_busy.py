@@ -25,6 +25,10 @@ import os
 import tempfile
 import time
 
+from torch.profiler import ProfilerActivity, profile
+
+from scalestudy.measure.intervals import total
+
 BUSY_STEPS = 2
 LONG_STEP_S = 5.0
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -49,8 +53,6 @@ def applies(spec, device) -> str | None:
 def busy_seconds(trace_events: list[dict]) -> tuple[float, int]:
     """Seconds covered by at least one GPU activity of a Chrome trace's events (ts, dur in us),
     and how many activities there were."""
-    from scalestudy.measure.intervals import total
-
     acts = [
         (float(e["ts"]), float(e["ts"]) + float(e.get("dur", 0)))
         for e in trace_events
@@ -62,8 +64,6 @@ def busy_seconds(trace_events: list[dict]) -> tuple[float, int]:
 def traced_step(run_step, sync, activities=None) -> tuple[float, float, int]:
     """Run one step alone in a profiler session of CUDA activity (`activities`: torch.profiler's,
     for a test on the CPU): (its GPU-busy seconds, its host wall seconds, its GPU activities)."""
-    from torch.profiler import ProfilerActivity, profile
-
     prof = profile(activities=activities or [ProfilerActivity.CUDA], record_shapes=False)
     sync()
     prof.start()

@@ -40,7 +40,9 @@ from typing import Callable
 
 import torch
 import torch.distributed as dist
+import torch.distributed._functional_collectives as funcol
 from torch import nn
+from torch.distributed.fsdp import FSDPModule
 
 from scalestudy.harness import faults
 from scalestudy.spec.rank_share import LABEL
@@ -65,8 +67,6 @@ def _sentinel(shape, device) -> torch.Tensor:
 def probe_fills(device: torch.device) -> dict:
     """Whether the fake backend writes the outputs of all-gather and reduce-scatter itself, through
     torch.distributed and through the functional collectives (what DTensor calls)."""
-    import torch.distributed._functional_collectives as funcol
-
     world, rank = dist.get_world_size(), dist.get_rank()
     shard = torch.randn(4, device=device)
     full = torch.randn(world * 4, device=device)
@@ -115,8 +115,6 @@ def _wrap_dist(fn: Callable, kind: str) -> Callable:
 
 
 def _wrap_funcol(fn: Callable, kind: str) -> Callable:
-    import torch.distributed._functional_collectives as funcol
-
     sig = inspect.signature(fn)
 
     @functools.wraps(fn)
@@ -198,8 +196,6 @@ def _replace(module, names: tuple[str, ...], kind: str, wrap: Callable, marker: 
 def install_fills(fills: dict, *, force: bool = False) -> list[str]:
     """Wrap the entry points whose outputs the backend leaves unwritten (all of them with force);
     returns the names wrapped."""
-    import torch.distributed._functional_collectives as funcol
-
     wrapped = []
     plan = [
         (dist, _DIST_ALL_GATHER, "all_gather", "all_gather", _wrap_dist),
@@ -291,8 +287,6 @@ class FakeStage:
         return ops
 
     def _set_sync(self, last: bool) -> None:
-        from torch.distributed.fsdp import FSDPModule
-
         if isinstance(self.part, FSDPModule):  # gradients reduced once a step, as the schedules do
             self.part.set_is_last_backward(last)
             self.part.set_reshard_after_backward(last)

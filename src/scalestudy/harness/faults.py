@@ -23,6 +23,7 @@ import signal
 import torch
 
 from scalestudy.measure import rawlog
+from scalestudy.spec.run import SpecError
 
 INJECT_ENV = "SCALESTUDY_INJECT_FAULT"
 
@@ -102,8 +103,6 @@ _COMM_MARKERS = (
 
 def classify(exc: BaseException) -> str:
     """The status for an exception: one of rawlog.STATUSES other than ok."""
-    from scalestudy.spec.run import SpecError
-
     if isinstance(exc, (SpecError, InvalidConfig)):
         return "invalid_config"
     if isinstance(exc, RunTimeout):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pynvml as nvml
 import torch
 
 from scalestudy.harness import provenance
@@ -77,8 +78,6 @@ def _nvml(device: torch.device):
     if device.type != "cuda":
         return None
     try:
-        import pynvml as nvml
-
         nvml.nvmlInit()
         return nvml, nvml.nvmlDeviceGetHandleByIndex(device.index or 0)
     except Exception:  # noqa: BLE001 - no NVML: the records say so by leaving power and clock out

@@ -13,6 +13,7 @@ import zlib
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.distributed.tensor import DTensor, distribute_tensor
 
 from scalestudy.harness import fused_ops
 from scalestudy.harness.loss import linear_cross_entropy
@@ -190,8 +191,6 @@ def init_values(name: str, shape: torch.Size, cfg: ModelConfig, seed: int, devic
 def init_weights(model: nn.Module, cfg: ModelConfig, seed: int, device: torch.device) -> None:
     """Fill every parameter (plain, TP- or FSDP-sharded DTensor) with the values that the same
     parameter of the unsharded model gets from this seed, and rebuild the RoPE table."""
-    from torch.distributed.tensor import DTensor, distribute_tensor
-
     for name, p in model.named_parameters():
         cname = canonical_name(name)
         full = init_values(cname, p.shape, cfg, seed, device)

@@ -96,12 +96,12 @@ class MetricsSink:
             log_dir = Path(cfg["dir"]) / run_id if cfg.get("dir") else Path(run_dir) / "tensorboard"
             self.location = str(log_dir)
             if writer_factory is None:
-                from torch.utils.tensorboard import SummaryWriter as writer_factory
+                from torch.utils.tensorboard import SummaryWriter as writer_factory  # local: tensorboard is optional
             self._writer = writer_factory(log_dir=str(log_dir))
         elif self.kind == "wandb":
             init = writer_factory
             if init is None:
-                import wandb
+                import wandb  # local: wandb is optional
 
                 init = wandb.init
             self.location = str(cfg.get("dir") or run_dir)

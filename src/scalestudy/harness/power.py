@@ -13,6 +13,8 @@ import threading
 import time
 from typing import Any
 
+import torch
+
 from scalestudy.measure import energy
 
 _NOT_CUDA = "device is CPU: NVML measures NVIDIA GPUs only"
@@ -21,8 +23,6 @@ _NOT_CUDA = "device is CPU: NVML measures NVIDIA GPUs only"
 def torch_device_uuid(device_index: int) -> str | None:
     """NVML-style UUID ('GPU-...') of the torch CUDA device, or None if torch cannot tell."""
     try:
-        import torch
-
         if not torch.cuda.is_available():
             return None
         uuid = str(torch.cuda.get_device_properties(device_index).uuid)
@@ -82,7 +82,7 @@ class PowerMonitor:
             self.reason = _NOT_CUDA
             return
         try:
-            import pynvml
+            import pynvml  # local: a monitor without NVML says why instead of failing (tests swap in a fake)
         except ImportError as e:
             self.reason = f"pynvml is not importable: {e}"
             return

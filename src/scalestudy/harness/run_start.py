@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from scalestudy.harness import faults
+from scalestudy.harness import faults, provenance
 from scalestudy.measure import portable, rawlog
 
 COMM_TIMEOUT_ENV = "SCALESTUDY_COMM_TIMEOUT_S"
@@ -57,7 +57,7 @@ def init_distributed(spec) -> tuple[int, int, torch.device]:
     else:
         device = torch.device("cpu")
     if spec.comm_backend == "fake":
-        from scalestudy.harness.fake_comm import init_fake_process_group
+        from scalestudy.harness.fake_comm import init_fake_process_group  # local: rank shares only; it loads FSDP
 
         if world != 1:
             raise faults.InvalidConfig(f"a fake-communication run is one process; the launcher started {world}")
@@ -134,8 +134,6 @@ def _release_gloo_group() -> None:
 def begin_run(spec, run_dir: Path) -> RunContext:
     """Join the process group, prepare the run directory, open this rank's log and gather every
     rank's host and device facts (for run.json's provenance)."""
-    from scalestudy.harness import provenance
-
     faults.install_sigterm_handler()
     rank, world, device = init_distributed(spec)
     run_dir = Path(run_dir)

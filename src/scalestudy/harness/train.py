@@ -14,6 +14,7 @@ import torch.distributed as dist
 from scalestudy.harness import faults, optimisations, provenance
 from scalestudy.harness.backend import build_backend
 from scalestudy.harness.cpu_peak import calibrate_cpu_peak
+from scalestudy.harness.fake_comm import cap_device_memory, start_record
 from scalestudy.harness.hooks import MeasurementHooks, sync
 from scalestudy.harness.metrics_sink import SinkUnavailable, open_sink, resolve
 from scalestudy.harness.metrics_sink import check as check_sink
@@ -174,15 +175,11 @@ def train(
     rank, world, device, log, injector, run_dir = run.rank, run.world, run.device, run.log, run.injector, run.run_dir
     fake_comm = memory_cap = refused = None
     if spec.device == "cuda":
-        from scalestudy.harness.fake_comm import cap_device_memory
-
         try:  # a cap above this GPU's memory: the run is invalid_config, with its run.json written
             memory_cap = cap_device_memory(spec, device)
         except faults.InvalidConfig as e:
             refused = e
     if spec.comm == "fake":
-        from scalestudy.harness.fake_comm import start_record
-
         fake_comm = start_record(spec, device)
     if rank == 0:
         rawlog.atomic_write_json(

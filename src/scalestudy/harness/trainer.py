@@ -10,6 +10,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from scalestudy.harness.data import local_batch
+from scalestudy.harness.fake_comm import FakeStage
 from scalestudy.harness.llama import Transformer, init_weights
 from scalestudy.harness.parallel_dims import ParallelDims
 from scalestudy.harness.parallelize import parallelize
@@ -33,7 +34,7 @@ class Trainer:
         if dims.pp_enabled:
             # imported only here: torch.distributed.pipelining pulls in torch._dynamo, most of the
             # harness's import time, which a run without pipeline parallelism need not pay
-            from scalestudy.harness.pipeline import split_model, stage_ids
+            from scalestudy.harness.pipeline import split_model, stage_ids  # local: heavy; see above
 
             n_stages = spec.pp * spec.pp_stages_per_rank
             self.stage_ids = stage_ids(dims.pp_rank(), spec)
@@ -58,11 +59,9 @@ class Trainer:
             self.optimizer = torch.optim.SGD(params, lr=spec.lr, **fast)
         self.schedule = None
         if dims.pp_enabled and spec.comm == "fake":
-            from scalestudy.harness.fake_comm import FakeStage
-
             self.schedule = FakeStage(self.parts[0], self.stage_ids[0], spec, device, self._pp_loss)
         elif dims.pp_enabled:
-            from scalestudy.harness.pipeline import build_schedule
+            from scalestudy.harness.pipeline import build_schedule  # local: heavy (torch._dynamo), pipeline only
 
             self.schedule = build_schedule(
                 self.parts, self.stage_ids, spec, dims.pp_mesh.get_group(), device, self._pp_loss

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import importlib.metadata
 
+from scalestudy.harness.faults import InvalidConfig
+
 DISTRIBUTION = "megatron-core"
 
 
@@ -26,8 +28,6 @@ def megatron_core_version() -> str | None:
 
 def require_megatron_core() -> str:
     """The installed version; an InvalidConfig (run status `invalid_config`) if there is none."""
-    from scalestudy.harness.faults import InvalidConfig
-
     version = megatron_core_version()
     if version is None:
         raise InvalidConfig("backend 'megatron' needs megatron-core: pip install 'scalestudy[megatron]'")

@@ -19,6 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+import torch
+import torch.nn.functional as F
+
 from scalestudy.spec.run import RunSpec, SpecError
 
 # What an installed megatron-core may or may not offer; model.installed_features() detects them.
@@ -173,9 +176,6 @@ def data_parallel_kind(spec: RunSpec) -> str:
 def plan(spec: RunSpec, features: Iterable[str] | None = None, *, allow_cpu: bool = False) -> MegatronPlan:
     """The megatron-core arguments for `spec`; MegatronUnsupported if it cannot be expressed
     (`features` and `allow_cpu` as for `refusals`)."""
-    import torch
-    import torch.nn.functional as F
-
     check(spec, features, allow_cpu=allow_cpu)
     cfg = spec.model_config()
     bf16 = spec.precision == "bf16"

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from scalestudy.harness.llama import canonical_name, init_values
 from scalestudy.spec.catalog.models import ModelConfig
 
 from .mapping import PARTIAL_DISTRIBUTED_OPTIMIZER, VIRTUAL_PIPELINE, MegatronPlan
@@ -42,8 +43,8 @@ _LAYER = re.compile(r"^decoder\.layers\.(\d+)\.(.+)$")
 
 def installed_features() -> frozenset[str]:
     """Which of mapping.KNOWN_FEATURES the installed megatron-core offers."""
-    from megatron.core import parallel_state
-    from megatron.core.models.gpt import GPTModel
+    from megatron.core import parallel_state  # local: megatron-core is optional
+    from megatron.core.models.gpt import GPTModel  # local: megatron-core is optional
 
     have = set()
     if "num_distributed_optimizer_instances" in inspect.signature(parallel_state.initialize_model_parallel).parameters:
@@ -78,7 +79,7 @@ class RMSNorm(nn.Module):
 
 
 def _sdpa_attention_class():
-    from megatron.core.transformer.module import MegatronModule
+    from megatron.core.transformer.module import MegatronModule  # local: megatron-core is optional
 
     class SDPAttention(MegatronModule):
         """Causal core attention by torch.nn.functional.scaled_dot_product_attention, in the
@@ -97,7 +98,7 @@ def _sdpa_attention_class():
             pg_collection=None,
         ):
             super().__init__(config=config)
-            from megatron.core.transformer.enums import AttnMaskType
+            from megatron.core.transformer.enums import AttnMaskType  # local: megatron-core is optional
 
             if attn_mask_type != AttnMaskType.causal:
                 raise ValueError(f"SDPAttention runs causal attention only, not {attn_mask_type}")
@@ -127,14 +128,23 @@ def _sdpa_attention_class():
 
 def layer_spec():
     """megatron-core's local GPT layer (get_gpt_layer_local_spec) with SDPAttention and RMSNorm."""
-    from megatron.core.fusions.fused_bias_dropout import get_bias_dropout_add
-    from megatron.core.tensor_parallel import ColumnParallelLinear, RowParallelLinear
-    from megatron.core.transformer.attention import SelfAttention, SelfAttentionSubmodules
-    from megatron.core.transformer.enums import AttnMaskType
-    from megatron.core.transformer.identity_op import IdentityOp
-    from megatron.core.transformer.mlp import MLP, MLPSubmodules
-    from megatron.core.transformer.spec_utils import ModuleSpec
-    from megatron.core.transformer.transformer_layer import TransformerLayer, TransformerLayerSubmodules
+    from megatron.core.fusions.fused_bias_dropout import get_bias_dropout_add  # local: megatron-core is optional
+    from megatron.core.tensor_parallel import (  # local: megatron-core is optional
+        ColumnParallelLinear,
+        RowParallelLinear,
+    )
+    from megatron.core.transformer.attention import (  # local: megatron-core is optional
+        SelfAttention,
+        SelfAttentionSubmodules,
+    )
+    from megatron.core.transformer.enums import AttnMaskType  # local: megatron-core is optional
+    from megatron.core.transformer.identity_op import IdentityOp  # local: megatron-core is optional
+    from megatron.core.transformer.mlp import MLP, MLPSubmodules  # local: megatron-core is optional
+    from megatron.core.transformer.spec_utils import ModuleSpec  # local: megatron-core is optional
+    from megatron.core.transformer.transformer_layer import (  # local: megatron-core is optional
+        TransformerLayer,
+        TransformerLayerSubmodules,
+    )
 
     return ModuleSpec(
         module=TransformerLayer,
@@ -163,14 +173,17 @@ def layer_spec():
 
 def block_spec(config, vp_stage: int | None = None):
     """The decoder of one model chunk: its layers and the final RMSNorm."""
-    from megatron.core.transformer.transformer_block import TransformerBlockSubmodules, get_num_layers_to_build
+    from megatron.core.transformer.transformer_block import (  # local: megatron-core is optional
+        TransformerBlockSubmodules,
+        get_num_layers_to_build,
+    )
 
     n = get_num_layers_to_build(config, vp_stage=vp_stage)
     return TransformerBlockSubmodules(layer_specs=[layer_spec()] * n, layer_norm=RMSNorm)
 
 
 def transformer_config(plan: MegatronPlan):
-    from megatron.core.transformer.transformer_config import TransformerConfig
+    from megatron.core.transformer.transformer_config import TransformerConfig  # local: megatron-core is optional
 
     return TransformerConfig(**plan.transformer)
 
@@ -178,8 +191,8 @@ def transformer_config(plan: MegatronPlan):
 def build_chunks(plan: MegatronPlan, config) -> list[nn.Module]:
     """This rank's GPTModel chunks (one, or pp_stages_per_rank under the interleaved schedule).
     Needs parallel_state initialised with plan.parallel. Weights are left uninitialised."""
-    from megatron.core import parallel_state
-    from megatron.core.models.gpt import GPTModel
+    from megatron.core import parallel_state  # local: megatron-core is optional
+    from megatron.core.models.gpt import GPTModel  # local: megatron-core is optional
 
     vp = plan.parallel.get("virtual_pipeline_model_parallel_size")
     chunks = []
@@ -322,15 +335,11 @@ def load_from_torch(
 
 def torch_init_fetch(cfg: ModelConfig, seed: int, device: torch.device) -> Callable[[str], torch.Tensor]:
     """fetch(torch_name): the full fp32 tensor the torch backend initialises that parameter with."""
-    from scalestudy.harness.llama import init_values
-
     return lambda name: init_values(name, torch.Size(torch_shape(name, cfg)), cfg, seed, device)
 
 
 def state_dict_fetch(state_dict: dict[str, torch.Tensor]) -> Callable[[str], torch.Tensor]:
     """fetch(torch_name) from a torch backend model's (unsharded) state dict."""
-    from scalestudy.harness.llama import canonical_name
-
     sd = {canonical_name(k): v for k, v in state_dict.items()}
     return lambda name: sd[name]
 
@@ -339,8 +348,8 @@ def state_dict_fetch(state_dict: dict[str, torch.Tensor]) -> Callable[[str], tor
 def set_main_params(optimizer, chunks: list[nn.Module], values: list[dict[str, torch.Tensor]]) -> None:
     """Make the optimizer's fp32 main parameters the exact values (not the bf16-rounded model
     parameters megatron-core copies them from), as the torch backend's fp32 master weights are."""
-    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer
-    from megatron.core.optimizer.optimizer import Float16OptimizerWithFloat16Params
+    from megatron.core.optimizer.distrib_optimizer import DistributedOptimizer  # local: megatron-core is optional
+    from megatron.core.optimizer.optimizer import Float16OptimizerWithFloat16Params  # local: megatron-core is optional
 
     by_param = {}
     for chunk, vals in zip(chunks, values):

@@ -24,15 +24,15 @@ class MegatronTrainer:
         """`dims` (the torch backend's ParallelDims) is accepted for the Trainer signature and
         not used: megatron-core builds its own process groups (parallel_state)."""
         self.version = require_megatron_core()
-        from megatron.core import parallel_state, tensor_parallel
-        from megatron.core.distributed import (
+        from megatron.core import parallel_state, tensor_parallel  # local: megatron-core is optional
+        from megatron.core.distributed import (  # local: megatron-core is optional
             DistributedDataParallel,
             DistributedDataParallelConfig,
             finalize_model_grads,
         )
-        from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer
-        from megatron.core.pipeline_parallel import get_forward_backward_func
-        from megatron.core.transformer.module import Float16Module
+        from megatron.core.optimizer import OptimizerConfig, get_megatron_optimizer  # local: megatron-core is optional
+        from megatron.core.pipeline_parallel import get_forward_backward_func  # local: megatron-core is optional
+        from megatron.core.transformer.module import Float16Module  # local: megatron-core is optional
 
         self.spec, self.device = spec, device
         self.cfg = spec.model_config()
