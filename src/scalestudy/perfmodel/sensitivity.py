@@ -26,6 +26,7 @@ from scalestudy.measure.csv_format import write_csv
 from scalestudy.measure.rawlog import atomic_write_json
 from scalestudy.measure.table_files import C3_TERMS_FILE, CLAIM_BASIS_FILE, SENSITIVITY_FILE
 from scalestudy.spec import catalog
+from scalestudy.perfmodel import power
 from scalestudy.perfmodel.cluster import Cluster, load_cluster, with_overrides
 from scalestudy.perfmodel.collectives import CollectiveModel
 from scalestudy.perfmodel.options import ModelOptions
@@ -93,6 +94,7 @@ def inputs(base: Setup, cal: Calibration, root: Path | str = ".") -> list[Input]
     s0 = float(base.options.overlap_slowdown)
     e = cal.compute_error
     h100_rate = catalog.gpu("NVIDIA H100 80GB HBM3").matmul_achievable_flops_per_s["bf16"] / 1e12
+    window_ms = 1e3 * (power.load(root).limiter_tau_s or 0.0)
     return [
         Input(
             "network latency",
@@ -140,9 +142,9 @@ def inputs(base: Setup, cal: Calibration, root: Path | str = ".") -> list[Input]
         ),
         Input(
             "power limiter window",
-            (("off", _option(burst_speedup=False)), ("133 ms", lambda s: s)),
+            (("off", _option(burst_speedup=False)), (f"{window_ms:.0f} ms", lambda s: s)),
             "named alternative: bursts shorter than the limiter's window at full clock (the H200 duty-cycle fit's "
-            "133 ms) or at the limit's clock always",
+            f"{window_ms:.0f} ms) or at the limit's clock always",
         ),
     ]
 
