@@ -3,7 +3,7 @@ import io
 import numpy as np
 from PIL import Image
 
-from scalestudy.analysis.audit import PNG_TOLERANCE_PIXELS, same_png
+from scalestudy.analysis.audit import PNG_TOLERANCE_LEVELS, PNG_TOLERANCE_PIXELS, png_difference, same_png
 
 
 def _png(pixels: np.ndarray) -> bytes:
@@ -27,3 +27,41 @@ def test_layout_noise_passes_an_edit_does_not():
     many.reshape(-1, 4)[: PNG_TOLERANCE_PIXELS + 1, 0] = 250  # too many pixels off, each a little
     assert not same_png(a, _png(many))
     assert not same_png(a, b"not a png")
+
+
+def test_the_difference_is_said():
+    base = np.full((60, 80, 4), 255)
+    edited = base.copy()
+    edited[30:45, 10:40, :3] = 0
+    assert png_difference(_png(base), _png(base)) is None
+    assert png_difference(_png(base), _png(edited)) == (
+        f"450 pixels differ, by up to 255 levels of 255 (tolerated: {PNG_TOLERANCE_PIXELS} pixels, "
+        f"{PNG_TOLERANCE_LEVELS} levels)"
+    )
+    assert png_difference(_png(base), _png(base[:, :79])) == "80x60 RGBA pixels against 79x60 RGBA"
+
+
+def test_a_figure_draws_the_same_whichever_formats_are_saved(tmp_path):
+    """The layout is solved once and frozen before saving (figures.save): the PNG saved alone equals
+    the PNG saved after a PDF, so an image does not depend on what was drawn before it."""
+    import matplotlib
+
+    matplotlib.use("agg")
+    from matplotlib.figure import Figure
+
+    from scalestudy.analysis.figures import save
+
+    def fig():
+        f = Figure(figsize=(6, 3), layout="constrained")
+        for i, ax in enumerate(f.subplots(1, 3)):
+            ax.errorbar([8, 64, 512, 2048], [12000 - 300 * i, 11000, 10500, 9800], yerr=500, marker="o", label=f"s{i}")
+            ax.set_xscale("log", base=2)
+            ax.set(title=f"panel {i} (tokens/s)", xlabel="GPUs (world size, log 2)", ylabel="tokens/s per device")
+            ax.tick_params(axis="x", labelrotation=45)
+        f.legend(loc="outside lower center", ncols=3)
+        f.suptitle("A title of the figure")
+        return f
+
+    both = save.save(fig(), tmp_path / "both", ["pdf", "png"], version="v")
+    alone = save.save(fig(), tmp_path / "alone", ["png"], version="v")
+    assert both[1].read_bytes() == alone[0].read_bytes()

@@ -263,37 +263,54 @@ PNG_TOLERANCE_PIXELS = 50
 PNG_TOLERANCE_LEVELS = 16
 
 
-def same_png(a: bytes, b: bytes) -> bool:
-    """Whether two PNGs draw the same: equal bytes, or equal size and mode with the pixels differing
-    within PNG_TOLERANCE_PIXELS and PNG_TOLERANCE_LEVELS."""
+def png_difference(a: bytes, b: bytes) -> str | None:
+    """How two PNGs differ in what they draw: None for equal bytes, or equal size and mode with the
+    pixels differing within PNG_TOLERANCE_PIXELS and PNG_TOLERANCE_LEVELS; else a phrase saying how."""
     if a == b:
-        return True
+        return None
     import numpy as np  # heavy: only for PNGs that differ in bytes
     from PIL import Image  # heavy: only for PNGs that differ in bytes
 
     try:
         x, y = (Image.open(io.BytesIO(d)) for d in (a, b))
         if x.size != y.size or x.mode != y.mode:
-            return False
+            return f"{x.size[0]}x{x.size[1]} {x.mode} pixels against {y.size[0]}x{y.size[1]} {y.mode}"
         diff = np.abs(np.asarray(x, dtype=np.int16) - np.asarray(y, dtype=np.int16))
     except (OSError, ValueError):  # not a decodable PNG
-        return False
+        return "not a decodable PNG"
     if diff.ndim == 3:
         diff = diff.max(axis=2)
-    return int(diff.max()) <= PNG_TOLERANCE_LEVELS and int((diff > 0).sum()) <= PNG_TOLERANCE_PIXELS
+    pixels, level = int((diff > 0).sum()), int(diff.max())
+    if level <= PNG_TOLERANCE_LEVELS and pixels <= PNG_TOLERANCE_PIXELS:
+        return None
+    return (
+        f"{pixels} pixels differ, by up to {level} levels of 255 (tolerated: {PNG_TOLERANCE_PIXELS} pixels, "
+        f"{PNG_TOLERANCE_LEVELS} levels)"
+    )
+
+
+def same_png(a: bytes, b: bytes) -> bool:
+    """Whether two PNGs draw the same (png_difference finds none)."""
+    return png_difference(a, b) is None
 
 
 def compare_image(expected: Path, actual: Path) -> str | None:
     """A problem naming `actual` (a figure's PDF or PNG) if it differs from the image this code
     draws from the figure's CSV (`expected`): stale, swapped with another figure's, or edited. PNGs
-    are compared by same_png, PDFs by same_pdf."""
+    are compared by png_difference (the problem says how far apart they are), PDFs by same_pdf."""
     a, e = actual.read_bytes(), expected.read_bytes()
-    if a == e or (actual.suffix == ".pdf" and same_pdf(a, e)) or (actual.suffix == ".png" and same_png(a, e)):
+    if a == e or (actual.suffix == ".pdf" and same_pdf(a, e)):
         return None
+    how = ""
+    if actual.suffix == ".png":
+        found = png_difference(a, e)
+        if found is None:
+            return None
+        how = f"{found}; "
     import matplotlib  # heavy: only to name its version in a problem
 
     return (
-        f"{actual}: differs from the image this code draws from {actual.with_suffix('.csv').name} (stale, "
+        f"{actual}: differs from the image this code draws from {actual.with_suffix('.csv').name} ({how}stale, "
         f"swapped or edited; redraw it with `scalestudy figure {actual.stem}`; drawn here with matplotlib "
         f"{matplotlib.__version__})"
     )

@@ -53,6 +53,11 @@ def write_rows(path: Path, rows: list[dict], version: str | None = None) -> Path
 def save(fig, out_base: Path, formats: Iterable[str], version: str | None = None) -> list[Path]:
     """The figure's PDF and PNG, recording `version` (default: this analysis code's) in their metadata."""
     version = version or code_version()
+    # one layout for every format: constrained layout solved once, then frozen, so that the PNG does
+    # not depend on whether (or in which process state) a PDF was drawn before it
+    if fig.get_layout_engine() is not None:
+        fig.draw_without_rendering()
+        fig.set_layout_engine("none")
     paths = []
     for fmt in formats:
         if fmt == "csv":
