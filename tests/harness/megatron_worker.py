@@ -1,5 +1,7 @@
 """One rank of a multi-process CPU (gloo) check of the megatron-core backend's parts; started by
-tests/test_megatron_*.py as `torchrun --nproc_per_node N tests/harness/megatron_worker.py CASE OUT_DIR`.
+tests/harness/test_megatron_*.py as `python tests/harness/forked_ranks.py --nproc=N
+tests/harness/megatron_worker.py CASE OUT_DIR` (the ranks forked from one process that imported torch
+and megatron-core once: preload() below), or by hand under `torchrun --nproc_per_node N`.
 Each rank writes OUT_DIR/rank-R.json: {"checks": {name: [max_abs_error, scale]}, ...}. The test
 process asserts on them; this script asserts nothing about numbers itself."""
 
@@ -317,6 +319,21 @@ def case_pp_chunks(rank: int, world: int) -> dict:
             "max_weight_error": worst,
         }
     return {"chunks": out}
+
+
+def preload() -> None:
+    """What the cases import, imported once before tests/harness/forked_ranks.py forks the ranks."""
+    import megatron.core.models.gpt  # noqa: F401
+    import megatron.core.optimizer  # noqa: F401
+    import megatron.core.parallel_state  # noqa: F401
+    import megatron.core.tensor_parallel  # noqa: F401
+    import megatron.core.transformer.attention  # noqa: F401
+    import megatron.core.transformer.mlp  # noqa: F401
+    import megatron.core.transformer.transformer_block  # noqa: F401
+    import megatron.core.transformer.transformer_config  # noqa: F401
+    import megatron.core.transformer.transformer_layer  # noqa: F401
+    import torch.distributed.device_mesh  # noqa: F401
+    import torch.distributed.tensor.parallel  # noqa: F401
 
 
 CASES = {

@@ -1,5 +1,6 @@
 """Records what one rank computes and holds for several layouts, in a real multi-process gloo run
-(`torchrun --nproc_per_node 4 tests/harness/rank_share_worker.py real OUT`) or in one process with fake
+(`python tests/harness/forked_ranks.py --nproc=4 tests/harness/rank_share_worker.py real OUT`, or the
+same under `torchrun --nproc_per_node 4`) or in one process with fake
 communication (`python tests/harness/rank_share_worker.py fake OUT`, every rank listed in CASES).
 Per (layout, rank) it writes OUT/LAYOUT-rank-R.json: each parameter's local shape and dtype, the
 operator inputs and outputs of one training step (every module's forward: name, input and output

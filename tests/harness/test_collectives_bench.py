@@ -2,11 +2,9 @@
 
 import argparse
 import json
-import subprocess
-import sys
 
 import pytest
-from conftest import child_env, status_of
+from conftest import child_env, status_of, warm_workers
 
 from scalestudy.cli.collectives import collectives_spec_from_args, register
 from scalestudy.measure import bandwidth, rawlog
@@ -107,20 +105,10 @@ def test_mismatches_are_counted_the_same_in_small_blocks(monkeypatch):
 
 
 def launch(nproc, args, env=None):
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={nproc}",
-        "-m",
-        "scalestudy",
-        "collectives",
-        "--procs-per-node",
-        str(nproc),
-        *args,
-    ]
-    return subprocess.run(cmd, env=env or child_env(), capture_output=True, text=True, timeout=180)
+    """`scalestudy collectives` on nproc ranks forked from a warm server (conftest.warm_workers): what
+    the ranks measure is the subject here; how torchrun and the launcher start ranks is tested by the
+    fault, launch and SLURM tests."""
+    return warm_workers(nproc, ["collectives", "--procs-per-node", str(nproc), *args], env=env)
 
 
 @pytest.mark.multiproc

@@ -3,7 +3,8 @@ Transformer, on CPU (gloo): weights copied by name (harness/megatron_backend/mod
 same logits, loss and gradients (float32), at TP=1 and TP=2; pipeline and interleaved chunks hold
 the layers, and the weights, that the torch backend's pipeline stages hold. GPTModel.forward
 itself needs CUDA (its rotary table), so the worker calls its embedding, decoder and output layer.
-The cases run in one torchrun of two processes (TP=1: two data-parallel ranks)."""
+The cases run in one start of two forked processes (TP=1: two data-parallel ranks;
+tests/harness/forked_ranks.py)."""
 
 import pytest
 

@@ -2,7 +2,9 @@
 backend's: ColumnParallelLinear -> RowParallelLinear at TP=2 against DTensor ColwiseParallel ->
 RowwiseParallel and against nn.Linear with the same weights, forward and backward; and the groups
 that parallel_state builds from mapping.plan against the torch backend's DeviceMesh, rank by rank.
-Each case runs tests/harness/megatron_worker.py under torchrun."""
+Each case runs tests/harness/megatron_worker.py on ranks forked from one process that imported torch
+and megatron-core once (tests/harness/forked_ranks.py: torchrun's environment, the package's
+local_workers start), not under torchrun, whose every rank imports them anew."""
 
 import json
 import subprocess
@@ -22,22 +24,14 @@ pytestmark = [
 ]
 
 WORKER = Path(__file__).with_name("megatron_worker.py")
+FORKED_RANKS = Path(__file__).with_name("forked_ranks.py")
 
 
 def run_worker(cases: list[str], nproc: int, out: Path, timeout: float = 240) -> dict[str, list[dict]]:
-    """The cases in one torchrun of `nproc` processes (one torch and megatron import for all):
+    """The cases in one start of `nproc` forked ranks (one torch and megatron import for all):
     each case's result, rank by rank."""
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        f"--nproc_per_node={nproc}",
-        str(WORKER),
-        ",".join(cases),
-        str(out),
-    ]
+    cmd = [sys.executable, str(FORKED_RANKS), f"--nproc={nproc}", str(WORKER), ",".join(cases), str(out)]
     res = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=timeout)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
     return {c: [json.loads((out / c / f"rank-{r}.json").read_text()) for r in range(nproc)] for c in cases}

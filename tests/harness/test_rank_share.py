@@ -1,6 +1,8 @@
 """Fake communication (spec `comm: fake`): one process computes what one rank of a real
 multi-process run computes, on the same shapes, and holds the same parameter and optimizer
-memory. Real: torchrun with 4 gloo processes; fake: one process a rank (tests/harness/rank_share_worker.py)."""
+memory. Real: 4 gloo processes (forked from one that imported torch and the harness once,
+tests/harness/forked_ranks.py, with torchrun's environment); fake: one process a rank
+(tests/harness/rank_share_worker.py)."""
 
 import json
 import subprocess
@@ -14,6 +16,7 @@ from conftest import child_env
 pytestmark = pytest.mark.multiproc
 
 WORKER = str(Path(__file__).with_name("rank_share_worker.py"))
+FORKED_RANKS = str(Path(__file__).with_name("forked_ranks.py"))
 sys.path.insert(0, str(Path(__file__).parent))
 from rank_share_worker import CASES  # noqa: E402
 
@@ -23,7 +26,7 @@ def records(tmp_path_factory):
     out = tmp_path_factory.mktemp("rank_share")
     env = child_env()
     real = subprocess.Popen(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4", WORKER, "real", str(out)],
+        [sys.executable, FORKED_RANKS, "--nproc=4", WORKER, "real", str(out)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
