@@ -1,6 +1,6 @@
 """The duty-cycle fit with and without the power limiter's window, phase by phase.
 
-    python benchmarks/power_limiter_fit.py [data/power-duty/h200-power-duty.jsonl.gz]
+    python benchmarks/power_limiter_fit.py [RUN_DIR_OR_FILE]   (default: the H200's power_duty_data, gpus.yaml)
 
 perfmodel/power.py fits a compute burst of length b as drawing e x P_compute + (1 - e) x cap,
 e = exp(-b / tau_limiter): the board's limiter holds the average power under the cap, so products
@@ -13,6 +13,7 @@ from __future__ import annotations
 import sys
 
 from scalestudy.perfmodel import power
+from scalestudy.spec import catalog
 
 
 def describe(m: power.PowerModel) -> str:
@@ -40,4 +41,4 @@ def main(path: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else str(power.DUTY_FILE)))
+    sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else catalog.gpu("NVIDIA H200").power_duty_data))

@@ -59,16 +59,16 @@ def without_sources(m) -> dict:
     return d
 
 
-def test_the_duty_cycles_and_the_communication_phases_read_from_run_directories(tmp_path, monkeypatch):
+def loaded(duty: Path, comm: Path) -> power.PowerModel:
+    """What power.load gives for a GPU whose catalog entry names these two measurements."""
+    return dataclasses.replace(power.fit_file(duty), comm=power.fit_comm(comm))
+
+
+def test_the_duty_cycles_and_the_communication_phases_read_from_run_directories(tmp_path):
     duty, comm = as_run(tmp_path, DUTY, PowerDutySpec()), as_run(tmp_path, COMM, CommPowerSpec())
     same_records(REPO / DUTY, duty, ("phase", "sample"))
     same_records(REPO / COMM, comm, ("phase", "sample"))
-    monkeypatch.setattr(power, "DUTY_FILE", duty.relative_to(tmp_path))
-    monkeypatch.setattr(power, "COMM_FILE", comm.relative_to(tmp_path))
-    from_runs = power.load(tmp_path)
-    monkeypatch.setattr(power, "DUTY_FILE", Path(DUTY))
-    monkeypatch.setattr(power, "COMM_FILE", Path(COMM))
-    from_files = power.load(REPO)
+    from_runs, from_files = loaded(duty, comm), loaded(REPO / DUTY, REPO / COMM)
     assert without_sources(from_runs) == without_sources(from_files)
     assert from_runs.source == from_files.source.replace("h200-power-duty.jsonl.gz", PowerDutySpec().run_id)
     assert f"({CommPowerSpec().run_id})" in from_runs.comm.source
@@ -78,7 +78,8 @@ def test_the_burst_check_and_the_sweeps_best_rate_read_from_run_directories(tmp_
     burst, sweep = as_run(tmp_path, BURST, BurstRateSpec()), as_run(tmp_path, SWEEP, MatmulSweepSpec())
     same_records(REPO / BURST, burst, ("phase", "sample"))
     same_records(REPO / SWEEP, sweep, ("gemm", "best"))
-    assert burst_check.rows(burst, REPO) == burst_check.rows(REPO / BURST, REPO)
+    model = power.load("NVIDIA H200", REPO)
+    assert burst_check.rows(burst, model) == burst_check.rows(REPO / BURST, model)
     assert sweep_best(sweep) == sweep_best(REPO / SWEEP) == (817.75, 817.75)
 
 
@@ -91,7 +92,8 @@ def test_a_run_directory_is_named_by_its_sealed_status_and_read_only_whole(tmp_p
     metrics.write_bytes(
         gzip.compress(gzip.decompress(metrics.read_bytes()).replace(b'"tflops": 680.', b'"tflops": 780.'))
     )
-    for read in (read_instrument, content_sha256, burst_check.rows):
+    model = power.load("NVIDIA H200", REPO)
+    for read in (read_instrument, content_sha256, lambda path: burst_check.rows(path, model)):
         with pytest.raises(RawLogError, match="sha256 differs from the one recorded in status.json"):
             read(run)
     with pytest.raises(RawLogError, match="a run of kind 'burst-rate', not comm-power"):

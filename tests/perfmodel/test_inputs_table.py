@@ -67,7 +67,7 @@ def test_the_carry_factors_are_the_models(rows, gpu):
 
 
 def test_the_power_rows_are_what_the_model_loads(rows):
-    pm = power.load(REPO)
+    pm, h200 = power.load(H200, REPO), catalog.gpu(H200)
     want = {
         "idle board (P_idle)": pm.idle_w,
         "a short idle gap (P_warm)": pm.warm_w,
@@ -83,7 +83,7 @@ def test_the_power_rows_are_what_the_model_loads(rows):
     for quantity, value in want.items():
         r = _row(rows, "power", quantity)
         assert r.value == pytest.approx(value, rel=1e-12), quantity
-        assert r.raw_logs == (str(power.DUTY_FILE),)
+        assert r.raw_logs == (h200.power_duty_data,)
     c = pm.comm
     for quantity, value in {
         "idle board of the measurement": c.idle_w,
@@ -95,11 +95,11 @@ def test_the_power_rows_are_what_the_model_loads(rows):
     }.items():
         r = _row(rows, "comm-power", quantity)
         assert r.value == pytest.approx(value, rel=1e-12), quantity
-        assert r.raw_logs == (str(power.COMM_FILE),)
+        assert r.raw_logs == (h200.comm_power_data,)
 
 
 def test_the_burst_rows_are_the_checks_worst_errors(rows):
-    rs = burst_check.rows(REPO / burst_check.BURST_FILE, REPO)
+    rs = burst_check.rows(REPO / catalog.gpu(H100).power_burst_data, power.load(H200, REPO))
     for what, key in (("rate", "rate"), ("board power", "power")):
         r = _row(rows, "burst", f"worst |error| of the modelled {what}")
         assert r.value == pytest.approx(100 * max(abs(x[f"{key}_model"] / x[key] - 1) for x in rs))

@@ -5,9 +5,12 @@ from pathlib import Path
 
 import pytest
 
-from scalestudy.perfmodel.power import DUTY_FILE, LIMITER_GRID_S, TAU_GRID_S, DutyPhase, PowerModel, fit, fit_file
+from scalestudy.spec import catalog
+from scalestudy.perfmodel import power
+from scalestudy.perfmodel.power import LIMITER_GRID_S, TAU_GRID_S, DutyPhase, PowerModel, fit, fit_file
 
 REPO = Path(__file__).resolve().parents[2]
+DUTY_FILE = catalog.gpu("NVIDIA H200").power_duty_data  # the run the model's H200 power fit reads
 
 
 def test_fit_recovers_known_powers():
@@ -233,9 +236,9 @@ def test_the_committed_fit_gives_the_h100_bursts_rates_and_power():
     """data/burst-rate: bf16 products in bursts on an H100, held out of the H200 fit. The board power
     of 5 ms bursts is the worst phase: 358 W measured, 383 W from the duty-cycle fit made by the
     package's instrument (7.1%; the removed script's fit and burst file gave 4.4%)."""
-    from scalestudy.perfmodel.burst_check import BURST_FILE, rows, table
+    from scalestudy.perfmodel.burst_check import rows, table
 
-    rows = rows(REPO / BURST_FILE, REPO)
+    rows = rows(REPO / catalog.gpu("NVIDIA H100 80GB HBM3").power_burst_data, power.load("NVIDIA H200", REPO))
     assert len(rows) == 9
     for r in rows:
         assert r["rate_model"] == pytest.approx(r["rate"], rel=0.05), r["phase"]
@@ -244,3 +247,26 @@ def test_the_committed_fit_gives_the_h100_bursts_rates_and_power():
     short = [r for r in rows if r["burst_ms"] and r["burst_ms"] < 30]
     assert all(r["rate"] > 1.1 * rows[0]["rate"] and r["rate_model"] > 1.08 * rows[0]["rate_model"] for r in short)
     assert table(rows).count("\n| burst_") == 7 and "worst |error|: rate 2.1%, power 7.1%" in table(rows)
+
+
+def test_the_model_reads_the_power_runs_its_gpu_catalog_entry_names():
+    import dataclasses
+
+    from scalestudy.measure.instruments import read_instrument
+
+    h200 = catalog.gpu("NVIDIA H200")
+    want = dataclasses.replace(fit_file(REPO / h200.power_duty_data), comm=power.fit_comm(REPO / h200.comm_power_data))
+    assert power.load("NVIDIA H200", REPO) == want
+    with pytest.raises(FileNotFoundError, match="names no power-duty run for NVIDIA A100-SXM4-80GB"):
+        power.load("NVIDIA A100-SXM4-80GB", REPO)
+    named = 0
+    for g in catalog.gpus().values():
+        for field, kind in (
+            ("power_duty_data", "power-duty"),
+            ("comm_power_data", "comm-power"),
+            ("power_burst_data", "burst-rate"),
+        ):
+            if getattr(g, field):
+                assert read_instrument(REPO / getattr(g, field), kind).kind == kind
+                named += 1
+    assert named == 3

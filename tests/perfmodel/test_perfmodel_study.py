@@ -15,7 +15,6 @@ from scalestudy.analysis.claims import claims
 from scalestudy.measure.csv_format import read_csv_rows
 from scalestudy.analysis.figures import render
 from scalestudy.analysis.provenance import provenance
-from scalestudy.perfmodel import power
 from scalestudy.perfmodel.study import predict_study
 from scalestudy.spec import catalog
 from scalestudy.spec.studies import load_study
@@ -478,7 +477,7 @@ def test_the_measurement_files_behind_a_prediction_are_under_the_audits_checksum
 
     for rid in CAL_RUNS:
         shutil.copytree(REPO / "data/h200-reference/raw" / rid, tmp_path / "data/h200-reference/raw" / rid)
-    duty, sweep_run = str(power.DUTY_FILE), catalog.gpu("NVIDIA H200").matmul_achievable_data
+    duty, sweep_run = catalog.gpu("NVIDIA H200").power_duty_data, catalog.gpu("NVIDIA H200").matmul_achievable_data
     for rel in (duty, sweep_run):
         shutil.copytree(REPO / rel, tmp_path / rel)
     data = copy.deepcopy(STUDY)

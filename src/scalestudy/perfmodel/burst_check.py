@@ -1,4 +1,5 @@
-"""The power model's limiter against bursts of products measured on another board (data/burst-rate):
+"""The power model's limiter against bursts of products measured on another board (the burst-rate run a
+GPU catalog entry names as `power_burst_data`: data/burst-rate, on an H100):
 each phase's rate and mean power as perfmodel/power.py gives them (fitted on the H200's duty cycles,
 data/power-duty; nothing refitted here) beside the measurement. Was benchmarks/burst_rate_check.py
 (`git show 315aca1:benchmarks/burst_rate_check.py`); tests/perfmodel/test_perfmodel_power.py holds
@@ -17,13 +18,10 @@ from pathlib import Path
 from scalestudy.measure.instruments import read_instrument
 from scalestudy.perfmodel import power
 
-BURST_FILE = Path("data") / "burst-rate" / "raw" / "burst-rate-9165e832f7-seed0"
 
-
-def rows(path: Path | str = BURST_FILE, root: Path | str = ".") -> list[dict]:
+def rows(path: Path | str, model: power.PowerModel) -> list[dict]:
     """One row a phase of a burst-rate measurement (a run directory or the script's file): measured and
-    modelled rate (TFLOP/s) and mean power (W)."""
-    model = power.load(root)
+    modelled rate (TFLOP/s) and mean power (W), the model being `model` (a power fit: power.load's)."""
     log = read_instrument(path, "burst-rate")
     head, phases = log.header, log.of("phase")
     at_limit = statistics.mean(p["tflops"] for p in phases if p["burst_products"] is None)

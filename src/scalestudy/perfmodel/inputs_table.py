@@ -1,8 +1,9 @@
 """The model's measured, published and assumed inputs as one table, read from where the model reads
 them (no value typed here): the achievable matrix-product rates of the GPU catalog (gpus.yaml,
-perfmodel/achievable.py) and the carry factors they give, the board-power fit of the duty-cycle
-measurement (power.py DUTY_FILE) and of the communication-power measurement (COMM_FILE), the
-power limiter against measured bursts (burst_check.py BURST_FILE) and the shape factors of the
+perfmodel/achievable.py) and the carry factors they give, the board-power fit of the calibration
+GPU's duty-cycle measurement and of its communication-power measurement (the runs its GPU catalog
+entry names as `power_duty_data` and `comm_power_data`, perfmodel/power.py), the power limiter
+against measured bursts (each GPU's `power_burst_data`, perfmodel/burst_check.py) and the shape factors of the
 matrix products timed at layouts' shapes (gemm_rates.py, GEMM_DIR). Each row names its source
 (measured, published, assumed or derived, and what) and, where a raw log stands behind it, the
 log's path relative to the project root and its content sha256 (measure/instruments.py
@@ -45,9 +46,9 @@ GEMM_CALIBRATION_LAYOUT = "llama2-7b/8192/1"
 PARTS = {
     "matmul": "achievable matrix-product rates (gpus.yaml matmul_achievable_tflops)",
     "carry": "the calibrated matrix-product efficiency carried to other GPUs (perfmodel/achievable.py)",
-    "power": "board power fitted to duty cycles (perfmodel/power.py DUTY_FILE)",
-    "comm-power": "board power of communication kernels (perfmodel/power.py COMM_FILE)",
-    "burst": "the power limiter against measured bursts (perfmodel/burst_check.py BURST_FILE)",
+    "power": "board power fitted to duty cycles (perfmodel/power.py; gpus.yaml power_duty_data)",
+    "comm-power": "board power of communication kernels (perfmodel/power.py; gpus.yaml comm_power_data)",
+    "burst": "the power limiter against measured bursts (perfmodel/burst_check.py; gpus.yaml power_burst_data)",
     "gemm": "matrix products at layouts' shapes (perfmodel/gemm_rates.py)",
 }
 FORMATS = ("md", "csv")
@@ -192,15 +193,19 @@ def carry_rows(calibration: str) -> list[InputRow]:
     return out
 
 
-def power_rows(root: Path | str = ".") -> list[InputRow]:
-    """The duty-cycle fit's terms and error (power.load), the clock it puts back-to-back matrix products
-    at, and the clock ratio of each cluster whose board limit is below its GPU's design power."""
+def power_rows(gpu: str, root: Path | str = ".") -> list[InputRow]:
+    """The duty-cycle fit of `gpu` (power.load): its terms and error, the clock it puts back-to-back
+    matrix products at, and the clock ratio of each cluster whose board limit is below its GPU's design
+    power; nothing where the catalog names no power-duty run for it."""
     from scalestudy.perfmodel.cluster import cluster_names, load_cluster
     from scalestudy.perfmodel.predict import design_power_w
 
-    pm = power.load(root)
-    logs = _logs(root, power.DUTY_FILE)
-    head = read_instrument(checkout_path(str(power.DUTY_FILE), root), "power-duty").header
+    duty = catalog.gpu(gpu).power_duty_data
+    if not duty:
+        return []
+    pm = power.load(gpu, root)
+    logs = _logs(root, duty)
+    head = read_instrument(checkout_path(duty, root), "power-duty").header
     src = (
         f"measured: duty cycles on one {pm.device} at its {pm.cap_w:g} W limit, NVML energy counter "
         "(scalestudy instrument power-duty), fitted by perfmodel/power.py"
@@ -249,13 +254,14 @@ def power_rows(root: Path | str = ".") -> list[InputRow]:
     return out
 
 
-def comm_power_rows(root: Path | str = ".") -> list[InputRow]:
-    """The communication-power fit dP = c0 + c_k k + c_r r above the idle board (power.fit_comm), where
-    its measurement is present, with two of its values."""
-    comm = power.load(root).comm
+def comm_power_rows(gpu: str, root: Path | str = ".") -> list[InputRow]:
+    """The communication-power fit of `gpu`, dP = c0 + c_k k + c_r r above the idle board
+    (power.fit_comm), where its catalog entry names the measurement, with two of its values."""
+    path = catalog.gpu(gpu).comm_power_data
+    comm = power.load(gpu, root).comm if path else None
     if comm is None:
         return []
-    logs = _logs(root, power.COMM_FILE)
+    logs = _logs(root, path)
     src = (
         f"measured: {comm.source.removeprefix('measured: ').split(' (')[0]} (scalestudy instrument comm-power), "
         "fitted by perfmodel/power.py"
@@ -277,13 +283,21 @@ def comm_power_rows(root: Path | str = ".") -> list[InputRow]:
     return out
 
 
-def burst_rows(root: Path | str = ".") -> list[InputRow]:
-    """The power fit against bursts of products measured on another board (burst_check.rows): the
-    worst relative error of the rate and of the power over the phases, each with its phase."""
-    path = checkout_path(str(burst_check.BURST_FILE), root)
-    rs = burst_check.rows(path, root)
+def burst_rows(gpu: str, root: Path | str = ".") -> list[InputRow]:
+    """The power fit of `gpu` against the bursts of products measured on each GPU whose catalog entry
+    names a burst-rate run (burst_check.rows): the worst relative error of the rate and of the power
+    over the phases, each with its phase; nothing where `gpu` has no power fit."""
+    if not catalog.gpu(gpu).power_duty_data:
+        return []
+    model = power.load(gpu, root)
+    return [row for rel in power.burst_runs().values() for row in _burst_rows(rel, model, root)]
+
+
+def _burst_rows(rel: str, model: "power.PowerModel", root: Path | str) -> list[InputRow]:
+    path = checkout_path(rel, root)
+    rs = burst_check.rows(path, model)
     head = read_instrument(path, "burst-rate").header
-    logs = _logs(root, burst_check.BURST_FILE)
+    logs = _logs(root, rel)
     src = (
         f"measured: bf16 bursts on one {head.get('device_name')} at its {head.get('power_limit_w'):g} W limit "
         "(scalestudy instrument burst-rate) against the power fit, nothing refitted (perfmodel/burst_check.py)"
@@ -348,9 +362,13 @@ def gemm_rows(root: Path | str = ".", raw_dir: str = GEMM_DIR, layout: str = GEM
 
 def raw_log_paths(root: Path | str = ".") -> list[str]:
     """Every raw log the table may name, relative to root (without reading them): the catalog's
-    matmul sweeps, the power, communication-power and burst measurements and the gemm runs."""
-    paths = {g.matmul_achievable_data for g in catalog.gpus().values() if g.matmul_achievable_data}
-    paths |= {str(power.DUTY_FILE), str(power.COMM_FILE), str(burst_check.BURST_FILE)}
+    matmul sweeps, power, communication-power and burst measurements, and the gemm runs."""
+    paths = {
+        path
+        for g in catalog.gpus().values()
+        for path in (g.matmul_achievable_data, g.power_duty_data, g.comm_power_data, g.power_burst_data)
+        if path
+    }
     paths |= {str(p.relative_to(root)) for p in find_runs(Path(root) / GEMM_DIR)}
     return sorted(p for p in paths if (Path(root) / p).exists())
 
@@ -369,12 +387,13 @@ def input_files(root: Path | str = ".", calibration=(DEFAULT_CALIBRATION,)) -> l
 
 def rows(root: Path | str = ".", calibration=(DEFAULT_CALIBRATION,)) -> list[InputRow]:
     """The whole table, part by part (PARTS)."""
+    gpu = calibration_gpu(calibration, root)
     return [
         *matmul_rows(root),
-        *carry_rows(calibration_gpu(calibration, root)),
-        *power_rows(root),
-        *comm_power_rows(root),
-        *burst_rows(root),
+        *carry_rows(gpu),
+        *power_rows(gpu, root),
+        *comm_power_rows(gpu, root),
+        *burst_rows(gpu, root),
         *gemm_rows(root),
     ]
 

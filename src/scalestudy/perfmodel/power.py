@@ -1,7 +1,7 @@
 """GPU board power from what the GPU does, fitted to a duty-cycle measurement (NVML, board only).
 
-The measurement (one H200, `scalestudy instrument power-duty`, the run directory DUTY_FILE names;
-the removed benchmarks/power_duty.py's file data/power-duty/h200-power-duty.jsonl.gz is the
+The measurement (one H200, `scalestudy instrument power-duty`, the run directory its GPU catalog
+entry names as `power_duty_data`; the removed benchmarks/power_duty.py's file data/power-duty/h200-power-duty.jsonl.gz is the
 earlier one, readable in the same form): phases of
 bf16 matrix products, large device-to-device copies and idle gaps of several lengths and ratios;
 each phase's mean power from NVML's total-energy counter, its compute share u_c, copy
@@ -29,8 +29,8 @@ Not fitted to rates: on an H100 (data/burst-rate), bf16 products in bursts of 4 
 10 ms gaps ran within about 2-3% of that (the H200's fit, its tau_limiter and s_cap, against the
 back-to-back rate; perfmodel/burst_check.py prints the table, data/burst-rate/README.md the errors).
 
-Communication, measured (one H200, `scalestudy instrument comm-power`, the run directory COMM_FILE
-names; the removed benchmarks/comm_power.py's file in data/comm-power is the earlier one): what the board draws while k thread
+Communication, measured (one H200, `scalestudy instrument comm-power`, the run directory its catalog
+entry names as `comm_power_data`; the removed benchmarks/comm_power.py's file in data/comm-power is the earlier one): what the board draws while k thread
 blocks (NCCL's channels) poll a flag in device memory and reduce chunks at a network's rate r
 (GB/s), the other SMs idle. Above the idle board the phases draw
 
@@ -38,7 +38,7 @@ blocks (NCCL's channels) poll a flag in device memory and reduce chunks at a net
 
 (data/comm-power/README.md gives the fitted terms and the idle board). An exposed collective draws a gap's power plus that: P_comm = P_gap(g) + dP(channels,
 bus rate). What it cannot capture: NIC and NVSwitch power (not board power), the NIC's DMA writes
-into HBM, NCCL's own loop. Without the measurement file the older assumption stands:
+into HBM, NCCL's own loop. Where the catalog names no such run the older assumption stands:
 P_comm = P_warm + f x (P_copy - P_warm), f = hbm_bytes_per_bus_byte x bus bandwidth / HBM
 bandwidth [assumed: 3 bytes through HBM a bus byte].
 
@@ -75,11 +75,9 @@ from pathlib import Path
 import numpy as np
 
 from scalestudy.measure.instruments import content_stamp, read_instrument
+from scalestudy.spec import catalog
 from scalestudy.spec.checkout import checkout_path
 
-# the measurements the fit reads: run directories of `scalestudy instrument` (2026-12-07, the lent H200)
-DUTY_FILE = Path("data") / "power-duty" / "raw" / "power-duty-797ccedffe-seed0"
-COMM_FILE = Path("data") / "comm-power" / "raw" / "comm-power-e2b379b319-seed0"
 TAU_GRID_S = tuple(float(x) for x in np.geomspace(0.005, 2.0, 60))
 LIMITER_GRID_S = tuple(float(x) for x in np.geomspace(0.005, 5.0, 60))
 UNBOUNDED_S = math.inf
@@ -363,8 +361,34 @@ def _fit_file(path: str, _stamp: tuple, limiter: bool) -> PowerModel:
     )
 
 
-def load(root: Path | str = ".") -> PowerModel:
-    """The duty-cycle fit, with the measured communication phase where its measurement is present."""
-    pm = fit_file(checkout_path(str(DUTY_FILE), root))
-    comm = checkout_path(str(COMM_FILE), root)
-    return replace(pm, comm=fit_comm(comm)) if Path(comm).exists() else pm
+def load(gpu: str, root: Path | str = ".") -> PowerModel:
+    """The power model of `gpu`: the fit of the power-duty run its GPU catalog entry names
+    (`power_duty_data`), with the measured communication phase where the entry names a comm-power run
+    (`comm_power_data`). FileNotFoundError where it names no power-duty run; UnknownDeviceError for a
+    GPU the catalog lacks."""
+    g = catalog.gpu(gpu)
+    if not g.power_duty_data:
+        raise FileNotFoundError(
+            f"the GPU catalog names no power-duty run for {g.name} (power_duty_data): `scalestudy instrument "
+            "power-duty` on that GPU makes one"
+        )
+    pm = fit_file(checkout_path(g.power_duty_data, root))
+    return replace(pm, comm=fit_comm(checkout_path(g.comm_power_data, root))) if g.comm_power_data else pm
+
+
+def data_files(gpu: str) -> dict[str, str]:
+    """The power measurements the catalog names for `gpu` (relative to the project root), by what they are."""
+    g = catalog.gpu(gpu)
+    return {
+        path: what
+        for path, what in (
+            (g.power_duty_data, f"{g.name}: board power under duty cycles (perfmodel/power.py)"),
+            (g.comm_power_data, f"{g.name}: board power while communication kernels run (perfmodel/power.py)"),
+        )
+        if path
+    }
+
+
+def burst_runs() -> dict[str, str]:
+    """GPU name -> the burst-rate run its catalog entry names (`power_burst_data`), for each GPU naming one."""
+    return {name: g.power_burst_data for name, g in sorted(catalog.gpus().items()) if g.power_burst_data}

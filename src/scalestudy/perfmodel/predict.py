@@ -138,8 +138,8 @@ def calibrate(raw_dirs, root: Path | str = ".", fit_run_ids: tuple[str, ...] | N
     pc = None
     try:
         tdp = _tdp_of(cc.gpu, root)
-        pc = power_mod.load(root)
-    except (ValueError, FileNotFoundError):
+        pc = power_mod.load(cc.gpu, root)
+    except (ValueError, FileNotFoundError, LookupError):
         tdp = None
     held, power_held = [], []
     for r in ok:

@@ -31,7 +31,7 @@ from scalestudy.measure.instruments import content_sha256
 from scalestudy.measure.rawlog import METRICS_FILE, RUN_FILE, SCHEMA, STATUS_FILE, atomic_write_text, write_status
 from scalestudy.perfmodel import MODEL_VERSION
 from scalestudy.perfmodel.collectives import Group
-from scalestudy.perfmodel.power import COMM_FILE, DUTY_FILE
+from scalestudy.perfmodel import power
 from scalestudy.perfmodel.predict import AXES, design_power_w
 from scalestudy.spec import catalog, checkout
 from scalestudy.spec.catalog.gpus import UnknownDeviceError
@@ -58,14 +58,12 @@ def _sha(text: str) -> str:
 
 
 def measured_files(cal, gpus: tuple[str, ...], root: Path | str) -> list[dict]:
-    """The measurement files a prediction reads besides the calibration runs, with their sha256:
-    the power duty-cycle and communication-power logs and the achievable-matmul sweeps of the GPUs involved (the catalog's
-    `matmul_achievable_data`), those present under the project root; of a raw-log run directory, the sha256 of its
-    sealed status.json (measure/instruments.py content_sha256)."""
-    paths = {
-        str(DUTY_FILE): "GPU power duty cycles (perfmodel/power.py)",
-        str(COMM_FILE): "GPU power while communication kernels run (perfmodel/power.py)",
-    }
+    """The measurement files a prediction reads besides the calibration runs, with their sha256: the
+    calibration GPU's power duty-cycle and communication-power runs (the catalog's `power_duty_data` and
+    `comm_power_data`, where the calibration has a power model) and the achievable-matmul sweeps of the
+    GPUs involved (`matmul_achievable_data`), those present under the project root; of a raw-log run
+    directory, the sha256 of its sealed status.json (measure/instruments.py content_sha256)."""
+    paths = power.data_files(cal.compute.gpu) if cal.power is not None else {}
     for name in dict.fromkeys((cal.compute.gpu, *gpus)):
         try:
             g = catalog.gpu(name)

@@ -26,7 +26,6 @@ from scalestudy.measure.csv_format import write_csv
 from scalestudy.measure.rawlog import atomic_write_json
 from scalestudy.measure.table_files import C3_TERMS_FILE, CLAIM_BASIS_FILE, SENSITIVITY_FILE
 from scalestudy.spec import catalog
-from scalestudy.perfmodel import power
 from scalestudy.perfmodel.cluster import Cluster, load_cluster, with_overrides
 from scalestudy.perfmodel.collectives import CollectiveModel
 from scalestudy.perfmodel.options import ModelOptions
@@ -94,7 +93,7 @@ def inputs(base: Setup, cal: Calibration, root: Path | str = ".") -> list[Input]
     s0 = float(base.options.overlap_slowdown)
     e = cal.compute_error
     h100_rate = catalog.gpu("NVIDIA H100 80GB HBM3").matmul_achievable_flops_per_s["bf16"] / 1e12
-    window_ms = 1e3 * (power.load(root).limiter_tau_s or 0.0)
+    window_ms = 1e3 * ((cal.power.limiter_tau_s if cal.power else None) or 0.0)
     return [
         Input(
             "network latency",

@@ -136,6 +136,9 @@ def _gpu(name: str, g: dict) -> GPUSpec:
         matmul_achievable_source=g.get("matmul_achievable_source", ""),
         matmul_achievable_sources={k: _achievable_source(g, k) for k in g.get("matmul_achievable_tflops") or {}},
         matmul_achievable_data=g.get("matmul_achievable_data", ""),
+        power_duty_data=g.get("power_duty_data", ""),
+        comm_power_data=g.get("comm_power_data", ""),
+        power_burst_data=g.get("power_burst_data", ""),
     )
 
 

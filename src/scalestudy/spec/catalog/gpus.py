@@ -50,6 +50,11 @@ class GPUSpec:
     matmul_achievable_source: str = ""  # of the bf16/fp16 rates
     matmul_achievable_sources: dict[str, str] = field(default_factory=dict)  # dtype -> its rate's source
     matmul_achievable_data: str = ""  # the raw log of that measurement, relative to the project root
+    # the board-power measurements of this GPU the power model reads (perfmodel/power.py), run
+    # directories relative to the project root; empty where none was made
+    power_duty_data: str = ""  # `scalestudy instrument power-duty`: duty cycles, fitted
+    comm_power_data: str = ""  # `scalestudy instrument comm-power`: communication kernels, fitted
+    power_burst_data: str = ""  # `scalestudy instrument burst-rate`: bursts the fit is checked against
 
 
 @dataclass(frozen=True)
