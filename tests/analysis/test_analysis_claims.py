@@ -385,3 +385,35 @@ def test_claims_md_says_predicted_once_above_the_table_not_in_every_row(tmp_path
     assert "**PREDICTED by scalestudy.perfmodel, not measured**" in text
     assert claims.PREDICTED_REASON not in text
     assert text.count("| PREDICTED (see above); same sign |") == 5
+
+
+def test_a_reason_several_rows_give_is_written_once_above_the_table(tmp_path):
+    from scalestudy.spec.studies import Study
+
+    study = Study(
+        name="s", description="", hardware="H100", assumptions=(), runs=(), collectives=(), figures=(), root=tmp_path
+    )
+    long = "not expressible: NVFP4 matrix products (no measured or published achievable NVFP4 rate known here)"
+    reasons = [f"{long}; one scale only", long, f"a line; {long}", "a short reason given by every row"] + [
+        "a short reason given by every row"
+    ] * 2
+    rows = [
+        {
+            "id": f"M{i}",
+            "claim": "c",
+            "where": "w",
+            "paper": "",
+            "ours_text": "",
+            "verdict": "not comparable",
+            "reason": r,
+            "rule": "r",
+        }
+        for i, r in enumerate(reasons)
+    ]
+    assert claims.shared_reasons(reasons) == {long: "1"}
+    text = claims.markdown(rows, study)
+    assert text.count(long) == 1 and f"- note 1: {long}" in text
+    assert text.index("- note 1:") < text.index("| id |")
+    assert "| note 1 (above); one scale only |" in text and "| a line; note 1 (above) |" in text
+    assert text.count("a short reason given by every row") == 3  # short: said where it applies
+    assert "Notes the reasons refer to" not in claims.markdown(rows[3:], study)

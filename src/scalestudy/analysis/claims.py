@@ -962,12 +962,32 @@ def c3_section(tables) -> list[str]:
     return out
 
 
+REASON_SEP = "; "
+SHARED_REASON_ROWS = 3  # a part of a reason that this many rows give, or more, is written once above the table
+SHARED_REASON_WORDS = 10  # if it is at least this long
+
+
+def shared_reasons(reasons: list[str | None]) -> dict[str, str]:
+    """The parts of the reasons (split at REASON_SEP) that at least SHARED_REASON_ROWS of them give and
+    that have at least SHARED_REASON_WORDS words, each with its number (1, 2, ...), in order of first use."""
+    counts: dict[str, int] = {}
+    for r in reasons:
+        for part in dict.fromkeys(str(r or "").split(REASON_SEP)):
+            if part and part != PREDICTED_REASON and len(part.split()) >= SHARED_REASON_WORDS:
+                counts[part] = counts.get(part, 0) + 1
+    common = [part for part, n in counts.items() if n >= SHARED_REASON_ROWS]
+    return {part: str(i) for i, part in enumerate(common, start=1)}
+
+
 def markdown(rows: list[dict], study, measured: list[dict] | None = None, tables=None) -> str:
     def cell(v):
         return format_value(v).replace("|", "\\|").replace("\n", " ")
 
-    def reason(v):  # what the note above the table says once, a word in each row
-        return cell(str(v or "").replace(PREDICTED_REASON, "PREDICTED (see above)"))
+    shared = shared_reasons([r.get("reason") for r in [*rows, *(measured or [])]])
+
+    def reason(v):  # what a note above the table says once, a word in each row
+        parts = str(v or "").replace(PREDICTED_REASON, "PREDICTED (see above)").split(REASON_SEP)
+        return cell(REASON_SEP.join(f"note {shared[x]} (above)" if x in shared else x for x in parts))
 
     predicted = any(r.get("n_seeds") == PREDICTED or PREDICTED_REASON in (r.get("reason") or "") for r in rows)
     lines = [
@@ -999,6 +1019,10 @@ def markdown(rows: list[dict], study, measured: list[dict] | None = None, tables
         ]
     if any("CPU smoke data" in (r.get("reason") or "") for r in rows):
         lines += ["**CPU smoke data — not comparable to the paper.**", ""]
+    if shared:
+        lines += ["**Notes the reasons refer to** (each given by several rows):", ""]
+        lines += [f"- note {mark}: {cell(text)}" for text, mark in shared.items()]
+        lines += [""]
     if measured:
         shares = (getattr(study, "prediction", None) or {}).get("rank_shares") or "its rank-share study"
         lines += [
