@@ -65,3 +65,29 @@ def test_a_figure_draws_the_same_whichever_formats_are_saved(tmp_path):
     both = save.save(fig(), tmp_path / "both", ["pdf", "png"], version="v")
     alone = save.save(fig(), tmp_path / "alone", ["png"], version="v")
     assert both[1].read_bytes() == alone[0].read_bytes()
+
+
+def test_a_saved_figures_legend_clears_its_axis_labels(tmp_path):
+    """The layout is solved at the PNG's resolution (savefig.dpi) before it is frozen: solved at the
+    figure's own dpi, mlperf's weak_scaling legend sat on its panels' x labels in the PNG."""
+    from pathlib import Path
+
+    import matplotlib
+
+    from scalestudy.analysis import aggregate as agg
+    from scalestudy.analysis.figures import draw, drawing, figure_data, save
+    from scalestudy.spec.studies import load_study
+
+    repo = Path(__file__).resolve().parents[2]
+    study = load_study("mlperf", repo)
+    tables = agg.load_tables(study.tables_dir)
+    with matplotlib.rc_context(drawing.style()):
+        fig = draw("weak_scaling", figure_data("weak_scaling", tables, study), study)
+        save.save(fig, tmp_path / "weak_scaling", ["png"], version="v")
+        fig.set_dpi(matplotlib.rcParams["savefig.dpi"])  # measured as the PNG draws it
+        fig.draw_without_rendering()
+        renderer = fig.canvas.get_renderer()
+        legends = [leg.get_window_extent(renderer) for f in (fig, *fig.subfigs) for leg in f.legends]
+        labels = [ax.xaxis.label.get_window_extent(renderer) for ax in fig.get_axes() if ax.get_xlabel()]
+    assert legends and labels
+    assert not [(leg, lab) for leg in legends for lab in labels if leg.overlaps(lab)]

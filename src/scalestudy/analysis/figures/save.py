@@ -50,13 +50,35 @@ def write_rows(path: Path, rows: list[dict], version: str | None = None) -> Path
     return write_csv(path, FIGURE_COLUMNS, [{**r, "code_version": version} for r in rows])
 
 
+LAYOUT_PASSES = 6  # constrained layout passes at most; an outside legend takes two or three to settle
+LAYOUT_SETTLED = 1e-6  # of the figure's size: an axes that moves less has settled (the solver's jitter is 1e-15)
+
+
+def settle_layout(fig) -> int:
+    """Run the figure's layout engine until no axes moves (at most LAYOUT_PASSES passes): one pass
+    sizes an outside legend from positions the pass itself then changes. Returns the passes run."""
+    before: list[tuple[float, ...]] = []
+    for n in range(1, LAYOUT_PASSES + 1):
+        fig.draw_without_rendering()
+        now = [tuple(ax.get_position().bounds) for ax in fig.get_axes()]
+        if before and all(abs(a - b) < LAYOUT_SETTLED for p, q in zip(now, before) for a, b in zip(p, q)):
+            return n
+        before = now
+    return LAYOUT_PASSES
+
+
 def save(fig, out_base: Path, formats: Iterable[str], version: str | None = None) -> list[Path]:
     """The figure's PDF and PNG, recording `version` (default: this analysis code's) in their metadata."""
     version = version or code_version()
-    # one layout for every format: constrained layout solved once, then frozen, so that the PNG does
-    # not depend on whether (or in which process state) a PDF was drawn before it
+    # one layout for every format: constrained layout solved until it settles, then frozen, so that
+    # the PNG does not depend on whether (or in which process state) a PDF was drawn before it
     if fig.get_layout_engine() is not None:
-        fig.draw_without_rendering()
+        import matplotlib  # heavy: only when drawing
+
+        dpi = matplotlib.rcParams["savefig.dpi"]
+        if dpi != "figure":  # text is measured at the PNG's resolution, as the PNG draws it
+            fig.set_dpi(dpi)
+        settle_layout(fig)
         fig.set_layout_engine("none")
     paths = []
     for fmt in formats:
