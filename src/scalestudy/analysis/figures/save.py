@@ -67,6 +67,16 @@ def settle_layout(fig) -> int:
     return LAYOUT_PASSES
 
 
+LAYOUT_GRID = 1e-7  # of the figure's size: well under a pixel, well over the solver's jitter
+
+
+def snap_positions(fig) -> None:
+    """Round every axes' position to LAYOUT_GRID: the layout solver's result differs from run to run in
+    the last bits (its sums run in an order set by memory addresses), which a PDF's ten decimals show."""
+    for ax in fig.get_axes():
+        ax.set_position([round(v / LAYOUT_GRID) * LAYOUT_GRID for v in ax.get_position().bounds])
+
+
 def save(fig, out_base: Path, formats: Iterable[str], version: str | None = None) -> list[Path]:
     """The figure's PDF and PNG, recording `version` (default: this analysis code's) in their metadata."""
     version = version or code_version()
@@ -80,6 +90,7 @@ def save(fig, out_base: Path, formats: Iterable[str], version: str | None = None
             fig.set_dpi(dpi)
         settle_layout(fig)
         fig.set_layout_engine("none")
+        snap_positions(fig)
     paths = []
     for fmt in formats:
         if fmt == "csv":
