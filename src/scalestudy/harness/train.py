@@ -172,94 +172,101 @@ def train(
         raise faults.InvalidConfig(str(e)) from None
     optimisations.apply_allocator_setting()
     run = begin_run(spec, run_dir)
-    rank, world, device, log, injector, run_dir = run.rank, run.world, run.device, run.log, run.injector, run.run_dir
-    fake_comm = memory_cap = refused = None
-    if spec.device == "cuda":
-        try:  # a cap above this GPU's memory: the run is invalid_config, with its run.json written
-            memory_cap = cap_device_memory(spec, device)
-        except faults.InvalidConfig as e:
-            refused = e
-    if spec.comm == "fake":
-        fake_comm = start_record(spec, device)
-    if rank == 0:
-        rawlog.atomic_write_json(
-            run_dir / rawlog.RUN_FILE,
-            run_record(
-                spec,
-                run,
-                time_limit_s=time_limit_s,
-                peak_tflops=peak_tflops,
-                power_period_s=power_period_s,
-                sink=sink,
-                fake_comm=fake_comm,
-                memory_cap=memory_cap,
-            ),
-        )
-    hooks = MeasurementHooks(spec, run_dir, rank, device, log, power_period_s=power_period_s)
+    fake_comm, refused = _record_run(spec, run, time_limit_s, peak_tflops, power_period_s, sink)
+    hooks = MeasurementHooks(spec, run.run_dir, run.rank, run.device, run.log, power_period_s=power_period_s)
     try:
         if refused is not None:
             raise refused
-        run.check_world()
-        torch.manual_seed(spec.seed)
-        dims = ParallelDims.from_spec(spec, dist.get_world_size())  # the emulated world under fake comm
-        trainer = build_backend(spec, dims, device, log)
-        one_host = len({f["host"] for f in run.facts}) == 1
-        peak = device_peak(spec, device, peak_tflops, shared=world > 1 and spec.comm_backend != "fake" and one_host)
-        log.log("device_peak", peak)
-        flops = flops_per_token(trainer.cfg, spec.seq_len)
-        if rank == 0:
-            log.log("flops", flops)
-        total_iters = spec.warmup_iters + spec.measured_iters
-        hooks.open(
-            world,
-            progress_every,
-            flops["flops_per_token"],
-            peak.get("peak_flops_per_s"),
-            open_sink(sink, run_dir, spec.run_id, spec.to_dict()) if rank == 0 else None,
-            fake_comm["label"] if fake_comm else None,
-        )
-        if rank == 0:
-            print(
-                f"[scalestudy] run {spec.run_id}: {spec.layout} on {world} process{'es' if world > 1 else ''}, {total_iters} steps "
-                f"({spec.warmup_iters} warm-up); raw log {run_dir}",
-                flush=True,
-            )
-        # under fake communication no data moves between ranks: the loss is not a training loss
-        vocab_size = getattr(trainer.cfg, "vocab_size", None)
-        for step in range(total_iters):
-            hooks.before(step)
-            if time_limit_s is not None and time.monotonic() - started > time_limit_s:
-                raise faults.RunTimeout(f"time limit of {time_limit_s} s reached before step {step}")
-            injector.maybe_fire(step)
-            sync(device)
-            t0 = time.perf_counter()
-            local = trainer.step(step)
-            sync(device)
-            dt = injector.step_time(step, time.perf_counter() - t0)
-            loss = injector.loss(step, trainer.global_loss(local))
-            # the run proves it trained: a non-finite loss or one out of its band is `diverged`, a
-            # step time <= 0 `invalid`, with this step (the loss is global: every rank stops here)
-            faults.check_step(step, None if spec.comm == "fake" else loss, dt, vocab_size)
-            memory = hooks.step(step, dt, loss)
-        hooks.finish(lambda i: trainer.step(total_iters + i))
-        numbers = summary_numbers(spec, world, device, hooks.measured_times, memory, peak, flops["flops_per_token"])
-        dist.barrier()
+        numbers = _steps(spec, run, hooks, started, time_limit_s, peak_tflops, progress_every, sink, fake_comm)
     except BaseException as e:  # noqa: BLE001 - every failure is recorded, then classified or re-raised
         hooks.abort()
         return run.fail(e, quiet=quiet)
     finally:
         hooks.close()
     status = run.finish()
-    if rank == 0 and LAUNCHER_PID_ENV not in os.environ:
+    if run.rank == 0 and LAUNCHER_PID_ENV not in os.environ:
+        elapsed_s = time.monotonic() - started
+        line = summary_line(
+            spec.run_id, status, run.run_dir, **numbers, rank_share=hooks.progress.rank_share, elapsed_s=elapsed_s
+        )
+        print(line, flush=True)
+    return status
+
+
+def _record_run(spec: RunSpec, run, time_limit_s, peak_tflops, power_period_s, sink):
+    """Start the fake process group's record and cap the GPU's memory where the spec asks, and write
+    run.json (rank 0). Returns the fake-communication record (or None) and the refusal of a memory cap
+    above this GPU's (or None): the run is then invalid_config, its run.json written."""
+    fake_comm = memory_cap = refused = None
+    if spec.device == "cuda":
+        try:
+            memory_cap = cap_device_memory(spec, run.device)
+        except faults.InvalidConfig as e:
+            refused = e
+    if spec.comm == "fake":
+        fake_comm = start_record(spec, run.device)
+    if run.rank == 0:
+        record = run_record(
+            spec,
+            run,
+            time_limit_s=time_limit_s,
+            peak_tflops=peak_tflops,
+            power_period_s=power_period_s,
+            sink=sink,
+            fake_comm=fake_comm,
+            memory_cap=memory_cap,
+        )
+        rawlog.atomic_write_json(run.run_dir / rawlog.RUN_FILE, record)
+    return fake_comm, refused
+
+
+def _steps(spec: RunSpec, run, hooks, started, time_limit_s, peak_tflops, progress_every, sink, fake_comm) -> dict:
+    """Build the backend, then warm-up and measured steps under the hooks; the run's summary numbers."""
+    rank, world, device, log, injector = run.rank, run.world, run.device, run.log, run.injector
+    run.check_world()
+    torch.manual_seed(spec.seed)
+    dims = ParallelDims.from_spec(spec, dist.get_world_size())  # the emulated world under fake comm
+    trainer = build_backend(spec, dims, device, log)
+    one_host = len({f["host"] for f in run.facts}) == 1
+    peak = device_peak(spec, device, peak_tflops, shared=world > 1 and spec.comm_backend != "fake" and one_host)
+    log.log("device_peak", peak)
+    flops = flops_per_token(trainer.cfg, spec.seq_len)
+    if rank == 0:
+        log.log("flops", flops)
+    total_iters = spec.warmup_iters + spec.measured_iters
+    hooks.open(
+        world,
+        progress_every,
+        flops["flops_per_token"],
+        peak.get("peak_flops_per_s"),
+        open_sink(sink, run.run_dir, spec.run_id, spec.to_dict()) if rank == 0 else None,
+        fake_comm["label"] if fake_comm else None,
+    )
+    if rank == 0:
         print(
-            summary_line(
-                spec.run_id,
-                status,
-                run_dir,
-                **numbers,
-                rank_share=hooks.progress.rank_share,
-                elapsed_s=time.monotonic() - started,
-            ),
+            f"[scalestudy] run {spec.run_id}: {spec.layout} on {world} process{'es' if world > 1 else ''}, {total_iters} steps "
+            f"({spec.warmup_iters} warm-up); raw log {run.run_dir}",
             flush=True,
         )
-    return status
+    # under fake communication no data moves between ranks: the loss is not a training loss
+    vocab_size = getattr(trainer.cfg, "vocab_size", None)
+    memory = None
+    for step in range(total_iters):
+        hooks.before(step)
+        if time_limit_s is not None and time.monotonic() - started > time_limit_s:
+            raise faults.RunTimeout(f"time limit of {time_limit_s} s reached before step {step}")
+        injector.maybe_fire(step)
+        sync(device)
+        t0 = time.perf_counter()
+        local = trainer.step(step)
+        sync(device)
+        dt = injector.step_time(step, time.perf_counter() - t0)
+        loss = injector.loss(step, trainer.global_loss(local))
+        # the run proves it trained: a non-finite loss or one out of its band is `diverged`, a
+        # step time <= 0 `invalid`, with this step (the loss is global: every rank stops here)
+        faults.check_step(step, None if spec.comm == "fake" else loss, dt, vocab_size)
+        memory = hooks.step(step, dt, loss)
+    hooks.finish(lambda i: trainer.step(total_iters + i))
+    numbers = summary_numbers(spec, world, device, hooks.measured_times, memory, peak, flops["flops_per_token"])
+    dist.barrier()
+    return numbers
