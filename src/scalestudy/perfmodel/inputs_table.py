@@ -193,17 +193,22 @@ def carry_rows(calibration: str) -> list[InputRow]:
     return out
 
 
-def power_rows(gpu: str, root: Path | str = ".") -> list[InputRow]:
-    """The duty-cycle fit of `gpu` (power.load): its terms and error, the clock it puts back-to-back
-    matrix products at, and the clock ratio of each cluster whose board limit is below its GPU's design
-    power; nothing where the catalog names no power-duty run for it."""
+def power_model(gpu: str, root: Path | str = ".") -> "power.PowerModel | None":
+    """The power fit of `gpu` (power.load), read once for the power, comm-power and burst parts; None
+    where the catalog names no power-duty run for it."""
+    return power.load(gpu, root) if catalog.gpu(gpu).power_duty_data else None
+
+
+def power_rows(pm: "power.PowerModel | None", gpu: str, root: Path | str = ".") -> list[InputRow]:
+    """The duty-cycle fit `pm` of `gpu`: its terms and error, the clock it puts back-to-back matrix
+    products at, and the clock ratio of each cluster whose board limit is below its GPU's design power;
+    nothing without a fit."""
     from scalestudy.perfmodel.cluster import cluster_names, load_cluster
     from scalestudy.perfmodel.predict import design_power_w
 
-    duty = catalog.gpu(gpu).power_duty_data
-    if not duty:
+    if pm is None:
         return []
-    pm = power.load(gpu, root)
+    duty = catalog.gpu(gpu).power_duty_data
     logs = _logs(root, duty)
     head = read_instrument(checkout_path(duty, root), "power-duty").header
     src = (
@@ -254,14 +259,13 @@ def power_rows(gpu: str, root: Path | str = ".") -> list[InputRow]:
     return out
 
 
-def comm_power_rows(gpu: str, root: Path | str = ".") -> list[InputRow]:
-    """The communication-power fit of `gpu`, dP = c0 + c_k k + c_r r above the idle board
+def comm_power_rows(pm: "power.PowerModel | None", gpu: str, root: Path | str = ".") -> list[InputRow]:
+    """The communication-power fit in `pm` (of `gpu`), dP = c0 + c_k k + c_r r above the idle board
     (power.fit_comm), where its catalog entry names the measurement, with two of its values."""
-    path = catalog.gpu(gpu).comm_power_data
-    comm = power.load(gpu, root).comm if path else None
+    comm = pm.comm if pm is not None else None
     if comm is None:
         return []
-    logs = _logs(root, path)
+    logs = _logs(root, catalog.gpu(gpu).comm_power_data)
     src = (
         f"measured: {comm.source.removeprefix('measured: ').split(' (')[0]} (scalestudy instrument comm-power), "
         "fitted by perfmodel/power.py"
@@ -283,14 +287,13 @@ def comm_power_rows(gpu: str, root: Path | str = ".") -> list[InputRow]:
     return out
 
 
-def burst_rows(gpu: str, root: Path | str = ".") -> list[InputRow]:
-    """The power fit of `gpu` against the bursts of products measured on each GPU whose catalog entry
-    names a burst-rate run (burst_check.rows): the worst relative error of the rate and of the power
-    over the phases, each with its phase; nothing where `gpu` has no power fit."""
-    if not catalog.gpu(gpu).power_duty_data:
+def burst_rows(pm: "power.PowerModel | None", root: Path | str = ".") -> list[InputRow]:
+    """The power fit `pm` against the bursts of products measured on each GPU whose catalog entry names
+    a burst-rate run (burst_check.rows): the worst relative error of the rate and of the power over the
+    phases, each with its phase; nothing without a fit."""
+    if pm is None:
         return []
-    model = power.load(gpu, root)
-    return [row for rel in power.burst_runs().values() for row in _burst_rows(rel, model, root)]
+    return [row for rel in power.burst_runs().values() for row in _burst_rows(rel, pm, root)]
 
 
 def _burst_rows(rel: str, model: "power.PowerModel", root: Path | str) -> list[InputRow]:
@@ -388,12 +391,13 @@ def input_files(root: Path | str = ".", calibration=(DEFAULT_CALIBRATION,)) -> l
 def rows(root: Path | str = ".", calibration=(DEFAULT_CALIBRATION,)) -> list[InputRow]:
     """The whole table, part by part (PARTS)."""
     gpu = calibration_gpu(calibration, root)
+    pm = power_model(gpu, root)
     return [
         *matmul_rows(root),
         *carry_rows(gpu),
-        *power_rows(gpu, root),
-        *comm_power_rows(gpu, root),
-        *burst_rows(gpu, root),
+        *power_rows(pm, gpu, root),
+        *comm_power_rows(pm, gpu, root),
+        *burst_rows(pm, root),
         *gemm_rows(root),
     ]
 
