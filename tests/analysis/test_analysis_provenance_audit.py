@@ -154,13 +154,13 @@ def test_audit_reports_a_model_validation_figure_made_by_another_performance_mod
     from figure_fixtures import write_ledger
 
     from scalestudy.analysis.audit import made_by_other_code
-    from scalestudy.measure.code_version import MODEL_INPUTS, analysis_sources, model_version
+    from scalestudy.measure.code_version import analysis_sources, model_inputs, model_version
     from scalestudy.analysis.figures import model_validation
     from scalestudy.perfmodel import external
 
     repo = Path(__file__).resolve().parents[2]
     root, figs = tmp_path / "checkout", tmp_path / "figures"
-    for rel in MODEL_INPUTS:  # a checkout holding what the ledger's predictions read
+    for rel in model_inputs():  # a checkout holding what the ledger's predictions read
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         if (repo / rel).is_dir():
             shutil.copytree(repo / rel, root / rel)

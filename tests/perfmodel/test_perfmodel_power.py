@@ -270,3 +270,7 @@ def test_the_model_reads_the_power_runs_its_gpu_catalog_entry_names():
                 assert read_instrument(REPO / getattr(g, field), kind).kind == kind
                 named += 1
     assert named == 3
+    # and the model's version (so every prediction) follows the runs the catalog names, not a list of folders
+    from scalestudy.measure.code_version import model_inputs
+
+    assert {h200.power_duty_data, h200.comm_power_data, h200.matmul_achievable_data} <= set(model_inputs())

@@ -39,7 +39,7 @@ import sys
 from pathlib import Path
 
 import scalestudy
-from scalestudy.measure.code_version import MODEL_INPUTS, PACKAGE_DIR
+from scalestudy.measure.code_version import PACKAGE_DIR, model_inputs
 from scalestudy.measure.rawlog import STATUS_FILE, atomic_write_bytes, find_runs
 from scalestudy.spec.checkout import checkout_path
 
@@ -66,7 +66,7 @@ def cache_dir(root: Path | str = ".") -> Path | None:
 def model_fingerprint(root: Path | str = ".") -> str:
     """sha256 of every file of the wings the model's code comes from (MODEL_CODE, the package's
     __init__, this module: how entries are read) and of the checkout files model_version hashes
-    (code_version.MODEL_INPUTS: the clusters, the power measurements, the external ledger). A
+    (code_version.model_inputs(): the clusters, the external ledger, the matmul and power measurements the GPU catalog names). A
     superset of model_version's inputs, read as bytes: model_version follows the imports through
     every module's syntax tree, a tenth of a second that planning would pay on every call; this
     takes a few milliseconds."""
@@ -86,7 +86,7 @@ def model_fingerprint(root: Path | str = ".") -> str:
             ),
             PACKAGE_DIR,
         )
-    for rel in MODEL_INPUTS:
+    for rel in model_inputs():
         try:
             p = checkout_path(rel, root)
         except FileNotFoundError:  # not in this checkout: its absence is part of the key

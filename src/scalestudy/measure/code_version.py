@@ -19,22 +19,31 @@ from functools import lru_cache
 from pathlib import Path
 
 import scalestudy
+from scalestudy.spec import catalog
 from scalestudy.spec.checkout import checkout_path
 
 PACKAGE_DIR = Path(scalestudy.__file__).resolve().parent
 ROOTS = ("analysis",)
 MODEL_ROOTS = ("perfmodel",)
 MODEL_DATA = ("spec/catalog",)  # package data the model reads: the GPU and model catalogs
-# the files of the checkout the model's predictions read besides calibration runs: the external
-# ledger (scalestudy.perfmodel.external), the clusters, and the measurements behind the power model
-# and the H200's achievable matmul rate (a changed byte in either re-runs the predictions)
-MODEL_INPUTS = (
-    "workflow/validation/external.yaml",
-    "workflow/clusters",
-    "data/power-duty",
-    "data/comm-power",
-    "data/h200-matmul",
-)
+# the files of the checkout the model's predictions read besides calibration runs and the measurements
+# the GPU catalog names (model_inputs): the external ledger (scalestudy.perfmodel.external) and the clusters
+MODEL_FILES = ("workflow/validation/external.yaml", "workflow/clusters")
+
+
+def model_inputs() -> tuple[str, ...]:
+    """MODEL_FILES and the raw logs the GPU catalog names for the model: each GPU's achievable-matmul
+    sweep (`matmul_achievable_data`) and its power duty-cycle and communication-power runs
+    (`power_duty_data`, `comm_power_data`); a changed byte in any re-runs the predictions."""
+    named = {
+        path
+        for g in catalog.gpus().values()
+        for path in (g.matmul_achievable_data, g.power_duty_data, g.comm_power_data)
+        if path
+    }
+    return MODEL_FILES + tuple(sorted(named))
+
+
 HASH_CHARS = 12
 
 
@@ -97,14 +106,14 @@ def code_version() -> str:
 
 def model_version(root: Path | str = ".") -> str:
     """e.g. 'model.9c1d0e2f3a4b': the performance model's sources, the catalogs and the checkout
-    files the external ledger is predicted from (MODEL_INPUTS, found as scalestudy.spec.checkout finds them)."""
+    files the external ledger is predicted from (model_inputs(), found as scalestudy.spec.checkout finds them)."""
     h = hashlib.sha256(source_hash(MODEL_ROOTS).encode())
     _hash_files(
         h,
         sorted(f for d in MODEL_DATA for f in (PACKAGE_DIR / d).rglob("*") if f.is_file() and f.suffix != ".pyc"),
         PACKAGE_DIR,
     )
-    for rel in MODEL_INPUTS:
+    for rel in model_inputs():
         p = checkout_path(rel, root)
         base = p.parents[len(Path(rel).parts) - 1]
         _hash_files(h, sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p], base)
