@@ -111,7 +111,7 @@ def test_a_run_stopped_at_its_time_limit_is_timeout(tmp_path):
             "--log",
             str(log),
             "--time-limit-s",
-            "10",
+            "5",
             "--grace-s",
             "20",
         ]
