@@ -56,3 +56,25 @@ def test_an_over_long_run_id_is_refused_at_planning(tmp_path):
     p = _smoke(tmp_path, lambda t: t.replace("model: tiny", f"model: {long_model}", 1) + f"\ncatalog: [{cat}]\n")
     with pytest.raises(StudyError, match=r"run id .* characters, more than 200"):
         load_study(str(p), REPO)
+
+
+def test_a_catalog_or_cluster_file_with_a_key_given_twice_is_refused_naming_file_and_line(tmp_path):
+    from scalestudy.perfmodel.cluster import ClusterError, load_cluster
+    from scalestudy.spec import catalog
+
+    cat = tmp_path / "cat.yaml"
+    cat.write_text(
+        "models:\n  m1: {n_layers: 8, dim: 64, n_heads: 4, ffn_dim: 128, vocab_size: 256, source: a test}\n"
+        "  m1: {n_layers: 4, dim: 64, n_heads: 4, ffn_dim: 128, vocab_size: 256, source: a test}\n"
+    )
+    try:
+        with pytest.raises(catalog.CatalogError, match=r"(?s)cat.yaml.*'m1' twice \(first on line 2\)"):
+            catalog.add_catalog_file(cat)
+    finally:
+        catalog.reset()
+    clusters = tmp_path / "workflow" / "clusters"
+    clusters.mkdir(parents=True)
+    text = (REPO / "workflow" / "clusters" / "a100-paper.yaml").read_text()
+    (clusters / "dup.yaml").write_text(text + "gpus_per_node: {value: 4, source: a test}\n")
+    with pytest.raises(ClusterError, match=r"(?s)dup.yaml.*'gpus_per_node' twice"):
+        load_cluster("dup", tmp_path)

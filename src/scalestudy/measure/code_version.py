@@ -17,6 +17,7 @@ import ast
 import hashlib
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterator
 
 import scalestudy
 from scalestudy.spec import catalog
@@ -58,10 +59,23 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
+_BLOCKS = ("body", "orelse", "finalbody", "handlers", "cases")  # where statements nest
+
+
+def _statements(nodes: list) -> Iterator[ast.AST]:
+    """Every statement, nested ones too (an import is a statement: expressions need no visit)."""
+    for node in nodes:
+        yield node
+        for field in _BLOCKS:
+            sub = getattr(node, field, None)
+            if isinstance(sub, list):
+                yield from _statements(sub)
+
+
 @lru_cache(maxsize=None)  # the analysis and the model roots share most modules: each parsed once a process
 def _imports(path: Path) -> frozenset[str]:
     out: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    for node in _statements(ast.parse(path.read_text(encoding="utf-8"), str(path)).body):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:

@@ -42,10 +42,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-import yaml
-
 from scalestudy.perfmodel.compute import LOW_PRECISION
-from scalestudy.spec import catalog
+from scalestudy.spec import catalog, strict_yaml
 
 
 @dataclass(frozen=True)
@@ -194,7 +192,7 @@ def attention_table_problems(data) -> list[str]:
 def _attention_table() -> dict:
     """spec/catalog/attention.yaml, refused (naming the file and each problem) when it does not check."""
     path = Path(catalog.__file__).parent / ATTENTION_FILE
-    data = yaml.safe_load(path.read_text())
+    data = strict_yaml.load_file(path)
     if problems := attention_table_problems(data):
         raise ValueError(f"{path}: " + "; ".join(problems))
     return data

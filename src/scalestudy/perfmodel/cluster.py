@@ -51,7 +51,7 @@ from typing import Any
 import yaml
 
 from scalestudy.perfmodel.achievable import attention_kernels
-from scalestudy.spec import catalog
+from scalestudy.spec import catalog, strict_yaml
 from scalestudy.spec.catalog.gpus import UnknownDeviceError
 from scalestudy.spec.checkout import checkout_path
 
@@ -288,7 +288,7 @@ def _with_base(data: dict, path: Path, root: Path | str, seen: tuple[str, ...] =
             raise ClusterError(
                 f"{path}: base cluster {base_name!r} not found (known: {', '.join(cluster_names(root))})"
             )
-        merged = _with_base(yaml.safe_load(bp.read_text()) or {}, bp, root, (*seen, str(base_name)))
+        merged = _with_base(strict_yaml.load_file(bp) or {}, bp, root, (*seen, str(base_name)))
     gpu = data.get("gpu", merged.get("gpu"))
     if gpu is not None and gpu != merged.get("gpu"):
         merged = {k: v for k, v in merged.items() if k not in GPU_VALUES}
@@ -334,7 +334,7 @@ def load_cluster(name: str, root: Path | str = ".") -> Cluster:
     if not p.exists():
         raise ClusterError(f"no cluster file {p} (known: {', '.join(cluster_names(root))})")
     try:
-        data = yaml.safe_load(p.read_text())
+        data = strict_yaml.load_file(p)
     except yaml.YAMLError as e:
         raise ClusterError(f"cluster file {p} is not YAML: {e}") from None
     if not isinstance(data, dict):

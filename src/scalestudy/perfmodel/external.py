@@ -20,14 +20,13 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import yaml
-
 from scalestudy.measure.code_version import model_version
 from scalestudy.measure.rawlog import atomic_write_text
 from scalestudy.perfmodel.cluster import load_cluster
 from scalestudy.perfmodel.collectives import CollectiveModel
 from scalestudy.perfmodel.options import ModelOptions
 from scalestudy.perfmodel.predict import Calibration, predict
+from scalestudy.spec import strict_yaml
 from scalestudy.spec.checkout import checkout_path
 from scalestudy.spec.run import RunSpec
 
@@ -95,7 +94,7 @@ def _merge(a: dict, b: dict) -> dict:
 
 def load_ledger(root: Path | str = ".") -> tuple[dict, list[LedgerRow]]:
     path = checkout_path(str(LEDGER), root)
-    data = yaml.safe_load(path.read_text())
+    data = strict_yaml.load_file(path)
     for key in ("sources", "rows", "targets"):
         if key not in data:
             raise LedgerError(f"{path}: no {key!r} section")

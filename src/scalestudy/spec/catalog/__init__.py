@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from scalestudy.spec import strict_yaml
 from scalestudy.spec.catalog.gpus import DTYPES, GB, GIB, GPUSpec, PeakInfo, UnknownDeviceError
 from scalestudy.spec.catalog.models import ModelConfig
 
@@ -145,8 +146,7 @@ def _gpu(name: str, g: dict) -> GPUSpec:
 def _add(cat: _Catalog, path: Path) -> None:
     where = str(path)
     try:
-        with open(path) as f:  # a YAML error then names the file and line
-            data = yaml.safe_load(f)
+        data = strict_yaml.load_file(path)  # a YAML error, or a key given twice, names the file and line
     except FileNotFoundError:
         raise CatalogError(f"catalog file {where} does not exist") from None
     except yaml.YAMLError as e:
