@@ -13,8 +13,8 @@ import yaml
 MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-# libyaml's parser where PyYAML has it (every wheel does): the same documents, ten times faster than
-# the pure-Python one, which took half a second a process to read the study files
+# libyaml's parser where PyYAML has it (every wheel does): the same documents, about six times faster
+# than the pure-Python one (0.03 s against 0.19 s for the checkout's 51 YAML files)
 _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
