@@ -139,7 +139,7 @@ def calibrate(raw_dirs, root: Path | str = ".", fit_run_ids: tuple[str, ...] | N
     try:
         tdp = _tdp_of(cc.gpu, root)
         pc = power_mod.load(cc.gpu, root)
-    except (ValueError, FileNotFoundError, LookupError):
+    except (ValueError, FileNotFoundError, UnknownDeviceError):  # no cluster, power run or catalog entry
         tdp = None
     held, power_held = [], []
     for r in ok:

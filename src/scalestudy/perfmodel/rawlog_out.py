@@ -29,9 +29,8 @@ from scalestudy.measure.bandwidth import busbw_factor, message
 from scalestudy.measure.metrics import flops_per_token
 from scalestudy.measure.instruments import content_sha256
 from scalestudy.measure.rawlog import METRICS_FILE, RUN_FILE, SCHEMA, STATUS_FILE, atomic_write_text, write_status
-from scalestudy.perfmodel import MODEL_VERSION
+from scalestudy.perfmodel import MODEL_VERSION, power
 from scalestudy.perfmodel.collectives import Group
-from scalestudy.perfmodel import power
 from scalestudy.perfmodel.predict import AXES, design_power_w
 from scalestudy.spec import catalog, checkout
 from scalestudy.spec.catalog.gpus import UnknownDeviceError
